@@ -1,0 +1,5 @@
+import sys
+
+from evaluation_workers.cli import main
+
+sys.exit(main())

@@ -1,0 +1,91 @@
+"""The one module that knows about CuPy; array-namespace shims.
+
+Kernels take arrays and call ``array_namespace(...)`` (array-api-compat) to get
+``xp``; they never import cupy. The device is chosen once per process here,
+from ``EVAL_DEVICE`` (``auto``: CuPy when it imports and sees a GPU; ``cpu``;
+``gpu``: CuPy or fail). Operations the array API lacks live below, each with
+the reason it is here.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Any
+
+import numpy as np
+from array_api_compat import array_namespace, is_cupy_namespace
+
+__all__ = ["array_namespace", "backend", "to_device", "to_numpy", "bincount",
+           "cummax_reverse", "cumsum64", "device_name"]
+
+
+@functools.cache
+def backend() -> Any:
+    """The namespace loaded arrays are moved to: cupy or numpy (array-api-compat wrapped)."""
+    choice = os.environ.get("EVAL_DEVICE", "auto").lower()
+    if choice not in {"auto", "cpu", "gpu"}:
+        raise ValueError(f"Expected EVAL_DEVICE to be auto, cpu or gpu, but got {choice!r}")
+    if choice != "cpu":
+        try:
+            import cupy  # noqa: F401  (only this module imports cupy)
+            from array_api_compat import cupy as compat_cupy
+
+            if cupy.cuda.runtime.getDeviceCount() > 0:
+                return compat_cupy
+        except Exception as exc:  # ImportError, CUDA driver errors
+            if choice == "gpu":
+                raise RuntimeError(f"EVAL_DEVICE=gpu but CuPy cannot use a GPU: {exc}") from exc
+    from array_api_compat import numpy as compat_numpy
+
+    return compat_numpy
+
+
+def device_name() -> str:
+    return "gpu" if is_cupy_namespace(backend()) else "cpu"
+
+
+def to_device(array: np.ndarray, xp: Any = None) -> Any:
+    """Move a host array into ``xp`` (the chosen backend by default)."""
+    xp = xp or backend()
+    return xp.asarray(array)
+
+
+def to_numpy(array: Any) -> np.ndarray:
+    """Bring an array back to the host, at the result edge only."""
+    if hasattr(array, "get"):  # cupy
+        return np.asarray(array.get())
+    return np.asarray(array)
+
+
+def bincount(x: Any, minlength: int, weights: Any = None) -> Any:
+    """``bincount``: not in the array API; numpy and cupy share the signature.
+
+    Under array_api_strict (tests) it falls back to a host round trip, so the
+    kernels stay runnable there.
+    """
+    xp = array_namespace(x)
+    if hasattr(xp, "bincount"):
+        return xp.bincount(x, weights=weights, minlength=minlength)
+    host = np.bincount(np.asarray(x), weights=None if weights is None else np.asarray(weights),
+                       minlength=minlength)
+    return xp.asarray(host)
+
+
+def cummax_reverse(x: Any) -> Any:
+    """Running maximum from the right along the last axis (a precision envelope).
+
+    The array API has no cumulative max; numpy and cupy have ``maximum.accumulate``.
+    """
+    xp = array_namespace(x)
+    native = getattr(xp, "maximum", None)
+    if native is not None and hasattr(native, "accumulate"):
+        return xp.flip(native.accumulate(xp.flip(x, axis=-1), axis=-1), axis=-1)
+    host = np.asarray(x)
+    return xp.asarray(np.flip(np.maximum.accumulate(np.flip(host, -1), axis=-1), -1).copy())
+
+
+def cumsum64(x: Any, axis: int = -1) -> Any:
+    """Cumulative sum accumulated in float64 (counts of millions of predictions stay exact)."""
+    xp = array_namespace(x)
+    return xp.cumulative_sum(xp.astype(x, xp.float64), axis=axis)

@@ -1,0 +1,85 @@
+"""The result JSON of METRICS.md, and the checksums that make it reproducible."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+# Files under these names inside a labels folder are derived (caches, the
+# public manifest); the checksum covers the official files only, so the same
+# labels hash alike offline and on the server.
+DERIVED_NAMES = frozenset({".cache", "manifest.json"})
+_CHUNK = 1 << 20
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def sha256_tree(path: Path) -> str:
+    """Checksum of a file, or of a folder's official files.
+
+    A folder hashes as the sha256 of its sorted ``"<sha256>  <relative path>\\n"``
+    lines (the ``sha256sum`` listing), skipping derived files.
+    """
+    path = Path(path)
+    if path.is_file():
+        return sha256_file(path)
+    lines = []
+    for p in sorted(path.rglob("*")):
+        rel = p.relative_to(path)
+        if p.is_file() and not (set(rel.parts) & DERIVED_NAMES):
+            lines.append(f"{sha256_file(p)}  {rel.as_posix()}\n")
+    return hashlib.sha256("".join(lines).encode()).hexdigest()
+
+
+def clean_number(value: Any) -> float | None:
+    """A metric as JSON allows it: a float, or None where undefined (never NaN)."""
+    if value is None:
+        return None
+    value = float(value)
+    return None if math.isnan(value) or math.isinf(value) else value
+
+
+def _clean(obj: Any) -> Any:
+    if isinstance(obj, Mapping):
+        return {str(k): _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    if isinstance(obj, bool) or obj is None or isinstance(obj, str):
+        return obj
+    if isinstance(obj, int):
+        return obj
+    if hasattr(obj, "item"):  # numpy / cupy scalars
+        return _clean(obj.item())
+    return clean_number(obj)
+
+
+def make_result(
+    *,
+    track: str,
+    scorer_version: str,
+    labels_sha256: str,
+    predictions_sha256: str,
+    metrics: Mapping[str, Any],
+    breakdown: Mapping[str, Mapping[str, Any]],
+    details: Mapping[str, Any] | None = None,
+    warnings: Sequence[str] = (),
+) -> dict[str, Any]:
+    """Assemble the result JSON; NaN and inf become null, numpy scalars plain numbers."""
+    return {
+        "track": track,
+        "scorer_version": scorer_version,
+        "labels_sha256": labels_sha256,
+        "predictions_sha256": predictions_sha256,
+        "metrics": _clean(metrics),
+        "breakdown": _clean(breakdown),
+        "details": _clean(details or {}),
+        "warnings": list(warnings),
+    }

@@ -1,0 +1,70 @@
+"""What every track provides to the worker, the site and the command line.
+
+A track is one module in this package that builds a ``Track``. The site reads
+the display facts (metrics, groups, upload limits) from it; the worker calls
+``score``; ``load_labels`` (manage.py) calls ``prepare_labels``; the command
+line calls ``validate`` and ``score``. None of these touch Django.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+Manifest = dict[str, Any]
+"""Public facts about a labels version (ids, sizes, vocabulary; never labels)."""
+
+Result = dict[str, Any]
+"""The result JSON of METRICS.md."""
+
+
+class Progress(Protocol):
+    def __call__(self, fraction: float, message: str = "") -> None: ...
+
+
+def no_progress(fraction: float, message: str = "") -> None:
+    """The progress callback for callers that do not show progress."""
+
+
+@dataclass(frozen=True)
+class Track:
+    """One benchmark track.
+
+    Attributes:
+        name: slug used in URLs, task payloads and result JSON ("sqa3d").
+        title: human name.
+        scorer_version: recorded on every result; bump it whenever numbers may change.
+        metrics: metric keys in display order; ``metrics[0]`` is not necessarily primary.
+        primary_metric: the metric that ranks the leaderboard.
+        groups: breakdown groups in display order (question types, aspects, categories).
+        group_label: what a group is called on pages ("Question type").
+        upload_suffixes: accepted file name endings for predictions.
+        max_upload_bytes: larger uploads are refused before they are stored.
+        prepare_labels: ``(source, dest) -> manifest``; copies the official label
+            files into ``dest`` (a worker-only folder), builds any cache, and returns
+            the public manifest.
+        validate: ``(predictions, manifest) -> summary``; checks a predictions file
+            against the public manifest only, raising ``SubmissionError``.
+        score: ``(labels, predictions, progress) -> result``; ``labels`` is an
+            official labels folder or file, or one ``prepare_labels`` wrote.
+        manifest: ``(labels) -> manifest``; the public manifest of a labels folder.
+        wants_gpu: whether scoring benefits from the GPU queue when one exists.
+    """
+
+    name: str
+    title: str
+    scorer_version: str
+    metrics: tuple[str, ...]
+    primary_metric: str
+    groups: tuple[str, ...]
+    group_label: str
+    upload_suffixes: tuple[str, ...]
+    max_upload_bytes: int
+    prepare_labels: Callable[[Path, Path], Manifest]
+    validate: Callable[[Path, Manifest], dict[str, Any]]
+    score: Callable[[Path, Path, Progress], Result]
+    manifest: Callable[[Path], Manifest]
+    wants_gpu: bool = False
+    description: str = ""
+    metric_families: tuple[tuple[str, ...], ...] = field(default=())
