@@ -1,0 +1,33 @@
+"""The scoring workers' Celery app, configured from the environment.
+
+    celery -A evaluation_workers.app worker -Q eval-cpu --concurrency 1
+
+Variables: ``EVAL_BROKER_URL`` (default ``REDIS_URL``), ``EVAL_UPLOADS_DIR`` and
+``EVAL_LABELS_DIR`` (the roots that storage keys are relative to),
+``EVAL_DEVICE`` (auto|cpu|gpu). The worker needs no database credentials:
+it reports over the broker to the site queue named in each request.
+"""
+
+from __future__ import annotations
+
+import os
+
+from celery import Celery
+
+app = Celery("evaluation_workers", include=["evaluation_workers.tasks"])
+app.conf.update(
+    broker_url=os.environ.get("EVAL_BROKER_URL") or os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"),
+    # Scoring is idempotent (a re-run overwrites the same result), so a task is
+    # acknowledged only once it has run: a worker that dies mid-task leaves it
+    # to be redelivered instead of lost.
+    task_acks_late=True,
+    task_reject_on_worker_lost=True,
+    worker_prefetch_multiplier=1,
+    worker_concurrency=int(os.environ.get("EVAL_CONCURRENCY", "1")),
+    task_ignore_result=True,
+    task_default_queue=os.environ.get("EVAL_QUEUE_CPU", "eval-cpu"),
+    # Longer than the hard time limit, so a running task is not redelivered.
+    broker_transport_options={"visibility_timeout": 4 * 3600},
+    broker_connection_retry_on_startup=True,
+    worker_hijack_root_logger=False,
+)

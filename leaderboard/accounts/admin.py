@@ -1,0 +1,20 @@
+from django.contrib import admin
+
+from leaderboard.accounts.models import ApiToken, Membership, Team
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 0
+
+
+@admin.register(Team)
+class TeamAdmin(admin.ModelAdmin):
+    list_display = ("name", "slug", "is_personal", "created_at")
+    inlines = [MembershipInline]
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    list_display = ("user", "name", "prefix", "created_at", "expires_at", "revoked_at", "last_used_at")
+    readonly_fields = ("prefix", "key_hash")

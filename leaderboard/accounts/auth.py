@@ -1,0 +1,48 @@
+"""Authentication of API requests: ``Authorization: Token <key>`` or the session."""
+
+from __future__ import annotations
+
+from functools import wraps
+from typing import Any, Callable
+
+from django.http import HttpRequest, JsonResponse
+from django.middleware.csrf import CsrfViewMiddleware
+
+from leaderboard.accounts.services import TokenError, authenticate_key
+
+
+def api_error(message: str, status: int, **extra: Any) -> JsonResponse:
+    return JsonResponse({"error": message, **extra}, status=status)
+
+
+def api_auth(required: bool = True) -> Callable:
+    """Set ``request.user`` from a token header if one is given; 401 with the reason if it is bad.
+
+    Token requests are exempt from CSRF (no cookies are involved); requests
+    authenticated by the session cookie are CSRF-checked here.
+    """
+
+    def decorator(view: Callable) -> Callable:
+        @wraps(view)
+        def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
+            header = request.headers.get("Authorization", "")
+            if header:
+                scheme, _, key = header.partition(" ")
+                if scheme.lower() != "token" or not key.strip():
+                    return api_error("Expected the header 'Authorization: Token <key>'.", 401)
+                try:
+                    request.user = authenticate_key(key.strip())
+                except TokenError as exc:
+                    return api_error(str(exc), 401)
+            elif request.method not in ("GET", "HEAD", "OPTIONS"):
+                rejected = CsrfViewMiddleware(lambda r: None).process_view(request, None, (), {})
+                if rejected is not None:
+                    return api_error("CSRF check failed: use a token or the site's forms.", 403)
+            if required and not request.user.is_authenticated:
+                return api_error("Authentication required: send 'Authorization: Token <key>'.", 401)
+            return view(request, *args, **kwargs)
+
+        wrapped.csrf_exempt = True  # type: ignore[attr-defined]
+        return wrapped
+
+    return decorator

@@ -1,0 +1,32 @@
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from evaluation_workers.errors import LabelsError
+from leaderboard.benchmarks.models import Split
+from leaderboard.benchmarks.services import do_load_labels, do_sync_benchmarks
+
+
+class Command(BaseCommand):
+    help = ("Load hidden labels for a track's split from a folder in the official layout. "
+            "They are stored where only workers read them; the public manifest is written "
+            "to the database.")
+
+    def add_arguments(self, parser):
+        parser.add_argument("--track", required=True)
+        parser.add_argument("--split", required=True)
+        parser.add_argument("source", type=Path)
+
+    def handle(self, track, split, source, **options):
+        do_sync_benchmarks()
+        split_obj = Split.objects.filter(benchmark__track=track, name=split).select_related("benchmark").first()
+        if split_obj is None:
+            known = ", ".join(str(s) for s in Split.objects.select_related("benchmark"))
+            raise CommandError(f"No split {track}/{split}; known: {known}")
+        try:
+            label_set, created = do_load_labels(split_obj, source, loaded_by="manage.py load_labels")
+        except (LabelsError, FileNotFoundError) as exc:
+            raise CommandError(str(exc)) from exc
+        verb = "Loaded" if created else "Re-activated"
+        self.stdout.write(f"{verb} labels {label_set.sha256} for {split_obj} "
+                          f"({label_set.manifest.get('count', '?')} items).")

@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+from django.db import models
+
+from evaluation_workers.tracks import get_track
+from evaluation_workers.tracks.base import Track
+
+
+class Benchmark(models.Model):
+    """A track of the service; its scoring facts come from the scoring core's ``Track``."""
+
+    track = models.SlugField(max_length=40, unique=True)
+    title = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    order = models.PositiveSmallIntegerField(default=0)
+    is_active = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["order", "track"]
+
+    def __str__(self) -> str:
+        return self.title
+
+    @property
+    def spec(self) -> Track:
+        return get_track(self.track)
+
+
+class Split(models.Model):
+    benchmark = models.ForeignKey(Benchmark, on_delete=models.CASCADE, related_name="splits")
+    name = models.SlugField(max_length=40)
+    description = models.CharField(max_length=300, blank=True)
+    accepting_submissions = models.BooleanField(default=True)
+    is_default = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["-is_default", "name"]
+        constraints = [models.UniqueConstraint(fields=["benchmark", "name"], name="unique_split")]
+
+    def __str__(self) -> str:
+        return f"{self.benchmark.track}/{self.name}"
+
+    @property
+    def active_labels(self) -> LabelSet | None:
+        return self.label_sets.filter(is_active=True).first()
+
+
+class LabelSet(models.Model):
+    """One version of a split's hidden labels, identified by its checksum.
+
+    The files live under ``LABELS_DIR/<storage_key>``, which only workers read;
+    the database holds only the public manifest. Loading new labels adds a
+    row and makes it active; old results keep pointing to the labels they used.
+    """
+
+    split = models.ForeignKey(Split, on_delete=models.CASCADE, related_name="label_sets")
+    sha256 = models.CharField(max_length=64)
+    storage_key = models.CharField(max_length=300)
+    manifest = models.JSONField()
+    is_active = models.BooleanField(default=False)
+    loaded_at = models.DateTimeField(auto_now_add=True)
+    loaded_by = models.CharField(max_length=150, blank=True)
+
+    class Meta:
+        ordering = ["-loaded_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["split", "sha256"], name="unique_labels_version"),
+            models.UniqueConstraint(fields=["split"], condition=models.Q(is_active=True),
+                                    name="one_active_labels_per_split"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.split} @ {self.sha256[:12]}"

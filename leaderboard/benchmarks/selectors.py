@@ -1,0 +1,23 @@
+from __future__ import annotations
+
+from django.db.models import Prefetch, QuerySet
+from django.shortcuts import get_object_or_404
+
+from leaderboard.benchmarks.models import Benchmark, Split
+
+
+def list_benchmarks() -> QuerySet[Benchmark]:
+    return Benchmark.objects.filter(is_active=True).prefetch_related(
+        Prefetch("splits", queryset=Split.objects.order_by("-is_default", "name")))
+
+
+def get_split(track: str, name: str | None) -> Split:
+    """The named split of an active track, or its default split; 404 otherwise."""
+    benchmark = get_object_or_404(Benchmark, track=track, is_active=True)
+    splits = benchmark.splits.order_by("-is_default", "name")
+    split = splits.filter(name=name).first() if name else splits.first()
+    if split is None:
+        from django.http import Http404
+
+        raise Http404(f"No split {name!r} for {track}.")
+    return split

@@ -1,0 +1,137 @@
+"""Settings, read from the environment in this one file.
+
+Every variable is listed in deploy/.env.example. The embedded defaults
+(SQLite, local files under DATA_DIR, a Redis on localhost) make a fresh
+checkout run; DATABASE_URL, REDIS_URL and STORAGE_BACKEND switch to external
+services.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from leaderboard.lib.env import env, envbool, envint, envlist
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+DATA_DIR = Path(env("DATA_DIR") or BASE_DIR / "data").resolve()
+
+DEBUG = envbool("DEBUG", False)
+SECRET_KEY = env("SECRET_KEY") or ""
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured("SECRET_KEY (or SECRET_KEY_FILE) must be set when DEBUG is off")
+    SECRET_KEY = "---insecure-development-key---"
+ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "127.0.0.1,localhost")
+CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS")
+SITE_NAME = env("SITE_NAME", "3D Scene Understanding Leaderboards")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.humanize",
+    "leaderboard.accounts",
+    "leaderboard.benchmarks",
+    "leaderboard.submissions",
+    "leaderboard.rankings",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "leaderboard.urls"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "leaderboard.lib.context.site",
+            ],
+        },
+    },
+]
+WSGI_APPLICATION = "leaderboard.wsgi.application"
+
+DATABASES = {
+    "default": dj_database_url.parse(
+        env("DATABASE_URL") or f"sqlite:///{DATA_DIR / 'db.sqlite3'}", conn_max_age=60
+    )
+}
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    DATA_DIR.mkdir(parents=True, exist_ok=True)  # the embedded default must work on a fresh checkout
+    # Waiting on a lock beats failing when the site worker and a request write at once.
+    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "benchmarks:home"
+LOGOUT_REDIRECT_URL = "benchmarks:home"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "leaderboard" / "static"]
+
+EMAIL_BACKEND = env("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+
+# Uploaded predictions: keys relative to UPLOADS_DIR (never web-served). Hidden
+# labels: under LABELS_DIR, which only workers read (load_labels writes it).
+UPLOADS_DIR = Path(env("UPLOADS_DIR") or DATA_DIR / "uploads")
+LABELS_DIR = Path(env("LABELS_DIR") or DATA_DIR / "labels")
+# Files up to this size are validated during the upload request, so that
+# obviously bad files are refused at once; larger ones are validated by the worker.
+VALIDATE_AT_UPLOAD_MAX_BYTES = envint("VALIDATE_AT_UPLOAD_MAX_BYTES", 64 * 2**20)
+FILE_UPLOAD_MAX_MEMORY_SIZE = 4 * 2**20
+DATA_UPLOAD_MAX_MEMORY_SIZE = 4 * 2**20
+
+# Celery (site side). The site sends scoring work by task name to the eval
+# queues and consumes SITE_QUEUE, where workers report progress and results.
+REDIS_URL = env("REDIS_URL", "redis://127.0.0.1:6379/0")
+CELERY_BROKER_URL = REDIS_URL
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 4 * 3600}
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+SITE_QUEUE = env("SITE_QUEUE", "site")
+CELERY_TASK_DEFAULT_QUEUE = SITE_QUEUE
+EVAL_QUEUE_CPU = env("EVAL_QUEUE_CPU", "eval-cpu")
+EVAL_QUEUE_GPU = env("EVAL_QUEUE_GPU", "eval-gpu")
+# Tracks scored on the GPU queue (where a GPU worker runs); all others use the CPU queue.
+EVAL_GPU_TRACKS = envlist("EVAL_GPU_TRACKS")
+EVAL_SOFT_TIME_LIMIT = envint("EVAL_SOFT_TIME_LIMIT", 30 * 60)
+EVAL_TIME_LIMIT = envint("EVAL_TIME_LIMIT", 35 * 60)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env("LOG_LEVEL", "INFO")},
+}

@@ -1,0 +1,124 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from leaderboard.accounts.models import Team
+from leaderboard.benchmarks.models import LabelSet, Split
+
+
+class Method(models.Model):
+    """A team's method; the leaderboard has one row per method and split."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="methods")
+    name = models.CharField(max_length=100)
+    description = models.TextField(blank=True)
+    paper_url = models.URLField(blank=True)
+    code_url = models.URLField(blank=True)
+    authors = models.CharField(max_length=500, blank=True)
+    uses_extra_data = models.BooleanField(default=False)
+    details = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["team", "name"], name="unique_method_name")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Submission(models.Model):
+    """One uploaded predictions file and its way through scoring.
+
+    ``status`` changes only through ``services.do_transition`` (row-locked).
+    Moderation and publishing flags are separate from the status.
+    """
+
+    class Status(models.TextChoices):
+        UPLOADING = "uploading"
+        SUBMITTED = "submitted"
+        QUEUED = "queued"
+        RUNNING = "running"
+        FINISHED = "finished"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+
+    class FailureKind(models.TextChoices):
+        INVALID_INPUT = "invalid_input", "Invalid input"
+        PLATFORM_ERROR = "platform_error", "Platform error"
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="submissions")
+    method = models.ForeignKey(Method, on_delete=models.CASCADE, related_name="submissions")
+    split = models.ForeignKey(Split, on_delete=models.PROTECT, related_name="submissions")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True,
+                                   related_name="submissions")
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.UPLOADING)
+    failure_kind = models.CharField(max_length=16, choices=FailureKind.choices, blank=True)
+    status_detail = models.TextField(blank=True, help_text="Error or progress message shown to the owner.")
+    progress = models.FloatField(default=0.0)
+    attempt = models.PositiveIntegerField(default=0, help_text="How often it was queued for scoring.")
+
+    file_name = models.CharField(max_length=255)
+    file_key = models.CharField(max_length=300, blank=True)
+    file_size = models.BigIntegerField(default=0)
+    predictions_sha256 = models.CharField(max_length=64, blank=True)
+    labels = models.ForeignKey(LabelSet, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    queued_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    is_published = models.BooleanField(default=False)
+    is_hidden = models.BooleanField(default=False)
+    hidden_reason = models.CharField(max_length=300, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["team", "split", "created_at"])]
+        constraints = [
+            models.UniqueConstraint(fields=["method", "split"], condition=models.Q(is_published=True),
+                                    name="one_published_submission_per_method_and_split"),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.method} on {self.split}"
+
+    @property
+    def is_done(self) -> bool:
+        return self.status in {self.Status.FINISHED, self.Status.FAILED, self.Status.CANCELLED}
+
+    @property
+    def latest_result(self) -> Result | None:
+        return self.results.order_by("-created_at").first()
+
+
+class Result(models.Model):
+    """Scores of one submission by one scorer version (the result JSON of METRICS.md).
+
+    Re-scoring with the same scorer version overwrites this row; a new scorer
+    version adds a row and keeps the old one.
+    """
+
+    submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="results")
+    scorer_version = models.CharField(max_length=40)
+    labels_sha256 = models.CharField(max_length=64)
+    predictions_sha256 = models.CharField(max_length=64)
+    metrics = models.JSONField()
+    breakdown = models.JSONField()
+    details = models.JSONField(default=dict)
+    warnings = models.JSONField(default=list)
+    seconds = models.FloatField(null=True)
+    device = models.CharField(max_length=8, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["submission", "scorer_version"],
+                                               name="one_result_per_scorer_version")]
+
+    def as_json(self) -> dict:
+        return {"scorer_version": self.scorer_version, "labels_sha256": self.labels_sha256,
+                "predictions_sha256": self.predictions_sha256, "metrics": self.metrics,
+                "breakdown": self.breakdown, "details": self.details, "warnings": self.warnings}

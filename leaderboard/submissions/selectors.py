@@ -1,0 +1,39 @@
+"""Reads of submissions for pages and the API."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import QuerySet
+
+from leaderboard.submissions.models import Submission
+
+
+def list_submissions_for(user: AbstractBaseUser) -> QuerySet[Submission]:
+    return (Submission.objects.filter(team__members=user)
+            .select_related("method", "split__benchmark", "team").order_by("-created_at"))
+
+
+def submission_as_json(submission: Submission) -> dict[str, Any]:
+    """What the owner may know of a submission: status and aggregate scores only."""
+    result = submission.latest_result
+    return {
+        "id": submission.pk,
+        "track": submission.split.benchmark.track,
+        "split": submission.split.name,
+        "method": submission.method.name,
+        "team": submission.team.name,
+        "file_name": submission.file_name,
+        "file_size": submission.file_size,
+        "predictions_sha256": submission.predictions_sha256,
+        "status": submission.status,
+        "progress": round(submission.progress, 4),
+        "message": submission.status_detail if not submission.is_done else "",
+        "error": ({"kind": submission.failure_kind, "message": submission.status_detail}
+                  if submission.status == Submission.Status.FAILED else None),
+        "is_published": submission.is_published,
+        "created_at": submission.created_at.isoformat(),
+        "finished_at": submission.finished_at.isoformat() if submission.finished_at else None,
+        "result": result.as_json() if result else None,
+    }

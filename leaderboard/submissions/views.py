@@ -1,0 +1,120 @@
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from leaderboard.accounts.auth import api_auth, api_error
+from leaderboard.benchmarks.models import Benchmark
+from leaderboard.submissions import services
+from leaderboard.submissions.forms import SubmissionForm
+from leaderboard.submissions.selectors import list_submissions_for, submission_as_json
+
+
+@login_required
+def submit(request: HttpRequest, track: str) -> HttpResponse:
+    benchmark = get_object_or_404(Benchmark, track=track, is_active=True)
+    form = SubmissionForm(benchmark, request.POST or None, request.FILES or None)
+    if request.method == "POST" and form.is_valid():
+        upload = form.cleaned_data["file"]
+        try:
+            submission = services.check_create_submission(
+                user=request.user, track=track, split=form.cleaned_data["split"],
+                method_name=form.cleaned_data["method_name"], file=upload, file_name=upload.name)
+        except services.SubmissionRejected as exc:
+            form.add_error(None, str(exc))
+        else:
+            return redirect("submissions:detail", pk=submission.pk)
+    methods = request.user.teams.values_list("methods__name", flat=True).distinct()
+    return render(request, "submissions/submit.html",
+                  {"benchmark": benchmark, "form": form, "methods": [m for m in methods if m]})
+
+
+@login_required
+def mine(request: HttpRequest) -> HttpResponse:
+    return render(request, "submissions/list.html", {"submissions": list_submissions_for(request.user)})
+
+
+@login_required
+def detail(request: HttpRequest, pk: int) -> HttpResponse:
+    submission = services.access_submission(request.user, pk)
+    result = submission.latest_result
+    spec = submission.split.benchmark.spec
+    return render(request, "submissions/detail.html", {
+        "submission": submission, "result": result, "spec": spec,
+        "status_json": submission_as_json(submission)})
+
+
+@login_required
+def status(request: HttpRequest, pk: int) -> JsonResponse:
+    """Polled by the detail page while scoring runs."""
+    return JsonResponse(submission_as_json(services.access_submission(request.user, pk)))
+
+
+@login_required
+@require_POST
+def publish(request: HttpRequest, pk: int) -> HttpResponse:
+    submission = services.access_submission(request.user, pk)
+    publish = request.POST.get("publish", "1") == "1"
+    try:
+        services.check_publish(request.user, submission, publish=publish)
+    except services.SubmissionRejected as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, "Published on the leaderboard." if publish else "Withdrawn from the leaderboard.")
+    return redirect("submissions:detail", pk=pk)
+
+
+@login_required
+@require_POST
+def cancel(request: HttpRequest, pk: int) -> HttpResponse:
+    submission = services.access_submission(request.user, pk)
+    if services.check_cancel(request.user, submission) is None:
+        messages.error(request, "This submission can no longer be cancelled.")
+    return redirect("submissions:detail", pk=pk)
+
+
+@api_auth()
+def api_submissions(request: HttpRequest) -> JsonResponse:
+    """POST: create a submission (multipart: track, split, method_name, file). GET: list yours."""
+    if request.method == "GET":
+        return JsonResponse({"submissions": [submission_as_json(s)
+                                             for s in list_submissions_for(request.user)[:100]]})
+    if request.method != "POST":
+        return api_error("Expected GET or POST.", 405)
+    missing = [f for f in ("track", "split", "method_name") if not request.POST.get(f)]
+    if "file" not in request.FILES:
+        missing.append("file")
+    if missing:
+        return api_error(f"Missing multipart field(s): {', '.join(missing)}.", 400)
+    upload = request.FILES["file"]
+    try:
+        submission = services.check_create_submission(
+            user=request.user, track=request.POST["track"], split=request.POST["split"],
+            method_name=request.POST["method_name"], file=upload, file_name=upload.name)
+    except services.SubmissionRejected as exc:
+        return api_error(str(exc), 400)
+    body = submission_as_json(submission)
+    if submission.status == submission.Status.FAILED:
+        return JsonResponse({**body, "error": body["error"]}, status=400)
+    return JsonResponse(body, status=201)
+
+
+@api_auth()
+def api_submission(request: HttpRequest, pk: int) -> JsonResponse:
+    return JsonResponse(submission_as_json(services.access_submission(request.user, pk)))
+
+
+@api_auth()
+def api_publish(request: HttpRequest, pk: int) -> JsonResponse:
+    if request.method != "POST":
+        return api_error("Expected POST.", 405)
+    submission = services.access_submission(request.user, pk)
+    try:
+        services.check_publish(request.user, submission)
+    except services.SubmissionRejected as exc:
+        return api_error(str(exc), 409)
+    submission.refresh_from_db()
+    return JsonResponse(submission_as_json(submission))

@@ -1,0 +1,22 @@
+from django.contrib import admin
+from django.urls import include, path
+
+from leaderboard.rankings import views as rankings_views
+from leaderboard.submissions import views as submissions_views
+
+api_v1 = [
+    path("submissions", submissions_views.api_submissions, name="api-submissions"),
+    path("submissions/<int:pk>", submissions_views.api_submission, name="api-submission"),
+    path("submissions/<int:pk>/publish", submissions_views.api_publish, name="api-publish"),
+    path("leaderboards/<slug:track>", rankings_views.api_leaderboard, name="api-leaderboard"),
+]
+
+urlpatterns = [
+    path("", include("leaderboard.benchmarks.urls")),
+    path("", include("leaderboard.rankings.urls")),
+    path("submissions/", include("leaderboard.submissions.urls")),
+    path("accounts/", include("leaderboard.accounts.urls")),
+    path("accounts/", include("django.contrib.auth.urls")),
+    path("api/v1/", include(api_v1)),
+    path("admin/", admin.site.urls),
+]
