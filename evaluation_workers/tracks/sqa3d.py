@@ -146,11 +146,13 @@ def prepare_labels(source: Path, dest: Path) -> Manifest:
     public = manifest(source)  # checks the files before anything is written
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
-    for path in label_files(source):
-        stale = [p for p in dest.iterdir() if p.name != path.name
-                 and (QUESTIONS_PATTERN.fullmatch(p.name) or ANNOTATIONS_PATTERN.fullmatch(p.name))]
-        if stale:
-            raise LabelsError(f"{dest}: Expected no other split's files, but got {[p.name for p in stale]}")
+    files = label_files(source)
+    # Another split's files left in dest would make the folder ambiguous.
+    stale = [p.name for p in dest.iterdir() if p.name not in {f.name for f in files}
+             and (QUESTIONS_PATTERN.fullmatch(p.name) or ANNOTATIONS_PATTERN.fullmatch(p.name))]
+    if stale:
+        raise LabelsError(f"{dest}: Expected no other split's label files, but got {stale}")
+    for path in files:
         shutil.copyfile(path, dest / path.name)
     return public
 
