@@ -17,9 +17,9 @@ from typing import Any
 
 from evaluation_workers.metrics.answers import clean_answer
 
-OBJECTS = ["table", "chair", "trash can", "coffee table", "whiteboard", "tv", "washing machine", "bed", "sink",
-           "door", "window", "picture", "backpack", "towel", "cabinet", "desk", "pillow", "toilet", "lamp",
-           "couch", "bookshelf", "monitor", "box", "refrigerator", "piano"]
+OBJECTS = ["table", "chair", "trash can", "coffee table", "whiteboard", "tv", "washing machine", "bed",
+           "sink", "door", "window", "picture", "backpack", "towel", "cabinet", "desk", "pillow", "toilet",
+           "lamp", "couch", "bookshelf", "monitor", "box", "refrigerator", "piano"]
 COLORS = ["white", "black", "brown", "red", "green", "blue", "gray", "yellow"]
 SHAPES = ["rectangular", "square", "round", "circular"]
 COUNTS = ["zero", "one", "two", "three", "four", "five", "six"]
@@ -57,8 +57,8 @@ SITUATIONS = ["I am standing by the {o} on my right facing the {p}.",
               "I just sat down next to the {o} with the {p} behind me.",
               "I am washing my hands with the {o} to my left.",
               "I walked over to the {o} and the {p} is in front of me."]
-_INFO = {"description": "This is v1.0 of the SQA3D dataset.", "url": "bigai.github.io/sqa3d", "version": "1.0",
-         "year": 2022, "contributor": "SQA3D Team", "date_created": "2022-06-22 17:11:41"}
+_INFO = {"description": "This is v1.0 of the SQA3D dataset.", "url": "bigai.github.io/sqa3d",
+         "version": "1.0", "year": 2022, "contributor": "SQA3D Team", "date_created": "2022-06-22 17:11:41"}
 _LICENSE = {"url": "http://creativecommons.org/licenses/by/4.0/",
             "name": "Creative Commons Attribution 4.0 International License"}
 _DIGITS = {word: str(n) for n, word in enumerate(COUNTS)}
@@ -95,7 +95,8 @@ def write_labels(folder: Path, n_questions: int, seed: int, split: str = "test")
                                          "z": 0}})
     header = {"info": _INFO, "license": _LICENSE, "data_type": "scannet", "data_subtype": "v2"}
     q_path, a_path = label_paths(folder, split)
-    q_path.write_text(json.dumps({**header, "task_type": "Situated question answering", "questions": questions}))
+    q_path.write_text(json.dumps({**header, "task_type": "Situated question answering",
+                                  "questions": questions}))
     a_path.write_text(json.dumps({**header, "annotations": annotations}))
     return {"questions": q_path, "annotations": a_path}
 
@@ -174,7 +175,7 @@ def generate(args: argparse.Namespace) -> dict[str, Any]:
     form = getattr(args, "format", "list")
     labels = out / "labels"
     write_labels(labels, args.questions, args.seed, getattr(args, "split", "test"))
-    predictions = write_predictions(labels, out / ("predictions.jsonl" if form == "jsonl" else "predictions.json"),
-                                    args.accuracy, args.seed + 1, missing=getattr(args, "missing", 0.0),
-                                    form=form)
+    name = "predictions.jsonl" if form == "jsonl" else "predictions.json"
+    predictions = write_predictions(labels, out / name, args.accuracy, args.seed + 1,
+                                    missing=getattr(args, "missing", 0.0), form=form)
     return {"labels": labels, "predictions": predictions}

@@ -67,7 +67,8 @@ def label_files(folder: Path) -> tuple[Path, Path]:
             found["annotations"].append(path)
     for kind, paths in found.items():
         if len(paths) != 1:
-            raise LabelsError(f"{folder}: Expected exactly one v1_balanced_*{kind[:-1]}*_<split>_scannetv2.json, "
+            raise LabelsError(f"{folder}: Expected exactly one "
+                              f"v1_balanced_*{kind[:-1]}*_<split>_scannetv2.json, "
                               f"but got {len(paths)}: {[p.name for p in paths]}")
     questions, annotations = found["questions"][0], found["annotations"][0]
     q_split = QUESTIONS_PATTERN.fullmatch(questions.name)["split"]  # type: ignore[index]
@@ -85,13 +86,15 @@ def _load_list(path: Path, key: str) -> list[Any]:
         raise LabelsError(f"{path}: cannot read JSON: {exc}") from exc
     if not isinstance(data, dict) or not isinstance(data.get(key), list):
         raise LabelsError(f"{path}: Expected an object with a list `{key}`, but got {_show(data)}")
-    return data[key]
+    entries: list[Any] = data[key]
+    return entries
 
 
 def _label_id(path: Path, index: int, entry: Any) -> int:
     qid = entry.get("question_id") if isinstance(entry, dict) else None
     if not _is_int(qid):
-        raise LabelsError(f"{path}: entry {index}: Expected `question_id` to be an integer, but got {_show(qid)}")
+        raise LabelsError(f"{path}: entry {index}: Expected `question_id` to be an integer, "
+                          f"but got {_show(qid)}")
     return int(qid)  # type: ignore[arg-type]
 
 
@@ -166,9 +169,10 @@ def _is_int(value: Any) -> bool:
 
 def _show(value: Any) -> str:
     """A short rendering of a submitted value for messages."""
-    names = {dict: "an object", list: "a list"}
-    if type(value) in names:
-        return names[type(value)]
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
     text = json.dumps(value, ensure_ascii=False)
     return text if len(text) <= 40 else text[:37] + "..."
 
@@ -276,7 +280,8 @@ def read_predictions(path: Path) -> tuple[str, dict[int, str]]:
     for location, record in records:
         qid, answer = _id_and_answer(form, location, record)
         if not isinstance(answer, str):
-            raise PredictionFormatError(f"{location}: Expected `answer` to be a string, but got {_show(answer)}")
+            raise PredictionFormatError(f"{location}: Expected `answer` to be a string, "
+                                        f"but got {_show(answer)}")
         if qid in answers:
             raise PredictionFormatError(f"{location}: Expected each question once, but question {qid} "
                                         f"was already answered at {first_seen[qid].split(': ')[-1]}")
@@ -288,7 +293,9 @@ def read_predictions(path: Path) -> tuple[str, dict[int, str]]:
 def _check_known(name: str, answers: dict[int, str], known: set[int]) -> None:
     unknown = sorted(set(answers) - known)
     if unknown:
-        shown = ", ".join(map(str, unknown[:_UNKNOWN_SHOWN])) + (", ..." if len(unknown) > _UNKNOWN_SHOWN else "")
+        shown = ", ".join(map(str, unknown[:_UNKNOWN_SHOWN]))
+        if len(unknown) > _UNKNOWN_SHOWN:
+            shown += ", ..."
         raise PredictionFormatError(f"{name}: Expected question ids of this split only, but got "
                                     f"{len(unknown)} unknown: {shown}")
 

@@ -63,7 +63,8 @@ _TOKENS = ["left", "LEFT", "letf", "let", "let's", "tehre", "rigth", "rght", "be
 
 
 def _random_text(rng: random.Random) -> str:
-    return "".join(rng.choice(_TOKENS) + rng.choice(["", " ", " ", "  ", "\n"]) for _ in range(rng.randint(0, 7)))
+    joiners = ["", " ", " ", "  ", "\n"]
+    return "".join(rng.choice(_TOKENS) + rng.choice(joiners) for _ in range(rng.randint(0, 7)))
 
 
 @pytest.mark.parametrize(("raw", "cleaned"), [
@@ -112,7 +113,8 @@ def test_it_cleans_answers_as_worked_out_by_hand(raw: str, cleaned: str) -> None
     ("\t\n", ["left"], (False, False)),  # LEO: (0, 1)
     ("table", ["coffee table", "table"], (True, True)),  # LEO: (0, 1), it stops at the first answer
 ])
-def test_it_matches_answers_as_worked_out_by_hand(pred: str, gts: list[str], expected: tuple[bool, bool]) -> None:
+def test_it_matches_answers_as_worked_out_by_hand(pred: str, gts: list[str],
+                                                  expected: tuple[bool, bool]) -> None:
     assert match_answer(pred, gts) == expected
     assert reference_match(pred, gts) == expected
 

@@ -67,7 +67,8 @@ def write_official(folder: Path, rows: list[tuple[int, str, list[str]]], split: 
     annotations = [{"scene_id": "scene0000_00", "question_id": qid, "question_type": "N/A",
                     "answers": [{"answer": a, "answer_confidence": "yes", "answer_id": i + 1}
                                 for i, a in enumerate(answers)]} for qid, _, answers in rows]
-    (folder / f"v1_balanced_questions_{split}_scannetv2.json").write_text(json.dumps({"questions": questions}))
+    (folder / f"v1_balanced_questions_{split}_scannetv2.json").write_text(
+        json.dumps({"questions": questions}))
     (folder / f"v1_balanced_sqa_annotations_{split}_scannetv2.json").write_text(
         json.dumps({"annotations": annotations}))
     return folder
@@ -126,8 +127,9 @@ def test_it_agrees_with_the_reference_on_random_predictions(synthetic_labels: Pa
                                                            seed: int) -> None:
     rng = random.Random(seed)
     form = ["list", "object", "jsonl"][seed % 3]
-    path = synthetic.write_predictions(synthetic_labels, tmp_path / f"p.{'jsonl' if form == 'jsonl' else 'json'}",
-                                       accuracy=rng.random(), seed=seed, missing=rng.choice([0.0, 0.1]), form=form)
+    name = "p.jsonl" if form == "jsonl" else "p.json"
+    path = synthetic.write_predictions(synthetic_labels, tmp_path / name, accuracy=rng.random(), seed=seed,
+                                       missing=rng.choice([0.0, 0.1]), form=form)
     result = TRACK.score(synthetic_labels, path, quiet)
     _, submitted = track_module.read_predictions(path)
     expected = reference_score(synthetic_labels, submitted)
@@ -151,7 +153,8 @@ def test_it_scores_the_three_forms_alike(synthetic_labels: Path, tmp_path: Path)
 
 
 def test_it_never_reports_per_question_correctness(synthetic_labels: Path, tmp_path: Path) -> None:
-    path = synthetic.write_predictions(synthetic_labels, tmp_path / "p.json", accuracy=0.5, seed=3, missing=0.1)
+    path = synthetic.write_predictions(synthetic_labels, tmp_path / "p.json", accuracy=0.5, seed=3,
+                                       missing=0.1)
     result = TRACK.score(synthetic_labels, path, quiet)
     assert set(result["details"]) == {"answered", "missing"}
     text = json.dumps(result)
@@ -175,7 +178,8 @@ def test_it_prepares_labels_by_copying_the_official_pair_only(synthetic_labels: 
     assert manifest["count"] == 400
 
 
-def test_it_refuses_to_prepare_into_a_folder_holding_another_split(synthetic_labels: Path, tmp_path: Path) -> None:
+def test_it_refuses_to_prepare_into_a_folder_holding_another_split(synthetic_labels: Path,
+                                                                  tmp_path: Path) -> None:
     dest = write_official(tmp_path / "dest", HAND_ROWS, split="val")
     with pytest.raises(LabelsError, match="no other split's label files"):
         TRACK.prepare_labels(synthetic_labels, dest)
@@ -213,10 +217,12 @@ MANIFEST = {"track": "sqa3d", "question_ids": [11, 12, 13, 14, 15, 16], "count":
 @pytest.mark.parametrize(("name", "content", "message"), [
     ("p.json", b"", "but got an empty file (0 bytes)"),
     ("p.json", b"\xff\xfe[]", "Expected UTF-8 text, but got the byte 0xff at offset 0"),
-    ("p.json", b'[{"question_id": 11, "answer": "x"}', "Expected valid JSON, but got a syntax error at line 1"),
+    ("p.json", b'[{"question_id": 11, "answer": "x"}',
+     "Expected valid JSON, but got a syntax error at line 1"),
     ("p.json", b'{"question_id": 11, "answer": "x"}\n{"question_id": 12, "answer": "x"}\n{"question_id": 13,',
      "p.json: line 3: Expected a JSON object, but got a syntax error"),
-    ("p.jsonl", b'{"question_id": 11, "answer": "x"}\n\nnot json\n', "p.jsonl: line 3: Expected a JSON object"),
+    ("p.jsonl", b'{"question_id": 11, "answer": "x"}\n\nnot json\n',
+     "p.jsonl: line 3: Expected a JSON object"),
     ("p.jsonl", b'{"question_id": 11, "answer": "x"}\n[11, "x"]\n', "p.jsonl: line 2: Expected an object"),
     ("p.json", b'"left"', 'Expected a JSON list of {"question_id": int, "answer": str}'),
     ("p.json", b"42", "but got 42"),
@@ -225,7 +231,8 @@ MANIFEST = {"track": "sqa3d", "question_ids": [11, 12, 13, 14, 15, 16], "count":
                                           "but `answer` is missing"),
     ("p.json", b'[{"id": 11, "answer": "x"}]', "but `question_id` is missing"),
     ("p.json", b'[{"question_id": 11, "answer": "x", "gt": "y"}]', "but got also `gt`"),
-    ("p.json", b'[{"question_id": "11", "answer": "x"}]', 'Expected `question_id` to be an integer, but got "11"'),
+    ("p.json", b'[{"question_id": "11", "answer": "x"}]',
+     'Expected `question_id` to be an integer, but got "11"'),
     ("p.json", b'[{"question_id": 11.0, "answer": "x"}]', "but got 11.0"),
     ("p.json", b'[{"question_id": true, "answer": "x"}]', "but got true"),
     ("p.json", b'{"q11": "x"}', 'p.json: key "q11": Expected each key to be a question_id (an integer)'),
@@ -283,8 +290,8 @@ def test_it_accepts_each_form_and_counts_missing_questions(tmp_path: Path, name:
 
 def _cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, *map(str, args)], cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run([sys.executable, *map(str, args)], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=120)
 
 
 def test_it_scores_synthetic_files_from_the_command_line(tmp_path: Path) -> None:
