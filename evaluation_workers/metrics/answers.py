@@ -99,7 +99,18 @@ def _clean_uncached(text: str) -> str:
     return _BACKWARDS.sub("backward", text)
 
 
+# Answers repeat a lot ("yes", "left", "two"); only short ones are cached, so a
+# long-lived worker cannot be made to hold large submitted strings.
+_CACHED_LENGTH = 64
+
+
 @functools.lru_cache(maxsize=65536)
+def _clean_cached(text: str) -> str:
+    if _PLAIN.fullmatch(text) and _PLAIN_STOP_WORDS.isdisjoint(text.split(" ")):
+        return text
+    return _clean_uncached(text)
+
+
 def clean_answer(text: str) -> str:
     """The answer as LEO's ``clean_answer`` leaves it (METRICS.md, "Answer cleaning").
 
@@ -110,9 +121,7 @@ def clean_answer(text: str) -> str:
     "none" to words; drop a digit glued to the end of a word; drop "a", "an",
     then "the" before any word; "backwards" -> "backward".
     """
-    if _PLAIN.fullmatch(text) and _PLAIN_STOP_WORDS.isdisjoint(text.split(" ")):
-        return text
-    return _clean_uncached(text)
+    return _clean_cached(text) if len(text) <= _CACHED_LENGTH else _clean_uncached(text)
 
 
 def _squeezed(text: str) -> str:
