@@ -17,7 +17,7 @@ import numpy as np
 from array_api_compat import array_namespace, is_cupy_namespace
 
 __all__ = ["array_namespace", "backend", "to_device", "to_numpy", "bincount",
-           "cummax_reverse", "cumsum64", "device_name"]
+           "cummax_reverse", "cumsum64", "device_name", "scatter_set"]
 
 
 @functools.cache
@@ -89,3 +89,21 @@ def cumsum64(x: Any, axis: int = -1) -> Any:
     """Cumulative sum accumulated in float64 (counts of millions of predictions stay exact)."""
     xp = array_namespace(x)
     return xp.cumulative_sum(xp.astype(x, xp.float64), axis=axis)
+
+
+def scatter_set(x: Any, index: Any, values: Any) -> Any:
+    """A copy of ``x`` with ``x[index] = values`` (1-D, integer ``index``).
+
+    The array API has no fancy-index assignment. Callers pass unique indices
+    (or equal values at repeated indices): CuPy leaves the winner among
+    repeated indices unspecified.
+    """
+    xp = array_namespace(x)
+    try:
+        out = xp.asarray(x, copy=True)
+        out[index] = values
+        return out
+    except (TypeError, IndexError):  # array_api_strict: no fancy __setitem__
+        host = np.array(np.asarray(x), copy=True)
+        host[np.asarray(index)] = np.asarray(values)
+        return xp.asarray(host)
