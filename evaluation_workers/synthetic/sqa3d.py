@@ -179,3 +179,9 @@ def generate(args: argparse.Namespace) -> dict[str, Any]:
     predictions = write_predictions(labels, out / name, args.accuracy, args.seed + 1,
                                     missing=getattr(args, "missing", 0.0), form=form)
     return {"labels": labels, "predictions": predictions}
+
+
+def write_demo(folder: Path, split: str) -> tuple[Path, Path]:
+    """Small labels and a predictions file for the demo site (``manage.py load_demo``)."""
+    written = generate(argparse.Namespace(out=Path(folder), questions=600, accuracy=0.47, seed=7, split=split))
+    return written["labels"], written["predictions"]

@@ -223,9 +223,10 @@ def check_publish(user: AbstractBaseUser, submission: Submission, publish: bool 
     """Make ``submission`` its method's public entry on its split (or withdraw it)."""
     if not user_can_see(user, submission):
         raise PermissionDenied
-    if publish and (submission.status != Status.FINISHED or not submission.results.exists()):
-        raise SubmissionRejected("Only a finished submission with scores can be published.")
     with transaction.atomic():
+        submission = Submission.objects.select_for_update().get(pk=submission.pk)
+        if publish and (submission.status != Status.FINISHED or not submission.results.exists()):
+            raise SubmissionRejected("Only a finished submission with scores can be published.")
         Submission.objects.filter(method=submission.method, split=submission.split,
                                   is_published=True).update(is_published=False)
         Submission.objects.filter(pk=submission.pk).update(is_published=publish)

@@ -1,0 +1,7 @@
+"""Environment defaults for the test run, loaded as a plugin (``-p tests.environment``)
+so that they are in place before pytest-django reads the settings."""
+
+import os
+
+os.environ.setdefault("SECRET_KEY", "tests-only-not-secret")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "leaderboard.settings")

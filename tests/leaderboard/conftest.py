@@ -1,0 +1,180 @@
+"""Site fixtures: isolated storage, users (owner/member/outsider/maintainer), an
+SQA3D split with synthetic labels, and the real pipeline (Redis + workers)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def storage_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    base = tmp_path_factory.mktemp("storage")
+    return {"uploads": base / "uploads", "labels": base / "labels"}
+
+
+@pytest.fixture(autouse=True)
+def _isolated_storage(settings: Any, storage_dirs: dict[str, Path]) -> None:
+    settings.UPLOADS_DIR = storage_dirs["uploads"]
+    settings.LABELS_DIR = storage_dirs["labels"]
+
+
+def _user(django_user_model: Any, username: str, **extra: Any) -> Any:
+    from leaderboard.accounts.services import personal_team
+
+    user = django_user_model.objects.create_user(username, password="correct horse battery", **extra)
+    personal_team(user)
+    return user
+
+
+@pytest.fixture
+def owner(db: None, django_user_model: Any) -> Any:
+    return _user(django_user_model, "alice")
+
+
+@pytest.fixture
+def member(owner: Any, django_user_model: Any) -> Any:
+    """A second member of the owner's personal team."""
+    from leaderboard.accounts.models import Membership
+    from leaderboard.accounts.services import personal_team
+
+    user = _user(django_user_model, "bob")
+    Membership.objects.create(team=personal_team(owner), user=user)
+    return user
+
+
+@pytest.fixture
+def outsider(db: None, django_user_model: Any) -> Any:
+    return _user(django_user_model, "charlie")
+
+
+@pytest.fixture
+def maintainer(db: None, django_user_model: Any) -> Any:
+    return _user(django_user_model, "mallory", is_staff=True)
+
+
+@pytest.fixture(scope="session")
+def sqa3d_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Synthetic SQA3D labels (300 questions) and predictions of 60 % exact match."""
+    from evaluation_workers.synthetic import sqa3d
+
+    base = tmp_path_factory.mktemp("sqa3d")
+    sqa3d.write_labels(base / "labels", 300, seed=1, split="test")
+    predictions = base / "predictions.json"
+    sqa3d.write_predictions(base / "labels", predictions, accuracy=0.6, seed=2)
+    return {"labels": base / "labels", "predictions": predictions}
+
+
+@pytest.fixture
+def sqa3d_split(db: None, sqa3d_files: dict[str, Path]) -> Any:
+    from leaderboard.benchmarks.models import Split
+    from leaderboard.benchmarks.services import do_load_labels, do_sync_benchmarks
+
+    do_sync_benchmarks()
+    split = Split.objects.select_related("benchmark").get(benchmark__track="sqa3d", name="test")
+    do_load_labels(split, sqa3d_files["labels"])
+    return split
+
+
+@pytest.fixture
+def sent_tasks(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """Replace the site's task dispatch with a recorder (narrow unit tests only)."""
+    from leaderboard.celery import app
+
+    calls: list[dict[str, Any]] = []
+    monkeypatch.setattr(app, "send_task", lambda name, **kw: calls.append({"name": name, **kw}))
+    return calls
+
+
+# The real pipeline: a Redis server, a scoring worker process, a site worker thread.
+
+
+def _reachable(url: str) -> bool:
+    from urllib.parse import urlparse
+
+    parsed = urlparse(url)
+    try:
+        with socket.create_connection((parsed.hostname or "127.0.0.1", parsed.port or 6379), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    """REDIS_URL when it answers, else a Redis started for this test session."""
+    url = os.environ.get("REDIS_URL")
+    if url and _reachable(url):
+        yield url
+        return
+    sys.path.insert(0, str(ROOT / "deploy"))
+    import local_redis
+
+    proc, url = local_redis.start(Path(os.environ.get("TMPDIR", "/tmp")) / f"lb-test-redis-{os.getpid()}")
+    try:
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@pytest.fixture(scope="session")
+def queues() -> dict[str, str]:
+    """Queue names of this test session, so parallel runs on one Redis never meet."""
+    tag = uuid.uuid4().hex[:8]
+    return {"site": f"site-test-{tag}", "eval": f"eval-cpu-test-{tag}"}
+
+
+@pytest.fixture(scope="session")
+def eval_worker(redis_url: str, storage_dirs: dict[str, Path], queues: dict[str, str],
+                tmp_path_factory: pytest.TempPathFactory) -> Iterator[subprocess.Popen[bytes]]:
+    """A real scoring worker process (``celery -A evaluation_workers.app worker``)."""
+    log = tmp_path_factory.mktemp("worker") / "eval-worker.log"
+    env = {**os.environ, "REDIS_URL": redis_url, "EVAL_UPLOADS_DIR": str(storage_dirs["uploads"]),
+           "EVAL_LABELS_DIR": str(storage_dirs["labels"]), "EVAL_DEVICE": "cpu"}
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "celery", "-A", "evaluation_workers.app", "worker",
+                                 "-Q", queues["eval"], "-P", "solo", "-n", f"eval-{queues['eval']}@%h",
+                                 "-l", "info", "--without-mingle", "--without-gossip"],
+                                cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
+    while b" ready." not in log.read_bytes():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError(f"Scoring worker did not start:\n{log.read_text()[-3000:]}")
+        time.sleep(0.2)
+    proc.log_path = log  # type: ignore[attr-defined]
+    yield proc
+    proc.terminate()
+    try:
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+@pytest.fixture
+def live_pipeline(transactional_db: None, settings: Any, redis_url: str, queues: dict[str, str],
+                  eval_worker: subprocess.Popen[bytes]) -> Iterator[None]:
+    """Submissions are really queued in Redis, scored by the worker process and
+    recorded by a site worker consuming the site queue in this process."""
+    from celery.contrib.testing.worker import start_worker
+
+    from leaderboard.celery import app
+
+    settings.SITE_QUEUE, settings.EVAL_QUEUE_CPU = queues["site"], queues["eval"]
+    settings.EVAL_GPU_TRACKS = []
+    app.conf.broker_url = redis_url
+    with start_worker(app, pool="solo", perform_ping_check=False, queues=[queues["site"]],
+                      shutdown_timeout=20):
+        yield

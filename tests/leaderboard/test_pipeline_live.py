@@ -1,0 +1,78 @@
+"""Upload to leaderboard row through the real parts: Redis, a scoring worker
+process, the site worker, the HTTP API."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from django.core.management import call_command
+
+from evaluation_workers.tracks import get_track
+
+pytestmark = pytest.mark.live
+
+
+def wait_for(client, url: str, headers: dict, timeout: float = 60) -> dict:
+    deadline = time.monotonic() + timeout
+    seen = []
+    while time.monotonic() < deadline:
+        body = client.get(url, headers=headers).json()
+        seen.append(body["status"])
+        if body["status"] in {"finished", "failed", "cancelled"}:
+            body["seen"] = seen
+            return body
+        time.sleep(0.2)
+    raise AssertionError(f"still {seen[-1]} after {timeout} s")
+
+
+def test_an_api_submission_reaches_the_leaderboard_with_exact_scores(live_pipeline, client, sqa3d_split,
+                                                                     sqa3d_files, capsys):
+    call_command("issue_token", "researcher", "--create-user")
+    token = capsys.readouterr().out.strip()
+    headers = {"Authorization": f"Token {token}"}
+    with open(sqa3d_files["predictions"], "rb") as f:
+        response = client.post("/api/v1/submissions", {"track": "sqa3d", "split": "test",
+                                                       "method_name": "LiveNet", "file": f}, headers=headers)
+    assert response.status_code == 201, response.content
+    created = response.json()
+    assert created["status"] == "queued"
+
+    done = wait_for(client, f"/api/v1/submissions/{created['id']}", headers)
+    assert done["status"] == "finished", done
+    expected = get_track("sqa3d").score(sqa3d_files["labels"], sqa3d_files["predictions"], lambda f, m="": None)
+    assert done["result"]["metrics"] == expected["metrics"]
+    assert done["result"]["breakdown"] == expected["breakdown"]
+    assert done["result"]["labels_sha256"] == sqa3d_split.active_labels.sha256
+
+    assert client.post(f"/api/v1/submissions/{created['id']}/publish", headers=headers).status_code == 200
+    board = client.get("/api/v1/leaderboards/sqa3d?split=test").json()
+    [row] = [r for r in board["rows"] if r["method"] == "LiveNet"]
+    assert row["scores"]["EM"] == expected["metrics"]["EM"]
+    assert row["scores"]["Which/EM_R"] == expected["breakdown"]["Which"]["EM_R"]
+    assert row["scorer_version"] == expected["scorer_version"]
+
+
+def test_a_bad_file_the_worker_rejects_fails_with_its_message_and_the_worker_keeps_serving(
+        live_pipeline, client, owner, sqa3d_split, sqa3d_files, settings):
+    # Above the upload-time validation size, files are checked by the worker only.
+    settings.VALIDATE_AT_UPLOAD_MAX_BYTES = 0
+    client.force_login(owner)
+    bad = client.post("/api/v1/submissions", {"track": "sqa3d", "split": "test", "method_name": "Bad",
+                                              "file": _named(b'[{"question_id": 1}]', "bad.json")})
+    assert bad.status_code == 201
+    failed = wait_for(client, f"/api/v1/submissions/{bad.json()['id']}", {})
+    assert failed["status"] == "failed"
+    assert failed["error"]["kind"] == "invalid_input"
+    assert "answer" in failed["error"]["message"]
+
+    with open(sqa3d_files["predictions"], "rb") as f:
+        good = client.post("/api/v1/submissions", {"track": "sqa3d", "split": "test", "method_name": "Good",
+                                                   "file": f})
+    assert wait_for(client, f"/api/v1/submissions/{good.json()['id']}", {})["status"] == "finished"
+
+
+def _named(content: bytes, name: str):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    return SimpleUploadedFile(name, content, content_type="application/json")

@@ -1,0 +1,168 @@
+"""Submissions from upload to result, with task dispatch recorded (no broker)."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from evaluation_workers import contracts
+from evaluation_workers.tracks import get_track
+from leaderboard.rankings.models import LeaderboardEntry
+from leaderboard.submissions import services
+from leaderboard.submissions.models import Result, Submission
+
+
+def create(owner, content: bytes, name: str = "predictions.json", method: str = "MyNet") -> Submission:
+    return services.check_create_submission(user=owner, track="sqa3d", split="test", method_name=method,
+                                            file=io.BytesIO(content), file_name=name)
+
+
+def score_offline(sqa3d_files, path) -> dict:
+    return get_track("sqa3d").score(sqa3d_files["labels"], path, lambda f, m="": None)
+
+
+def test_it_queues_a_valid_upload_with_keys_not_data(owner, sqa3d_split, sqa3d_files, sent_tasks,
+                                                     django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        submission = create(owner, sqa3d_files["predictions"].read_bytes())
+    assert submission.status == Submission.Status.QUEUED
+    assert submission.attempt == 1 and submission.labels.is_active
+    [call] = sent_tasks
+    assert call["name"] == contracts.SCORE_SUBMISSION
+    assert call["queue"] == "eval-cpu"
+    kwargs = call["kwargs"]
+    assert kwargs == {"schema": 1, "submission_id": submission.pk, "attempt": 1, "track": "sqa3d",
+                      "predictions_key": submission.file_key, "labels_key": submission.labels.storage_key,
+                      "reply_queue": "site"}
+
+
+def test_it_sends_the_task_only_after_commit(owner, sqa3d_split, sqa3d_files, sent_tasks,
+                                             django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        create(owner, sqa3d_files["predictions"].read_bytes())
+    assert sent_tasks == [] and len(callbacks) == 1
+
+
+def test_it_routes_gpu_tracks_to_the_gpu_queue(owner, sqa3d_split, sqa3d_files, sent_tasks, settings,
+                                               django_capture_on_commit_callbacks):
+    settings.EVAL_GPU_TRACKS = ["sqa3d"]
+    with django_capture_on_commit_callbacks(execute=True):
+        create(owner, sqa3d_files["predictions"].read_bytes())
+    assert sent_tasks[0]["queue"] == "eval-gpu"
+
+
+@pytest.mark.parametrize("content, name, message", [
+    (b"", "p.json", "the file is empty (0 bytes)"),
+    (b"not json at all", "p.json", "p.json"),
+    (b'[{"question_id": 1, "answer": 3}]', "p.json", "answer"),
+    (b"{}", "p.txt", "expected a file ending in .json or .jsonl"),
+])
+def test_it_fails_bad_uploads_with_a_specific_message(owner, sqa3d_split, sent_tasks, content, name, message):
+    submission = create(owner, content, name=name)
+    assert submission.status == Submission.Status.FAILED
+    assert submission.failure_kind == Submission.FailureKind.INVALID_INPUT
+    assert message in submission.status_detail
+    assert sent_tasks == []
+
+
+def test_it_refuses_a_file_over_the_tracks_size_limit_without_storing_it(owner, sqa3d_split, monkeypatch):
+    from dataclasses import replace
+
+    from leaderboard.benchmarks.models import Benchmark
+
+    small = replace(get_track("sqa3d"), max_upload_bytes=1000)
+    monkeypatch.setattr(Benchmark, "spec", property(lambda self: small))
+    submission = create(owner, b"[" + b" " * 5000 + b"]")
+    assert submission.status == Submission.Status.FAILED
+    assert "expected at most" in submission.status_detail
+    assert submission.file_key == ""
+
+
+def test_it_names_unknown_question_ids_without_revealing_answers(owner, sqa3d_split, sqa3d_files):
+    submission = create(owner, json.dumps([{"question_id": 999999999, "answer": "left"}]).encode())
+    assert submission.status == Submission.Status.FAILED
+    assert "999999999" in submission.status_detail
+
+
+def test_it_records_a_result_and_ignores_stale_reports(owner, sqa3d_split, sqa3d_files, sent_tasks):
+    submission = create(owner, sqa3d_files["predictions"].read_bytes())
+    result = score_offline(sqa3d_files, sqa3d_files["predictions"])
+    services.record_progress(submission_id=submission.pk, attempt=1, fraction=0.5, message="half")
+    submission.refresh_from_db()
+    assert (submission.status, submission.progress, submission.status_detail) == ("running", 0.5, "half")
+
+    services.record_result(submission_id=submission.pk, attempt=1, result=result, seconds=0.1, device="cpu")
+    submission.refresh_from_db()
+    assert submission.status == "finished" and submission.progress == 1.0
+    stored = Result.objects.get(submission=submission)
+    assert stored.metrics == result["metrics"] and stored.labels_sha256 == sqa3d_split.active_labels.sha256
+
+    # A late failure report of the same attempt cannot undo a finished result.
+    services.record_failure(submission_id=submission.pk, attempt=1, kind="platform_error", message="x")
+    submission.refresh_from_db()
+    assert submission.status == "finished"
+
+
+def test_rescoring_overwrites_the_same_scorer_version_and_keeps_older_ones(owner, sqa3d_split, sqa3d_files,
+                                                                           sent_tasks):
+    submission = create(owner, sqa3d_files["predictions"].read_bytes())
+    result = score_offline(sqa3d_files, sqa3d_files["predictions"])
+    services.record_result(submission_id=submission.pk, attempt=1, result=result)
+    services.do_enqueue(submission.pk)  # re-score: attempt 2
+    services.record_result(submission_id=submission.pk, attempt=1, result={**result, "scorer_version": "0.9"})
+    assert Result.objects.filter(submission=submission).count() == 1, "attempt 1 is stale now"
+    services.record_result(submission_id=submission.pk, attempt=2, result=result)
+    assert Result.objects.filter(submission=submission).count() == 1
+    services.do_enqueue(submission.pk)
+    services.record_result(submission_id=submission.pk, attempt=3, result={**result, "scorer_version": "1.1.0"})
+    assert sorted(Result.objects.filter(submission=submission).values_list("scorer_version", flat=True)) == \
+        ["1.0.0", "1.1.0"]
+
+
+def test_a_platform_failure_keeps_the_earlier_result(owner, sqa3d_split, sqa3d_files, sent_tasks):
+    submission = create(owner, sqa3d_files["predictions"].read_bytes())
+    result = score_offline(sqa3d_files, sqa3d_files["predictions"])
+    services.record_result(submission_id=submission.pk, attempt=1, result=result)
+    services.do_enqueue(submission.pk)
+    services.record_failure(submission_id=submission.pk, attempt=2, kind="platform_error",
+                            message="Internal evaluation error.")
+    submission.refresh_from_db()
+    assert submission.status == "failed" and submission.failure_kind == "platform_error"
+    assert submission.results.get().metrics == result["metrics"]
+
+
+def test_publishing_puts_one_row_per_method_on_the_leaderboard(owner, sqa3d_split, sqa3d_files, sent_tasks):
+    result = score_offline(sqa3d_files, sqa3d_files["predictions"])
+    first, second = (create(owner, sqa3d_files["predictions"].read_bytes()) for _ in range(2))
+    for s in (first, second):
+        services.record_result(submission_id=s.pk, attempt=1, result=result)
+    with pytest.raises(services.SubmissionRejected):
+        services.check_publish(owner, create(owner, b""))
+    services.check_publish(owner, first)
+    services.check_publish(owner, second)
+    [entry] = LeaderboardEntry.objects.filter(split=sqa3d_split, is_paper=False)
+    assert entry.submission_id == second.pk
+    assert entry.primary_score == result["metrics"]["EM"]
+    assert entry.scores["What/EM"] == result["breakdown"]["What"]["EM"]
+    services.check_publish(owner, second, publish=False)
+    assert not LeaderboardEntry.objects.filter(split=sqa3d_split, is_paper=False).exists()
+
+
+def test_a_cancelled_submission_ignores_late_worker_reports(owner, sqa3d_split, sqa3d_files, sent_tasks):
+    submission = create(owner, sqa3d_files["predictions"].read_bytes())
+    services.check_cancel(owner, submission)
+    services.record_result(submission_id=submission.pk, attempt=1,
+                           result=score_offline(sqa3d_files, sqa3d_files["predictions"]))
+    submission.refresh_from_db()
+    assert submission.status == "cancelled" and not submission.results.exists()
+
+
+def test_a_submission_without_labels_waits_as_a_platform_failure(owner, db, sent_tasks, sqa3d_files):
+    from leaderboard.benchmarks.services import do_sync_benchmarks
+
+    do_sync_benchmarks()
+    submission = create(owner, sqa3d_files["predictions"].read_bytes())
+    assert submission.status == "failed" and submission.failure_kind == "platform_error"
+    assert sent_tasks == []
