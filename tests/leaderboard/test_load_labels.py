@@ -1,0 +1,64 @@
+"""load_labels: hidden labels go to the worker-only store, versioned by checksum."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from evaluation_workers.results import sha256_tree
+from leaderboard.benchmarks.models import LabelSet
+
+
+def answers_of(labels_dir) -> set[str]:
+    [annotations] = labels_dir.glob("*annotations*")
+    return {a["answer"] for q in json.loads(annotations.read_text())["annotations"] for a in q["answers"]}
+
+
+def test_it_stores_labels_under_labels_dir_and_only_public_facts_in_the_database(db, sqa3d_files, settings,
+                                                                                  capsys):
+    call_command("load_labels", "--track", "sqa3d", "--split", "test", str(sqa3d_files["labels"]))
+    label_set = LabelSet.objects.get()
+    assert label_set.is_active and label_set.sha256 == sha256_tree(sqa3d_files["labels"])
+    stored = settings.LABELS_DIR / label_set.storage_key
+    assert sha256_tree(stored) == label_set.sha256
+    manifest_text = json.dumps(label_set.manifest)
+    assert label_set.manifest["count"] == 300
+    leaked = [a for a in answers_of(sqa3d_files["labels"]) if f'"{a}"' in manifest_text]
+    assert leaked == []
+    assert "Loaded labels" in capsys.readouterr().out
+
+
+def test_new_labels_make_a_new_version_and_old_results_keep_theirs(db, sqa3d_files, tmp_path):
+    call_command("load_labels", "--track", "sqa3d", "--split", "test", str(sqa3d_files["labels"]))
+    first = LabelSet.objects.get()
+    changed = tmp_path / "labels"
+    shutil.copytree(sqa3d_files["labels"], changed)
+    [annotations] = changed.glob("*annotations*")
+    data = json.loads(annotations.read_text())
+    data["annotations"][0]["answers"][0]["answer"] = "a different answer"
+    annotations.write_text(json.dumps(data))
+    call_command("load_labels", "--track", "sqa3d", "--split", "test", str(changed))
+    first.refresh_from_db()
+    second = LabelSet.objects.get(is_active=True)
+    assert not first.is_active and second.sha256 != first.sha256
+    # Loading the first version again re-activates it rather than copying it twice.
+    call_command("load_labels", "--track", "sqa3d", "--split", "test", str(sqa3d_files["labels"]))
+    assert LabelSet.objects.count() == 2 and LabelSet.objects.get(is_active=True).pk == first.pk
+
+
+def test_it_refuses_an_unknown_split_or_a_bad_folder(db, tmp_path):
+    with pytest.raises(CommandError, match="No split sqa3d/nope"):
+        call_command("load_labels", "--track", "sqa3d", "--split", "nope", str(tmp_path))
+    with pytest.raises(CommandError, match="Expected exactly one"):
+        call_command("load_labels", "--track", "sqa3d", "--split", "test", str(tmp_path))
+    assert not LabelSet.objects.exists()
+
+
+def test_load_demo_is_idempotent(db, settings, tmp_path):
+    settings.DATA_DIR = tmp_path
+    call_command("load_demo")
+    call_command("load_demo")
+    assert LabelSet.objects.filter(split__benchmark__track="sqa3d").count() == 1

@@ -1,0 +1,50 @@
+"""The module boundaries of STYLE.md, checked in fresh interpreters."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(code: str) -> subprocess.CompletedProcess[str]:
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
+
+
+# A finder that makes django and cupy unimportable, as on a CPU worker image
+# without the site installed (kombu itself imports django.utils when it can).
+BLOCK = """
+import sys
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split('.')[0] in ('django', 'cupy', 'leaderboard'):
+            raise ImportError(f'blocked: {name}')
+sys.meta_path.insert(0, Block())
+"""
+
+
+def test_the_worker_imports_and_scores_without_django_or_cupy(tmp_path):
+    result = run(BLOCK + "import evaluation_workers.tasks, evaluation_workers.cli\n"
+                 "import evaluation_workers.tracks as t\n"
+                 "[t.get_track(n) for n in t.names()]\n"
+                 "from evaluation_workers._xp import backend; print(backend().__name__)")
+    assert result.returncode == 0, result.stderr
+    assert "numpy" in result.stdout
+
+
+def test_contracts_use_the_standard_library_only():
+    result = run("import sys; before = set(sys.modules)\nimport evaluation_workers.contracts\n"
+                 "extra = {m.split('.')[0] for m in set(sys.modules) - before} - {'evaluation_workers'}\n"
+                 "assert not extra & {'numpy', 'celery', 'django'}, extra")
+    assert result.returncode == 0, result.stderr
+
+
+def test_the_scoring_core_never_imports_the_site():
+    offenders = [str(p.relative_to(ROOT)) for p in (ROOT / "evaluation_workers").rglob("*.py")
+                 if any(line.lstrip().startswith(("import django", "from django", "import leaderboard",
+                                                  "from leaderboard"))
+                        for line in p.read_text().splitlines())]
+    assert offenders == []
