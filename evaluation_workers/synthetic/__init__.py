@@ -10,4 +10,5 @@ from __future__ import annotations
 
 GENERATORS = {
     "sqa3d": "evaluation_workers.synthetic.sqa3d",
+    "openscan": "evaluation_workers.synthetic.openscan",
 }
