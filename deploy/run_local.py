@@ -43,7 +43,11 @@ def main() -> int:
             except subprocess.TimeoutExpired:
                 proc.kill()
 
-    signal.signal(signal.SIGTERM, lambda *a: (stop(), sys.exit(0)))
+    stopping = []
+    # Ctrl-C reaches the whole process group: the children shut down by
+    # themselves, and this loop only has to notice and wait for them.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *a: stopping.append(True))
     try:
         if not env.get("REDIS_URL"):
             redis, env["REDIS_URL"] = local_redis.start(data_dir / "redis")
@@ -62,15 +66,18 @@ def main() -> int:
         procs.append(subprocess.Popen([*manage, "runserver", f"127.0.0.1:{port}", "--noreload"], env=env))
         print(f"\n  Leaderboard: http://127.0.0.1:{port}/   (sign in as demo / demo-password)\n"
               f"  Data: {data_dir}   Stop: Ctrl-C\n", flush=True)
-        while all(p.poll() is None for p in procs):
-            time.sleep(0.5)
+        while not stopping and all(p.poll() is None for p in procs):
+            time.sleep(0.3)
+        time.sleep(0.3)
+        if stopping:
+            return 0
         failed = next(p for p in procs if p.poll() is not None)
-        print(f"{failed.args[2] if len(failed.args) > 2 else failed.args[0]} exited; stopping.", file=sys.stderr)
+        print(f"{' '.join(map(str, failed.args[:5]))} exited with {failed.returncode}; stopping.",
+              file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        return 0
     finally:
         stop()
+        print("Stopped.", flush=True)
 
 
 if __name__ == "__main__":
