@@ -32,6 +32,8 @@ class Split(models.Model):
     description = models.CharField(max_length=300, blank=True)
     accepting_submissions = models.BooleanField(default=True)
     is_default = models.BooleanField(default=False)
+    results_visible_after = models.DateTimeField(
+        null=True, blank=True, help_text="Until then, scores on this split are shown to maintainers only.")
 
     class Meta:
         ordering = ["-is_default", "name"]

@@ -70,9 +70,15 @@ class Submission(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
+    # Publishing (the owner) and moderation (maintainers) are separate from the status.
     is_published = models.BooleanField(default=False)
     is_hidden = models.BooleanField(default=False)
     hidden_reason = models.CharField(max_length=300, blank=True)
+    is_verified = models.BooleanField(default=False)
+    is_flagged = models.BooleanField(default=False)
+    flag_reason = models.CharField(max_length=300, blank=True)
+    is_disqualified = models.BooleanField(default=False)
+    disqualified_reason = models.CharField(max_length=300, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
