@@ -220,6 +220,6 @@ def generate(args: argparse.Namespace) -> dict[str, Any]:
     if args.format in ("official", "both"):
         written["official"] = write_official(out / "predictions.zip", predicted, args.semantic)
     if args.format in ("compact", "both"):
-        np.savez(out / "predictions.npz", **compact_arrays(predicted, args.semantic))
+        np.savez_compressed(out / "predictions.npz", **compact_arrays(predicted, args.semantic))
         written["compact"] = out / "predictions.npz"
     return written
