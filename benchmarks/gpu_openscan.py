@@ -18,10 +18,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evaluation_workers import _xp  # noqa: E402
-from evaluation_workers.synthetic import openscan as synthetic  # noqa: E402
-from evaluation_workers.tracks.openscan import score  # noqa: E402
-from evaluation_workers.tracks.openscan_labels import ASPECTS, build_cache  # noqa: E402
+from evaluation_workers import _xp
+from evaluation_workers.synthetic import openscan as synthetic
+from evaluation_workers.tracks.openscan import score
+from evaluation_workers.tracks.openscan_labels import ASPECTS, build_cache
 
 
 def _score_on(device: str, labels: Path, predictions: Path) -> tuple[dict[str, Any], float]:
@@ -50,20 +50,35 @@ def _compare(a: Any, b: Any, path: str = "") -> None:
 def run(scenes: int = 312, points: int = 150_000, work: Path | None = None) -> None:
     work = Path(work or tempfile.mkdtemp(prefix="openscan_gpu_"))
     start = time.perf_counter()
-    written = synthetic.generate(argparse.Namespace(
-        out=work, scenes=scenes, points=points, instances=(30, 50), masks=100, aspects=list(ASPECTS),
-        format="compact", semantic=True, missing=0, seed=5))
+    written = synthetic.generate(
+        argparse.Namespace(
+            out=work,
+            scenes=scenes,
+            points=points,
+            instances=(30, 50),
+            masks=100,
+            aspects=list(ASPECTS),
+            format="compact",
+            semantic=True,
+            missing=0,
+            seed=5,
+        )
+    )
     build_cache(written["labels"])
-    print(f"openscan: generated {scenes} scenes x {points} vertices x 8 aspects and the label cache "
-          f"in {time.perf_counter() - start:.0f} s")
+    print(
+        f"openscan: generated {scenes} scenes x {points} vertices x 8 aspects and the label cache "
+        f"in {time.perf_counter() - start:.0f} s"
+    )
     cpu, cpu_s = _score_on("cpu", written["labels"], written["compact"])
     _score_on("gpu", written["labels"], written["compact"])  # warm-up: CUDA context, kernel compilation
     gpu, gpu_s = _score_on("gpu", written["labels"], written["compact"])
     for key in ("metrics", "breakdown", "details", "warnings"):
         _compare(cpu[key], gpu[key], key)
-    print(f"openscan: CuPy equals NumPy on every metric, breakdown and per-class value; "
-          f"score (load + match, compact, cache): NumPy {cpu_s:.2f} s, CuPy {gpu_s:.2f} s (target < 5 s); "
-          f"AP={gpu['metrics']['AP']:.6f} mIoU={gpu['metrics']['mIoU']:.6f}")
+    print(
+        f"openscan: CuPy equals NumPy on every metric, breakdown and per-class value; "
+        f"score (load + match, compact, cache): NumPy {cpu_s:.2f} s, CuPy {gpu_s:.2f} s (target < 5 s); "
+        f"AP={gpu['metrics']['AP']:.6f} mIoU={gpu['metrics']['mIoU']:.6f}"
+    )
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -30,10 +29,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from evaluation_workers.synthetic import openscan as synthetic  # noqa: E402
-from evaluation_workers.tracks.openscan_labels import ASPECTS, build_cache  # noqa: E402
+from evaluation_workers.synthetic import openscan as synthetic
+from evaluation_workers.tracks.openscan_labels import ASPECTS, build_cache
 
 THRESHOLDS = np.append(np.arange(0.5, 0.95, 0.05), 0.25)
 
@@ -55,8 +54,9 @@ def baseline(labels: Path, predictions: Path) -> float:
                 void = ~np.isin(ids // 1000, np.arange(1, k + 1))
                 gts = {c: [] for c in range(1, k + 1)}
                 for v in np.unique(ids[~void]):
-                    gts[int(v // 1000)].append({"id": v, "mask": ids == v, "size": int((ids == v).sum()),
-                                                "preds": []})
+                    gts[int(v // 1000)].append(
+                        {"id": v, "mask": ids == v, "size": int((ids == v).sum()), "preds": []}
+                    )
                 preds = {c: [] for c in range(1, k + 1)}
                 for m in range(masks.shape[1]):
                     mask = masks[:, m] != 0
@@ -64,8 +64,13 @@ def baseline(labels: Path, predictions: Path) -> float:
                     if size < 100:
                         continue
                     c = int(classes[m])
-                    p = {"m": m, "size": size, "score": float(scores[m]), "void": int((mask & void).sum()),
-                         "gts": []}
+                    p = {
+                        "m": m,
+                        "size": size,
+                        "score": float(scores[m]),
+                        "void": int((mask & void).sum()),
+                        "gts": [],
+                    }
                     for g in gts[c]:
                         inter = int((mask & g["mask"]).sum())
                         if inter:
@@ -108,39 +113,68 @@ def baseline(labels: Path, predictions: Path) -> float:
                         ap[ti, c - 1] = np.nan
                         continue
                     y, s = np.array(true), np.array(score)
-                    points = [(np.mean(y[s >= u]), y[s >= u].sum() / n_pos) for u in np.unique(s)] + [(1.0, 0.0)]
+                    points = [(np.mean(y[s >= u]), y[s >= u].sum() / n_pos) for u in np.unique(s)] + [
+                        (1.0, 0.0)
+                    ]
                     rec = [r for _, r in points]
-                    ap[ti, c - 1] = sum(p * ((rec[i - 1] if i else rec[0]) - (rec[i + 1] if i + 1 < len(rec) else 0))
-                                        / 2 for i, (p, _) in enumerate(points))
+                    ap[ti, c - 1] = sum(
+                        p * ((rec[i - 1] if i else rec[0]) - (rec[i + 1] if i + 1 < len(rec) else 0)) / 2
+                        for i, (p, _) in enumerate(points)
+                    )
             all_ap.extend(ap[:9].mean(axis=0).tolist())
     return float(np.nanmean(all_ap))
 
 
-def run(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float, str]:
-    """Wall seconds, peak RSS (MiB) of the child, and its stdout."""
+def run(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, str]:
+    """Wall seconds and stdout of a child process."""
     start = time.perf_counter()
-    out = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(env or {})})
+    out = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(env or {})}, check=False)
     wall = time.perf_counter() - start
     if out.returncode:
         raise RuntimeError(f"{cmd} failed: {out.stderr[-2000:]}")
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    return wall, peak, out.stdout
+    return wall, out.stdout
 
 
 def score_cmd(labels: Path, predictions: Path) -> list[str]:
-    return [sys.executable, "-m", "evaluation_workers", "score", "--track", "openscan", "--labels", str(labels),
-            "--predictions", str(predictions), "--quiet"]
+    return [
+        sys.executable,
+        "-m",
+        "evaluation_workers",
+        "score",
+        "--track",
+        "openscan",
+        "--labels",
+        str(labels),
+        "--predictions",
+        str(predictions),
+        "--quiet",
+    ]
 
 
 def prepare(work: Path, scenes: int, points: int, aspects: list[str], fmt: str) -> dict[str, Path]:
     if not (work / "done").exists():
         start = time.perf_counter()
-        synthetic.generate(argparse.Namespace(out=work, scenes=scenes, points=points, instances=(30, 50),
-                                              masks=100, aspects=aspects, format=fmt, semantic=False, missing=0,
-                                              seed=1))
+        synthetic.generate(
+            argparse.Namespace(
+                out=work,
+                scenes=scenes,
+                points=points,
+                instances=(30, 50),
+                masks=100,
+                aspects=aspects,
+                format=fmt,
+                semantic=False,
+                missing=0,
+                seed=1,
+            )
+        )
         (work / "done").write_text("")
         print(f"  generated in {time.perf_counter() - start:.1f} s")
-    files = {"labels": work / "labels", "official": work / "predictions.zip", "compact": work / "predictions.npz"}
+    files = {
+        "labels": work / "labels",
+        "official": work / "predictions.zip",
+        "compact": work / "predictions.npz",
+    }
     cached = work / "cached"
     if not (cached / ".cache").exists():
         if cached.exists():
@@ -159,7 +193,9 @@ def main() -> int:
     parser.add_argument("--points", type=int, default=150_000)
     parser.add_argument("--aspects", nargs="+", default=["material"])
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "openscan_bench")
-    parser.add_argument("--official", type=Path, help="folder with an adapted copy of the official evaluation/")
+    parser.add_argument(
+        "--official", type=Path, help="folder with an adapted copy of the official evaluation/"
+    )
     parser.add_argument("--skip-baseline", action="store_true")
     parser.add_argument("--full", action="store_true", help="also 312 scenes x 8 aspects, compact, ours only")
     args = parser.parse_args()
@@ -167,33 +203,59 @@ def main() -> int:
     print(f"OpenScan benchmark: {args.scenes} scenes x {args.points} vertices, aspects {args.aspects}")
     files = prepare(args.work / tag, args.scenes, args.points, args.aspects, "both")
     sizes = {k: files[k].stat().st_size / 2**20 for k in ("official", "compact")}
-    print(f"  predictions: official zip {sizes['official']:.1f} MiB, compact {sizes['compact']:.2f} MiB "
-          f"({sizes['official'] / sizes['compact']:.1f}x smaller)")
+    print(
+        f"  predictions: official zip {sizes['official']:.1f} MiB, compact {sizes['compact']:.2f} MiB "
+        f"({sizes['official'] / sizes['compact']:.1f}x smaller)"
+    )
     rows = {}
-    for name, labels, preds in (("ours, compact + label cache", files["cached"], files["compact"]),
-                                ("ours, official zip + label cache", files["cached"], files["official"]),
-                                ("ours, official zip, text labels", files["labels"], files["official"])):
-        wall, peak, out = run(score_cmd(labels, preds), {"EVAL_DEVICE": "cpu"})
+    for name, labels, preds in (
+        ("ours, compact + label cache", files["cached"], files["compact"]),
+        ("ours, official zip + label cache", files["cached"], files["official"]),
+        ("ours, official zip, text labels", files["labels"], files["official"]),
+    ):
+        wall, out = run(score_cmd(labels, preds), {"EVAL_DEVICE": "cpu"})
         rows[name] = (wall, json.loads(out)["metrics"]["AP"])
         print(f"  {name:40s} {wall:7.2f} s  AP={rows[name][1]:.6f}")
     # peak RSS of children is cumulative (max over all); measure the compact run alone for memory
-    mem = subprocess.run([sys.executable, "-c", (
-        "import resource, subprocess, sys; subprocess.run(sys.argv[1:], capture_output=True, check=True); "
-        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)"),
-        *score_cmd(files["cached"], files["compact"])], capture_output=True, text=True, check=True)
+    mem = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import resource, subprocess, sys; subprocess.run(sys.argv[1:], capture_output=True, check=True); "
+                "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)"
+            ),
+            *score_cmd(files["cached"], files["compact"]),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     print(f"  peak memory, ours compact: {float(mem.stdout):.0f} MiB")
-    mem = subprocess.run([sys.executable, "-c", (
-        "import resource, subprocess, sys; subprocess.run(sys.argv[1:], capture_output=True, check=True); "
-        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)"),
-        *score_cmd(files["cached"], files["official"])], capture_output=True, text=True, check=True)
+    mem = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import resource, subprocess, sys; subprocess.run(sys.argv[1:], capture_output=True, check=True); "
+                "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)"
+            ),
+            *score_cmd(files["cached"], files["official"]),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     print(f"  peak memory, ours official zip: {float(mem.stdout):.0f} MiB")
     base = rows["ours, compact + label cache"][0]
     if not args.skip_baseline:
         start = time.perf_counter()
         ap = baseline(files["labels"], files["official"])
         wall = time.perf_counter() - start
-        print(f"  {'baseline loops (official algorithm)':40s} {wall:7.2f} s  AP={ap:.6f}  "
-              f"(ours compact {wall / base:.0f}x faster)")
+        print(
+            f"  {'baseline loops (official algorithm)':40s} {wall:7.2f} s  AP={ap:.6f}  "
+            f"(ours compact {wall / base:.0f}x faster)"
+        )
     if args.official:
         total = 0.0
         with tempfile.TemporaryDirectory() as tmp:
@@ -207,23 +269,42 @@ def main() -> int:
                 names = json.loads((files["labels"] / "vocabulary.json").read_text())[aspect]
                 (args.official / "evaluation" / "constants.py").write_text(
                     "MATTERPORT_LABELS = MATTERPORT_IDS = SCANNETPP_LABELS = SCANNETPP_IDS = []\n"
-                    f"SCANNET_LABELS = {names!r}\nSCANNET_IDS = list(range(1, {len(names) + 1}))\n")
+                    f"SCANNET_LABELS = {names!r}\nSCANNET_IDS = list(range(1, {len(names) + 1}))\n"
+                )
                 start = time.perf_counter()
-                subprocess.run([sys.executable, "-m", "evaluation.evaluate", "--pred_path", f"{tmp}/{aspect}",
-                                "--gt_path", str(files["labels"] / "gt" / aspect), "--dataset", "scannet",
-                                "--output_file", f"{tmp}/out_{aspect}.csv"], cwd=args.official,
-                               capture_output=True, check=True)
+                subprocess.run(
+                    [
+                        sys.executable,
+                        "-m",
+                        "evaluation.evaluate",
+                        "--pred_path",
+                        f"{tmp}/{aspect}",
+                        "--gt_path",
+                        str(files["labels"] / "gt" / aspect),
+                        "--dataset",
+                        "scannet",
+                        "--output_file",
+                        f"{tmp}/out_{aspect}.csv",
+                    ],
+                    cwd=args.official,
+                    capture_output=True,
+                    check=True,
+                )
                 total += time.perf_counter() - start
                 last = Path(f"{tmp}/out_{aspect}.csv").read_text().splitlines()[-1]
                 print(f"  official evaluator, {aspect}: averages {last}")
-        print(f"  {'official evaluator':40s} {total:7.2f} s  (ours compact {total / base:.0f}x faster, "
-              f"ours official zip {total / rows['ours, official zip + label cache'][0]:.0f}x faster)")
+        print(
+            f"  {'official evaluator':40s} {total:7.2f} s  (ours compact {total / base:.0f}x faster, "
+            f"ours official zip {total / rows['ours, official zip + label cache'][0]:.0f}x faster)"
+        )
     if args.full:
         print("Full shape: 312 scenes x 150000 vertices x 8 aspects (compact)")
         full = prepare(args.work / "full", 312, args.points, list(ASPECTS), "compact")
         print(f"  compact predictions {full['compact'].stat().st_size / 2**20:.1f} MiB")
-        wall, _, out = run(score_cmd(full["cached"], full["compact"]), {"EVAL_DEVICE": "cpu"})
-        print(f"  ours, compact + label cache (CPU)        {wall:7.2f} s  AP={json.loads(out)['metrics']['AP']:.6f}")
+        wall, out = run(score_cmd(full["cached"], full["compact"]), {"EVAL_DEVICE": "cpu"})
+        print(
+            f"  ours, compact + label cache (CPU)        {wall:7.2f} s  AP={json.loads(out)['metrics']['AP']:.6f}"
+        )
     return 0
 
 

@@ -13,8 +13,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -34,7 +35,9 @@ def mask_runs(proposals: Proposals) -> list[tuple[np.ndarray, np.ndarray]]:
     ends = np.append(np.flatnonzero(new)[1:], len(vertex))
     lengths = ends - np.flatnonzero(new)
     bounds = np.searchsorted(run_mask, np.arange(proposals.n + 1))
-    return [(starts[bounds[m]:bounds[m + 1]], lengths[bounds[m]:bounds[m + 1]]) for m in range(proposals.n)]
+    return [
+        (starts[bounds[m] : bounds[m + 1]], lengths[bounds[m] : bounds[m + 1]]) for m in range(proposals.n)
+    ]
 
 
 def convert(source: Path, manifest: dict[str, Any]) -> dict[str, np.ndarray]:
@@ -43,8 +46,10 @@ def convert(source: Path, manifest: dict[str, Any]) -> dict[str, np.ndarray]:
     scenes = reader.scenes()
     aspects = [a for a in manifest["aspects"] if reader.present(a)]
     run_starts, run_lengths, run_counts, prop_counts = [], [], [], []
-    per_aspect: dict[str, dict[str, list[np.ndarray]]] = {
-        a: {"counts": [], "proposal": [], "scores": [], "classes": [], "sem_pred": [], "sem_given": []} for a in aspects}
+    per_aspect: dict[str, dict[str, list[Any]]] = {
+        a: {"counts": [], "proposal": [], "scores": [], "classes": [], "sem_pred": [], "sem_given": []}
+        for a in aspects
+    }
     for scene in scenes:
         preds = reader.read(scene)
         index: dict[bytes, int] = {}
@@ -69,8 +74,11 @@ def convert(source: Path, manifest: dict[str, Any]) -> dict[str, np.ndarray]:
                 rows.append(index[key])
             acc["counts"].append(np.array(len(rows)))
             acc["proposal"].append(np.array(rows, dtype=np.int32))
-            acc["scores"].append(pred.scores.astype(np.float32)
-                                 if np.array_equal(pred.scores.astype(np.float32), pred.scores) else pred.scores)
+            acc["scores"].append(
+                pred.scores.astype(np.float32)
+                if np.array_equal(pred.scores.astype(np.float32), pred.scores)
+                else pred.scores
+            )
             acc["classes"].append(pred.classes.astype(np.int16))
             acc["sem_pred"].append(pred.sem_pred)
             acc["sem_given"].append(pred.sem_pred is not None)
@@ -91,18 +99,23 @@ def convert(source: Path, manifest: dict[str, Any]) -> dict[str, np.ndarray]:
         arrays[f"{aspect}.classes"] = np.concatenate(acc["classes"] + [np.zeros(0, np.int16)])
         given = {g for g in acc["sem_given"] if g is not None}
         if len(given) == 2:
-            raise PredictionFormatError(f"{where(source.name, aspect)}: Expected `sem_pred` in every scene of the "
-                                        f"aspect or in none, but got a mix")
+            raise PredictionFormatError(
+                f"{where(source.name, aspect)}: Expected `sem_pred` in every scene of the "
+                f"aspect or in none, but got a mix"
+            )
         if given == {True}:
             sem = np.concatenate(acc["sem_pred"])
-            small = sem.min(initial=0) >= -2**15 and sem.max(initial=0) < 2**15
+            small = sem.min(initial=0) >= -(2**15) and sem.max(initial=0) < 2**15
             arrays[f"{aspect}.sem_pred"] = sem.astype(np.int16 if small else np.int64)
     return arrays
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m evaluation_workers.openscan_convert", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m evaluation_workers.openscan_convert",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("source", type=Path, help="official zip of <aspect>/<scene_id>.npz")
     parser.add_argument("dest", type=Path, help="compact .npz to write")
     source = parser.add_mutually_exclusive_group(required=True)
@@ -116,8 +129,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc.message}", file=sys.stderr)
         return 1
     with open(args.dest, "wb") as f:
-        np.savez_compressed(f, **arrays)  # the runs are small; inflating them costs milliseconds
-    print(f"{args.source} ({args.source.stat().st_size} bytes) -> {args.dest} ({args.dest.stat().st_size} bytes)")
+        np.savez_compressed(f, **arrays)  # type: ignore[arg-type]
+    print(
+        f"{args.source} ({args.source.stat().st_size} bytes) -> {args.dest} ({args.dest.stat().st_size} bytes)"
+    )
     return 0
 
 

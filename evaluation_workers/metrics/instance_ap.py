@@ -131,12 +131,15 @@ def instance_ap(
     # Step 2: predictions with no instance of their class above the threshold
     # are false positives unless mostly on void / small instances of their class
     e_all, t_all = xp.nonzero(hit)
-    found = scatter_set(xp.zeros(n_thr * n_pred, dtype=xp.bool), t_all * n_pred + xp.take(p_idx, e_all),
-                        xp.ones(e_all.shape[0], dtype=xp.bool))
+    found = scatter_set(
+        xp.zeros(n_thr * n_pred, dtype=xp.bool),
+        t_all * n_pred + xp.take(p_idx, e_all),
+        xp.ones(e_all.shape[0], dtype=xp.bool),
+    )
     small = ~valid
     ignore = xp.astype(inter[:, 0], xp.float64) + xp.astype(
-        bincount(p_idx[small], minlength=n_pred, weights=xp.astype(pair_inter[small], xp.float64)),
-        xp.float64)
+        bincount(p_idx[small], minlength=n_pred, weights=xp.astype(pair_inter[small], xp.float64)), xp.float64
+    )
     proportion = ignore / xp.astype(xp.where(psize > 0, psize, 1), xp.float64)
     fp = ~xp.reshape(found, (n_thr, n_pred)) & (proportion[None, :] <= thr[:, None])
     f_t, f_p = xp.nonzero(fp)

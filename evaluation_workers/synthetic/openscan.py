@@ -25,8 +25,16 @@ from evaluation_workers.tracks.openscan_labels import ASPECTS, DEFAULT_VOCABULAR
 from evaluation_workers.tracks.openscan_predictions import COMPACT_FORMAT
 
 # share of objects that carry an attribute of the aspect (Table 2: annotations per object)
-COVERAGE = {"affordance": 0.77, "property": 0.18, "type": 0.58, "manner": 0.10, "synonym": 0.06,
-            "requirement": 0.20, "element": 0.28, "material": 0.99}
+COVERAGE = {
+    "affordance": 0.77,
+    "property": 0.18,
+    "type": 0.58,
+    "manner": 0.10,
+    "synonym": 0.06,
+    "requirement": 0.20,
+    "element": 0.28,
+    "material": 0.99,
+}
 
 
 @dataclass
@@ -52,7 +60,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--aspects", nargs="+", default=list(ASPECTS), choices=ASPECTS)
     parser.add_argument("--format", choices=("official", "compact", "both"), default="both")
     parser.add_argument("--semantic", action="store_true", help="also write sem_pred")
-    parser.add_argument("--missing", type=int, default=0, help="leave this many scenes out of the predictions")
+    parser.add_argument(
+        "--missing", type=int, default=0, help="leave this many scenes out of the predictions"
+    )
     parser.add_argument("--seed", type=int, default=0)
 
 
@@ -61,8 +71,15 @@ def _zipf(rng: np.random.Generator, k: int, size: int) -> np.ndarray:
     return rng.choice(np.arange(1, k + 1), size=size, p=weights / weights.sum())
 
 
-def make_scene(rng: np.random.Generator, scene_id: str, n_vertices: int, instances: tuple[int, int],
-               n_masks: int, vocabulary: dict[str, list[str]], aspects: list[str]) -> SyntheticScene:
+def make_scene(
+    rng: np.random.Generator,
+    scene_id: str,
+    n_vertices: int,
+    instances: tuple[int, int],
+    n_masks: int,
+    vocabulary: dict[str, list[str]],
+    aspects: list[str],
+) -> SyntheticScene:
     n_obj = int(rng.integers(instances[0], instances[1] + 1))
     seg_len = np.maximum(1, rng.lognormal(np.log(40), 0.8, size=n_vertices // 20)).astype(np.int64)
     seg_len = seg_len[np.cumsum(seg_len) <= n_vertices]
@@ -86,7 +103,8 @@ def make_scene(rng: np.random.Generator, scene_id: str, n_vertices: int, instanc
         gt[aspect] = values[vert_obj]
 
     segs_of = [np.flatnonzero(seg_obj == o) for o in range(n_obj + 1)]
-    proposals, source = [], []
+    proposals: list[np.ndarray] = []
+    source: list[int] = []
     n_seg = len(seg_len)
     while len(proposals) < n_masks:
         kind = rng.random()
@@ -136,7 +154,7 @@ def dense_masks(scene: SyntheticScene) -> np.ndarray:
     for m, prop in enumerate(scene.proposals):
         starts, lengths = proposal_runs(scene, prop)
         for s, n in zip(starts, lengths):
-            masks[s:s + n, m] = 1
+            masks[s : s + n, m] = 1
     return masks
 
 
@@ -147,9 +165,9 @@ def semantic(scene: SyntheticScene, aspect: str) -> np.ndarray:
     for m, prop in enumerate(scene.proposals):
         starts, lengths = proposal_runs(scene, prop)
         for s, n in zip(starts, lengths):
-            better = best[s:s + n] < scene.scores[aspect][m]
-            sem[s:s + n][better] = scene.classes[aspect][m]
-            best[s:s + n][better] = scene.scores[aspect][m]
+            better = best[s : s + n] < scene.scores[aspect][m]
+            sem[s : s + n][better] = scene.classes[aspect][m]
+            best[s : s + n][better] = scene.scores[aspect][m]
     return sem
 
 
@@ -160,7 +178,9 @@ def write_labels(out: Path, scenes: list[SyntheticScene], vocabulary: dict[str, 
     for aspect in scenes[0].gt:
         (labels / "gt" / aspect).mkdir(exist_ok=True)
         for sc in scenes:
-            (labels / "gt" / aspect / f"{sc.scene_id}.txt").write_text("\n".join(map(str, sc.gt[aspect].tolist())) + "\n")
+            (labels / "gt" / aspect / f"{sc.scene_id}.txt").write_text(
+                "\n".join(map(str, sc.gt[aspect].tolist())) + "\n"
+            )
     return labels
 
 
@@ -170,11 +190,14 @@ def write_official(path: Path, scenes: list[SyntheticScene], with_semantic: bool
             masks = dense_masks(sc)
             for aspect in sc.classes:
                 buf = io.BytesIO()
-                arrays: dict[str, Any] = {"pred_masks": masks, "pred_scores": sc.scores[aspect],
-                                          "pred_classes": sc.classes[aspect]}
+                arrays: dict[str, Any] = {
+                    "pred_masks": masks,
+                    "pred_scores": sc.scores[aspect],
+                    "pred_classes": sc.classes[aspect],
+                }
                 if with_semantic:
                     arrays["sem_pred"] = semantic(sc, aspect)
-                np.savez_compressed(buf, **arrays)  # what methods' save scripts write
+                np.savez_compressed(buf, **arrays)
                 zf.writestr(f"{aspect}/{sc.scene_id}.npz", buf.getvalue())
     return path
 
@@ -195,16 +218,20 @@ def compact_arrays(scenes: list[SyntheticScene], with_semantic: bool) -> dict[st
         "proposal_offsets": np.concatenate([[0], np.cumsum(prop_counts)]).astype(np.int64),
         "run_offsets": np.concatenate([[0], np.cumsum(run_counts)]).astype(np.int64),
         "run_starts": np.concatenate(run_starts).astype(np.uint32) if run_starts else np.zeros(0, np.uint32),
-        "run_lengths": np.concatenate(run_lengths).astype(np.uint32) if run_lengths else np.zeros(0, np.uint32),
+        "run_lengths": np.concatenate(run_lengths).astype(np.uint32)
+        if run_lengths
+        else np.zeros(0, np.uint32),
     }
-    for aspect in (scenes[0].classes if scenes else {}):
+    for aspect in scenes[0].classes if scenes else {}:
         counts = [len(sc.proposals) for sc in scenes]
         arrays[f"{aspect}.rows"] = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         arrays[f"{aspect}.proposal"] = np.concatenate([np.arange(c) for c in counts]).astype(np.int32)
         arrays[f"{aspect}.scores"] = np.concatenate([sc.scores[aspect] for sc in scenes])
         arrays[f"{aspect}.classes"] = np.concatenate([sc.classes[aspect] for sc in scenes]).astype(np.int16)
         if with_semantic:
-            arrays[f"{aspect}.sem_pred"] = np.concatenate([semantic(sc, aspect) for sc in scenes]).astype(np.int16)
+            arrays[f"{aspect}.sem_pred"] = np.concatenate([semantic(sc, aspect) for sc in scenes]).astype(
+                np.int16
+            )
     return arrays
 
 
@@ -213,13 +240,24 @@ def generate(args: argparse.Namespace) -> dict[str, Any]:
     vocabulary = json.loads(DEFAULT_VOCABULARY.read_text())
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    scenes = [make_scene(rng, f"scene{i:04d}_00", args.points, tuple(args.instances), args.masks, vocabulary,
-                         list(args.aspects)) for i in range(args.scenes)]
+    scenes = [
+        make_scene(
+            rng,
+            f"scene{i:04d}_00",
+            args.points,
+            tuple(args.instances),
+            args.masks,
+            vocabulary,
+            list(args.aspects),
+        )
+        for i in range(args.scenes)
+    ]
     written: dict[str, Any] = {"labels": write_labels(out, scenes, vocabulary)}
-    predicted = scenes[args.missing:]
+    predicted = scenes[args.missing :]
     if args.format in ("official", "both"):
         written["official"] = write_official(out / "predictions.zip", predicted, args.semantic)
     if args.format in ("compact", "both"):
-        np.savez_compressed(out / "predictions.npz", **compact_arrays(predicted, args.semantic))
+        arrays = compact_arrays(predicted, args.semantic)
+        np.savez_compressed(out / "predictions.npz", **arrays)  # type: ignore[arg-type]
         written["compact"] = out / "predictions.npz"
     return written

@@ -17,7 +17,13 @@ import numpy as np
 
 from evaluation_workers._xp import backend, to_device, to_numpy
 from evaluation_workers.errors import PredictionFormatError, where
-from evaluation_workers.metrics.instance_ap import AP25_INDEX, AP50_INDEX, AP_SLICE, instance_ap, intersection_counts
+from evaluation_workers.metrics.instance_ap import (
+    AP25_INDEX,
+    AP50_INDEX,
+    AP_SLICE,
+    instance_ap,
+    intersection_counts,
+)
 from evaluation_workers.metrics.semseg import confusion, iou_and_accuracy
 from evaluation_workers.results import make_result, sha256_file
 from evaluation_workers.tracks import openscan_labels
@@ -35,8 +41,12 @@ def _manifest_of(labels: dict[str, AspectLabels], vocabulary: dict[str, list[str
     for lab in labels.values():
         for scene, count in zip(lab.scene_ids, np.diff(lab.vertex_offsets)):
             scenes[scene] = int(count)
-    return {"track": "openscan", "vocabulary": {a: vocabulary[a] for a in labels},
-            "aspects": {a: lab.scene_ids for a, lab in labels.items()}, "scenes": dict(sorted(scenes.items()))}
+    return {
+        "track": "openscan",
+        "vocabulary": {a: vocabulary[a] for a in labels},
+        "aspects": {a: lab.scene_ids for a, lab in labels.items()},
+        "scenes": dict(sorted(scenes.items())),
+    }
 
 
 def class_keys(aspect: str, names: list[str]) -> list[str]:
@@ -67,10 +77,11 @@ class _AspectState:
         self.conf: Any = None
 
 
-def _intersections(xp: Any, state: _AspectState, scene: str, proposals: Proposals,
-                   cache: dict[int, tuple[Any, Any]]) -> Any:
+def _intersections(
+    xp: Any, state: _AspectState, scene: str, proposals: Proposals, cache: dict[int, tuple[Any, Any]]
+) -> Any:
     s = state.index[scene]
-    v0, v1 = (int(x) for x in state.labels.vertex_offsets[s:s + 2])
+    v0, v1 = (int(x) for x in state.labels.vertex_offsets[s : s + 2])
     key = id(proposals)
     if key not in cache:
         cache[key] = (to_device(proposals.vertex, xp), to_device(proposals.mask, xp))
@@ -103,13 +114,15 @@ def score(labels_path: Path, predictions_path: Path, progress: Progress = no_pro
             st.inter.append(xp.take(inter, to_device(pred.rows, xp), axis=0))
             st.classes.append(pred.classes)
             st.scores.append(pred.scores)
-            st.base.append(np.full(len(pred.rows), st.labels.instance_offsets[st.index[scene]], dtype=np.int64))
+            st.base.append(
+                np.full(len(pred.rows), st.labels.instance_offsets[st.index[scene]], dtype=np.int64)
+            )
             if pred.sem_pred is None:
                 st.without_sem.append(scene)
                 continue
             st.with_sem.append(scene)
             s = st.index[scene]
-            v0, v1 = (int(x) for x in st.labels.vertex_offsets[s:s + 2])
+            v0, v1 = (int(x) for x in st.labels.vertex_offsets[s : s + 2])
             conf = confusion(_vertex_class(xp, st)[v0:v1], to_device(pred.sem_pred, xp), st.labels.n_classes)
             st.conf = conf if st.conf is None else st.conf + conf
         if i % 10 == 0 or i == len(scenes) - 1:
@@ -127,28 +140,35 @@ def score(labels_path: Path, predictions_path: Path, progress: Progress = no_pro
         lab = st.labels
         missing = sorted(set(lab.scene_ids) - reader_present(reader, aspect))
         if missing:
-            warnings.append(f"{aspect}: {len(missing)} of {len(lab.scene_ids)} scenes have no predictions "
-                            f"({', '.join(missing[:_SHOWN])}{', ...' if len(missing) > _SHOWN else ''}); "
-                            f"their instances count as misses")
+            warnings.append(
+                f"{aspect}: {len(missing)} of {len(lab.scene_ids)} scenes have no predictions "
+                f"({', '.join(missing[:_SHOWN])}{', ...' if len(missing) > _SHOWN else ''}); "
+                f"their instances count as misses"
+            )
         ap = _aspect_ap(xp, st)  # (T, K)
         class_ap = ap[AP_SLICE].mean(axis=0)  # NaN for a class without valid instances
         ap50, ap25 = ap[AP50_INDEX], ap[AP25_INDEX]
         all_ap.append(np.stack([class_ap, ap50, ap25]))
         count = int((lab.instance_size >= 100).sum())
-        row: dict[str, Any] = {"AP": _nanmean(class_ap), "AP50": _nanmean(ap50), "AP25": _nanmean(ap25),
-                               "count": count}
+        row: dict[str, Any] = {
+            "AP": _nanmean(class_ap),
+            "AP50": _nanmean(ap50),
+            "AP25": _nanmean(ap25),
+            "count": count,
+        }
         for key, a, b, c in zip(class_keys(aspect, vocabulary[aspect]), class_ap, ap50, ap25):
             per_class[key] = {"AP": a, "AP50": b, "AP25": c}
         if st.with_sem and st.without_sem:
             raise PredictionFormatError(
                 f"{where(predictions_path.name, aspect, st.without_sem[0])}: Expected `sem_pred` in every scene "
-                f"of the aspect or in none, but it is missing here and present in {st.with_sem[0]}")
+                f"of the aspect or in none, but it is missing here and present in {st.with_sem[0]}"
+            )
         if st.with_sem:
             if missing:  # a missing scene's vertices are misses for their true class
                 idx = [st.index[s] for s in missing]
                 vc = _vertex_class(xp, st)
                 for s in idx:
-                    v0, v1 = (int(x) for x in lab.vertex_offsets[s:s + 2])
+                    v0, v1 = (int(x) for x in lab.vertex_offsets[s : s + 2])
                     st.conf = st.conf + confusion(vc[v0:v1], xp.zeros(v1 - v0, dtype=xp.int64), lab.n_classes)
             iou, acc = (to_numpy(x) for x in iou_and_accuracy(st.conf))
             row["mIoU"], row["mAcc"] = _nanmean(iou), _nanmean(acc)
@@ -158,16 +178,29 @@ def score(labels_path: Path, predictions_path: Path, progress: Progress = no_pro
             all_acc.append(acc)
         breakdown[aspect] = row
     stacked = np.concatenate(all_ap, axis=1) if all_ap else np.zeros((3, 0))
-    metrics_rows = {"AP": _nanmean(stacked[0]), "AP50": _nanmean(stacked[1]), "AP25": _nanmean(stacked[2]),
-                    "mIoU": _nanmean(np.concatenate(all_iou)) if all_iou else None,
-                    "mAcc": _nanmean(np.concatenate(all_acc)) if all_acc else None}
+    metrics_rows = {
+        "AP": _nanmean(stacked[0]),
+        "AP50": _nanmean(stacked[1]),
+        "AP25": _nanmean(stacked[2]),
+        "mIoU": _nanmean(np.concatenate(all_iou)) if all_iou else None,
+        "mAcc": _nanmean(np.concatenate(all_acc)) if all_acc else None,
+    }
     progress(1.0, "done")
     return make_result(
-        track="openscan", scorer_version=SCORER_VERSION, labels_sha256=labels_sha,
-        predictions_sha256=sha256_file(predictions_path), metrics=metrics_rows, breakdown=breakdown,
-        details={"per_class": per_class, "semantic_per_class": semantic_per_class, "format": "compact" if isinstance(reader, CompactReader) else "official",
-                 "scenes_with_predictions": len(scenes)},
-        warnings=warnings)
+        track="openscan",
+        scorer_version=SCORER_VERSION,
+        labels_sha256=labels_sha,
+        predictions_sha256=sha256_file(predictions_path),
+        metrics=metrics_rows,
+        breakdown=breakdown,
+        details={
+            "per_class": per_class,
+            "semantic_per_class": semantic_per_class,
+            "format": "compact" if isinstance(reader, CompactReader) else "official",
+            "scenes_with_predictions": len(scenes),
+        },
+        warnings=warnings,
+    )
 
 
 def reader_present(reader: Any, aspect: str) -> set[str]:
@@ -183,8 +216,15 @@ def _aspect_ap(xp: Any, st: _AspectState) -> np.ndarray:
     else:
         inter = xp.zeros((0, st.width), dtype=xp.int64)
         classes, scores, base = (np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64))
-    ap = instance_ap(inter, to_device(classes, xp), to_device(scores, xp), to_device(base, xp),
-                     to_device(lab.instance_class, xp), to_device(lab.instance_size, xp), lab.n_classes)
+    ap = instance_ap(
+        inter,
+        to_device(classes, xp),
+        to_device(scores, xp),
+        to_device(base, xp),
+        to_device(lab.instance_class, xp),
+        to_device(lab.instance_size, xp),
+        lab.n_classes,
+    )
     return to_numpy(ap)
 
 
@@ -204,11 +244,15 @@ def validate(predictions_path: Path, manifest: Manifest) -> dict[str, Any]:
             sem[aspect].add(pred.sem_pred is not None)
     for aspect, kinds in sem.items():
         if len(kinds) == 2:
-            raise PredictionFormatError(f"{where(predictions_path.name, aspect)}: Expected `sem_pred` in every "
-                                        f"scene of the aspect or in none, but got a mix")
-    return {"format": "compact" if isinstance(reader, CompactReader) else "official",
-            "scenes": {a: len(reader.present(a)) for a in manifest["aspects"]},
-            "expected_scenes": {a: len(s) for a, s in manifest["aspects"].items()}}
+            raise PredictionFormatError(
+                f"{where(predictions_path.name, aspect)}: Expected `sem_pred` in every "
+                f"scene of the aspect or in none, but got a mix"
+            )
+    return {
+        "format": "compact" if isinstance(reader, CompactReader) else "official",
+        "scenes": {a: len(reader.present(a)) for a in manifest["aspects"]},
+        "expected_scenes": {a: len(s) for a, s in manifest["aspects"].items()},
+    }
 
 
 TRACK = Track(
@@ -226,8 +270,10 @@ TRACK = Track(
     score=score,
     manifest=openscan_labels.manifest,
     wants_gpu=True,
-    description=("Generalized open-vocabulary 3D instance segmentation on ScanNet200 val (312 scenes): "
-                 "8 linguistic aspects, 341 attributes. ScanNet's instance AP per aspect; semantic "
-                 "mIoU/mAcc when per-vertex predictions are given."),
+    description=(
+        "Generalized open-vocabulary 3D instance segmentation on ScanNet200 val (312 scenes): "
+        "8 linguistic aspects, 341 attributes. ScanNet's instance AP per aspect; semantic "
+        "mIoU/mAcc when per-vertex predictions are given."
+    ),
     metric_families=(("AP", "AP50", "AP25"), ("mIoU", "mAcc")),
 )

@@ -76,7 +76,8 @@ def load_vocabulary(folder: Path) -> dict[str, list[str]]:
     except (OSError, ValueError) as exc:
         raise LabelsError(f"{path}: Expected a JSON vocabulary, but got {exc}") from exc
     if not isinstance(vocabulary, dict) or not all(
-            isinstance(v, list) and all(isinstance(a, str) for a in v) for v in vocabulary.values()):
+        isinstance(v, list) and all(isinstance(a, str) for a in v) for v in vocabulary.values()
+    ):
         raise LabelsError(f"{path}: Expected {{aspect: [attribute, ...]}}, but got another shape")
     return vocabulary
 
@@ -92,7 +93,9 @@ def gt_files(folder: Path) -> dict[str, dict[str, Path]]:
     order = [a for a in ASPECTS if a in present] + [a for a in present if a not in ASPECTS]
     for aspect in order:
         if aspect not in vocabulary:
-            raise LabelsError(f"{root / aspect}: Expected an aspect listed in {VOCABULARY_FILE}, but got {aspect!r}")
+            raise LabelsError(
+                f"{root / aspect}: Expected an aspect listed in {VOCABULARY_FILE}, but got {aspect!r}"
+            )
         files = {p.name[:-4]: p for p in sorted((root / aspect).glob("*.txt"))}
         if files:
             found[aspect] = files
@@ -141,7 +144,7 @@ def parse_labels(folder: Path) -> dict[str, AspectLabels]:
     for aspect, files in gt_files(folder).items():
         n_classes = len(vocabulary[aspect])
         locals_, classes, sizes, v_counts, g_counts = [], [], [], [], []
-        for scene, path in files.items():
+        for path in files.values():
             local, cls, size = scene_instances(read_ids(path), n_classes)
             locals_.append(local)
             classes.append(cls)
@@ -178,13 +181,17 @@ def build_cache(folder: Path) -> dict[str, AspectLabels]:
         arrays[f"{aspect}.instance_class"] = lab.instance_class
         arrays[f"{aspect}.instance_size"] = lab.instance_size
         arrays[f"{aspect}.n_classes"] = np.array(lab.n_classes)
-    meta = {"version": CACHE_VERSION, "aspects": list(labels), "labels_sha256": sha256_tree(folder),
-            "files": _file_stats(folder)}
+    meta = {
+        "version": CACHE_VERSION,
+        "aspects": list(labels),
+        "labels_sha256": sha256_tree(folder),
+        "files": _file_stats(folder),
+    }
     arrays["meta"] = np.array(json.dumps(meta))
     path = folder / CACHE_FILE
     path.parent.mkdir(exist_ok=True)
     tmp = path.with_suffix(".tmp.npz")
-    np.savez(tmp, **arrays)  # uncompressed: loads at disk speed
+    np.savez(tmp, **arrays)  # type: ignore[arg-type]  # uncompressed: loads at disk speed
     os.replace(tmp, path)
     return labels
 
@@ -201,15 +208,18 @@ def load_labels(folder: Path) -> tuple[dict[str, AspectLabels], str]:
         with np.load(path, allow_pickle=False) as data:
             meta = json.loads(str(data["meta"]))
             if meta.get("version") == CACHE_VERSION and meta.get("files") == _file_stats(folder):
-                labels = {a: AspectLabels(
-                    scene_ids=[str(s) for s in data[f"{a}.scene_ids"]],
-                    vertex_offsets=data[f"{a}.vertex_offsets"],
-                    gt_local=data[f"{a}.gt_local"],
-                    instance_offsets=data[f"{a}.instance_offsets"],
-                    instance_class=data[f"{a}.instance_class"],
-                    instance_size=data[f"{a}.instance_size"],
-                    n_classes=int(data[f"{a}.n_classes"]),
-                ) for a in meta["aspects"]}
+                labels = {
+                    a: AspectLabels(
+                        scene_ids=[str(s) for s in data[f"{a}.scene_ids"]],
+                        vertex_offsets=data[f"{a}.vertex_offsets"],
+                        gt_local=data[f"{a}.gt_local"],
+                        instance_offsets=data[f"{a}.instance_offsets"],
+                        instance_class=data[f"{a}.instance_class"],
+                        instance_size=data[f"{a}.instance_size"],
+                        n_classes=int(data[f"{a}.n_classes"]),
+                    )
+                    for a in meta["aspects"]
+                }
                 return labels, str(meta["labels_sha256"])
     return parse_labels(folder), sha256_tree(folder)
 
@@ -225,11 +235,17 @@ def manifest(folder: Path) -> dict[str, Any]:
         counts = np.diff(lab.vertex_offsets)
         for scene, count in zip(lab.scene_ids, counts):
             if scenes.setdefault(scene, int(count)) != int(count):
-                raise LabelsError(f"{folder}: Expected scene {scene} to have one vertex count in every aspect, "
-                                  f"but got {scenes[scene]} and {int(count)}")
+                raise LabelsError(
+                    f"{folder}: Expected scene {scene} to have one vertex count in every aspect, "
+                    f"but got {scenes[scene]} and {int(count)}"
+                )
         aspects[aspect] = lab.scene_ids
-    return {"track": "openscan", "vocabulary": {a: vocabulary[a] for a in aspects},
-            "aspects": aspects, "scenes": dict(sorted(scenes.items()))}
+    return {
+        "track": "openscan",
+        "vocabulary": {a: vocabulary[a] for a in aspects},
+        "aspects": aspects,
+        "scenes": dict(sorted(scenes.items())),
+    }
 
 
 def prepare_labels(source: Path, dest: Path) -> dict[str, Any]:

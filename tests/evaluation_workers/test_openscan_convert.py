@@ -13,9 +13,20 @@ from evaluation_workers.tracks.openscan import score
 
 
 def test_it_converts_the_official_zip_to_an_equivalent_compact_file(tmp_path: Path) -> None:
-    written = synthetic.generate(argparse.Namespace(
-        out=tmp_path, scenes=3, points=3000, instances=(5, 9), masks=15, aspects=["material", "type"],
-        format="official", semantic=True, missing=0, seed=11))
+    written = synthetic.generate(
+        argparse.Namespace(
+            out=tmp_path,
+            scenes=3,
+            points=3000,
+            instances=(5, 9),
+            masks=15,
+            aspects=["material", "type"],
+            format="official",
+            semantic=True,
+            missing=0,
+            seed=11,
+        )
+    )
     dest = tmp_path / "converted.npz"
     assert main([str(written["official"]), str(dest), "--labels", str(written["labels"])]) == 0
     official, compact = score(written["labels"], written["official"]), score(written["labels"], dest)

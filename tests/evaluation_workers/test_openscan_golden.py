@@ -50,7 +50,7 @@ def test_it_equals_the_official_aspect_averages(result: dict, aspect: str) -> No
 @pytest.mark.parametrize("aspect", ASPECTS)
 def test_it_equals_the_official_semantic_iou_per_class(result: dict, aspect: str) -> None:
     text = (GOLDEN / f"official_semantic_{aspect}.stdout.txt").read_text()
-    lines = re.findall(r"^(.+?)\s*:\s*\S+\s+\(\s*(\d+)/(\d+)\s*\)$", text, flags=re.M)
+    lines = re.findall(r"^(.+?)\s*:\s*\S+\s+\(\s*(\d+)/(\d+)\s*\)$", text, flags=re.MULTILINE)
     assert lines
     for name, tp, denom in lines:
         ours = result["details"]["semantic_per_class"][f"{aspect}/{name.strip()}"]["IoU"]

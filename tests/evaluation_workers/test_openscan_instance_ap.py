@@ -32,7 +32,7 @@ def reference_ap(scenes: list[dict[str, Any]], n_classes: int) -> np.ndarray:
                     if mask.sum() >= 100 and sc["classes"][m] == k:
                         preds.append((m, mask, float(sc["scores"][m])))
 
-                def iou(mask: np.ndarray, v: int) -> float:
+                def iou(mask: np.ndarray, v: int, ids: np.ndarray = ids, sizes: dict = sizes) -> float:
                     inter = int((mask & (ids == v)).sum())
                     return inter / (sizes[v] + int(mask.sum()) - inter)
 
@@ -57,8 +57,9 @@ def reference_ap(scenes: list[dict[str, Any]], n_classes: int) -> np.ndarray:
                 for m, mask, s in preds:
                     if any((mask & (ids == v)).any() and iou(mask, v) > t for v in insts):
                         continue
-                    ignore = int((mask & void).sum()) + sum(int((mask & (ids == v)).sum())
-                                                            for v in insts if sizes[v] < 100)
+                    ignore = int((mask & void).sum()) + sum(
+                        int((mask & (ids == v)).sum()) for v in insts if sizes[v] < 100
+                    )
                     if ignore / mask.sum() <= t:
                         entries.append((s, False))
             if n_pos == 0:
@@ -92,8 +93,13 @@ def kernel_ap(xp: Any, scenes: list[dict[str, Any]], n_classes: int) -> np.ndarr
     width = max(len(c) for _, c, _ in locals_) + 1
     for sc, (local, cls, size) in zip(scenes, locals_):
         vertex, mask = np.nonzero(sc["masks"])
-        inter = intersection_counts(xp.asarray(vertex), xp.asarray(mask), xp.asarray(local.astype(np.int64)),
-                                    sc["masks"].shape[1], width)
+        inter = intersection_counts(
+            xp.asarray(vertex),
+            xp.asarray(mask),
+            xp.asarray(local.astype(np.int64)),
+            sc["masks"].shape[1],
+            width,
+        )
         rows.append(np.asarray(inter))
         classes.append(sc["classes"])
         scores.append(sc["scores"])
@@ -101,11 +107,15 @@ def kernel_ap(xp: Any, scenes: list[dict[str, Any]], n_classes: int) -> np.ndarr
         gt_class.append(cls)
         gt_size.append(size)
         offset += len(cls)
-    ap = instance_ap(xp.asarray(np.concatenate(rows)), xp.asarray(np.concatenate(classes).astype(np.int64)),
-                     xp.asarray(np.concatenate(scores).astype(np.float64)),
-                     xp.asarray(np.concatenate(bases).astype(np.int64)),
-                     xp.asarray(np.concatenate(gt_class).astype(np.int64)),
-                     xp.asarray(np.concatenate(gt_size).astype(np.int64)), n_classes)
+    ap = instance_ap(
+        xp.asarray(np.concatenate(rows)),
+        xp.asarray(np.concatenate(classes).astype(np.int64)),
+        xp.asarray(np.concatenate(scores).astype(np.float64)),
+        xp.asarray(np.concatenate(bases).astype(np.int64)),
+        xp.asarray(np.concatenate(gt_class).astype(np.int64)),
+        xp.asarray(np.concatenate(gt_size).astype(np.int64)),
+        n_classes,
+    )
     return np.asarray(ap)
 
 
@@ -118,7 +128,7 @@ def random_scene(rng: np.random.Generator, n_classes: int) -> dict[str, Any]:
         length = int(rng.integers(20, 260))
         if rng.random() < 0.75:
             inst += 1
-            ids[pos:pos + length] = int(rng.integers(1, n_classes + 1)) * 1000 + inst + 1
+            ids[pos : pos + length] = int(rng.integers(1, n_classes + 1)) * 1000 + inst + 1
         pos += length
     values = [v for v in np.unique(ids) if v]
     masks = []
@@ -138,13 +148,21 @@ def random_scene(rng: np.random.Generator, n_classes: int) -> dict[str, Any]:
     for _ in range(int(rng.integers(0, 4))):  # blobs, some mostly void
         start = int(rng.integers(0, n_vertices))
         blob = np.zeros(n_vertices, bool)
-        blob[start:start + int(rng.integers(50, 400))] = True
+        blob[start : start + int(rng.integers(50, 400))] = True
         masks.append(blob)
         cls.append(int(rng.integers(1, n_classes + 1)))
     m = np.stack(masks, axis=1) if masks else np.zeros((n_vertices, 0), bool)
-    scores = rng.choice([0.1, 0.3, 0.5, 0.7, 0.9], size=m.shape[1]) if rng.random() < 0.5 \
+    scores = (
+        rng.choice([0.1, 0.3, 0.5, 0.7, 0.9], size=m.shape[1])
+        if rng.random() < 0.5
         else rng.random(m.shape[1])
-    return {"ids": ids, "masks": m.astype(np.uint8), "scores": scores, "classes": np.array(cls, dtype=np.int64)}
+    )
+    return {
+        "ids": ids,
+        "masks": m.astype(np.uint8),
+        "scores": scores,
+        "classes": np.array(cls, dtype=np.int64),
+    }
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -154,8 +172,9 @@ def test_it_equals_the_slow_reference_on_random_scenes(seed: int) -> None:
     rng = np.random.default_rng(seed)
     n_classes = int(rng.integers(1, 4))
     scenes = [random_scene(rng, n_classes) for _ in range(int(rng.integers(1, 4)))]
-    np.testing.assert_allclose(kernel_ap(xp, scenes, n_classes), reference_ap(scenes, n_classes),
-                               rtol=0, atol=1e-12, equal_nan=True)
+    np.testing.assert_allclose(
+        kernel_ap(xp, scenes, n_classes), reference_ap(scenes, n_classes), rtol=0, atol=1e-12, equal_nan=True
+    )
 
 
 def test_it_runs_under_strict_array_api_and_agrees(xp: Any) -> None:
@@ -176,8 +195,14 @@ def _hand_scene(preds: list[tuple[slice | list[slice], int, float]]) -> list[dic
     for m, (where, _, _) in enumerate(preds):
         for s in where if isinstance(where, list) else [where]:
             masks[s, m] = True
-    return [{"ids": ids, "masks": masks, "classes": np.array([p[1] for p in preds]),
-             "scores": np.array([p[2] for p in preds], dtype=float)}]
+    return [
+        {
+            "ids": ids,
+            "masks": masks,
+            "classes": np.array([p[1] for p in preds]),
+            "scores": np.array([p[2] for p in preds], dtype=float),
+        }
+    ]
 
 
 def _class1(xp: Any, preds: list[tuple[Any, int, float]]) -> np.ndarray:
@@ -221,7 +246,9 @@ def test_it_drops_masks_under_100_vertices(xp: Any) -> None:
 
 def test_it_does_not_count_small_instances_as_misses_and_ignores_overlap_with_them(xp: Any) -> None:
     # D (50 vertices) is neither a miss nor a match; a mask on D plus void is ignorable
-    ap = _class1(xp, [(slice(0, 200), 1, 0.5), (slice(200, 400), 1, 0.4), ([slice(800, 850), slice(600, 660)], 1, 0.9)])
+    ap = _class1(
+        xp, [(slice(0, 200), 1, 0.5), (slice(200, 400), 1, 0.4), ([slice(800, 850), slice(600, 660)], 1, 0.9)]
+    )
     assert ap.tolist() == [1.0] * 10
 
 

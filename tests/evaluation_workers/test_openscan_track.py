@@ -26,8 +26,18 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("openscan")
-    args = argparse.Namespace(out=out, scenes=3, points=4000, instances=(8, 12), masks=20,
-                              aspects=["material", "manner"], format="both", semantic=True, missing=0, seed=3)
+    args = argparse.Namespace(
+        out=out,
+        scenes=3,
+        points=4000,
+        instances=(8, 12),
+        masks=20,
+        aspects=["material", "manner"],
+        format="both",
+        semantic=True,
+        missing=0,
+        seed=3,
+    )
     written = synthetic.generate(args)
     written["prepared"] = out / "prepared"
     prepare_labels(written["labels"], written["prepared"])
@@ -55,8 +65,16 @@ def _scene(data: dict[str, Path]) -> tuple[str, int]:
 
 def test_it_registers_the_track_with_the_spec_facts() -> None:
     assert get_track("openscan") is TRACK
-    assert TRACK.groups == ("affordance", "property", "type", "manner", "synonym", "requirement", "element",
-                            "material")
+    assert TRACK.groups == (
+        "affordance",
+        "property",
+        "type",
+        "manner",
+        "synonym",
+        "requirement",
+        "element",
+        "material",
+    )
     assert TRACK.metric_families == (("AP", "AP50", "AP25"), ("mIoU", "mAcc")) and TRACK.wants_gpu
 
 
@@ -98,8 +116,11 @@ def test_it_writes_a_manifest_without_labels(data: dict[str, Path]) -> None:
 
 def _bad(data: dict[str, Path], tmp_path: Path, **override: Any) -> str:
     scene, n_vertices = _scene(data)
-    arrays = {"pred_masks": np.ones((n_vertices, 2), np.uint8), "pred_scores": np.array([0.5, 0.4]),
-              "pred_classes": np.array([1, 2])}
+    arrays = {
+        "pred_masks": np.ones((n_vertices, 2), np.uint8),
+        "pred_scores": np.array([0.5, 0.4]),
+        "pred_classes": np.array([1, 2]),
+    }
     arrays.update(override)
     arrays = {k: v for k, v in arrays.items() if v is not None}
     path = _zip(tmp_path / "bad.zip", {f"material/{scene}.npz": _npz(**arrays)})
@@ -127,8 +148,14 @@ def test_it_rejects_class_ids_out_of_range(data: dict[str, Path], tmp_path: Path
 
 def test_it_accepts_an_out_of_range_sem_pred_as_a_miss(data: dict[str, Path], tmp_path: Path) -> None:
     scene, n_vertices = _scene(data)
-    members = {f"material/{scene}.npz": _npz(pred_masks=np.zeros((n_vertices, 0), bool), pred_score=np.zeros(0),
-                                             pred_classes=np.zeros(0, int), sem_pred=np.full(n_vertices, 99))}
+    members = {
+        f"material/{scene}.npz": _npz(
+            pred_masks=np.zeros((n_vertices, 0), bool),
+            pred_score=np.zeros(0),
+            pred_classes=np.zeros(0, int),
+            sem_pred=np.full(n_vertices, 99),
+        )
+    }
     result = score(data["labels"], _zip(tmp_path / "p.zip", members))
     assert result["breakdown"]["material"]["mIoU"] == 0.0 and result["breakdown"]["material"]["AP"] == 0.0
 
@@ -139,8 +166,9 @@ def test_it_rejects_sem_pred_in_some_scenes_only(data: dict[str, Path], tmp_path
     for i, scene in enumerate(man["aspects"]["material"][:2]):
         v = man["scenes"][scene]
         extra = {"sem_pred": np.ones(v, int)} if i == 0 else {}
-        members[f"material/{scene}.npz"] = _npz(pred_masks=np.zeros((v, 0), bool), pred_scores=np.zeros(0),
-                                                pred_classes=np.zeros(0, int), **extra)
+        members[f"material/{scene}.npz"] = _npz(
+            pred_masks=np.zeros((v, 0), bool), pred_scores=np.zeros(0), pred_classes=np.zeros(0, int), **extra
+        )
     with pytest.raises(PredictionFormatError, match="`sem_pred` in every scene"):
         score(data["labels"], _zip(tmp_path / "p.zip", members))
 
@@ -153,8 +181,9 @@ def test_it_rejects_unknown_scenes_and_aspects(data: dict[str, Path], tmp_path: 
         score(data["labels"], _zip(tmp_path / "b.zip", {"colour/scene0000_00.npz": blob}))
 
 
-@pytest.mark.parametrize("name", ["../material/scene0000_00.npz", "/material/scene0000_00.npz",
-                                  "material/../../x.npz"])
+@pytest.mark.parametrize(
+    "name", ["../material/scene0000_00.npz", "/material/scene0000_00.npz", "material/../../x.npz"]
+)
 def test_it_rejects_paths_escaping_the_archive(data: dict[str, Path], tmp_path: Path, name: str) -> None:
     with pytest.raises(PredictionFormatError, match="inside the archive"):
         score(data["labels"], _zip(tmp_path / "p.zip", {name: b"x"}))
@@ -162,17 +191,23 @@ def test_it_rejects_paths_escaping_the_archive(data: dict[str, Path], tmp_path: 
 
 def test_it_rejects_pickled_objects(data: dict[str, Path], tmp_path: Path) -> None:
     scene, n_vertices = _scene(data)
-    blob = _npz(pred_masks=np.ones((n_vertices, 1), np.uint8), pred_scores=np.array([{"a": 1}], dtype=object),
-                pred_classes=np.array([1]))
+    blob = _npz(
+        pred_masks=np.ones((n_vertices, 1), np.uint8),
+        pred_scores=np.array([{"a": 1}], dtype=object),
+        pred_classes=np.array([1]),
+    )
     with pytest.raises(PredictionFormatError, match="Python objects"):
         score(data["labels"], _zip(tmp_path / "p.zip", {f"material/{scene}.npz": blob}))
 
 
-def test_it_refuses_a_header_announcing_a_huge_array_before_allocating(data: dict[str, Path], tmp_path: Path) -> None:
+def test_it_refuses_a_header_announcing_a_huge_array_before_allocating(
+    data: dict[str, Path], tmp_path: Path
+) -> None:
     scene, n_vertices = _scene(data)
     header = io.BytesIO()
-    np.lib.format.write_array_header_2_0(header, {"descr": "<f8", "fortran_order": False,
-                                                  "shape": (n_vertices, 10**7)})
+    np.lib.format.write_array_header_2_0(
+        header, {"descr": "<f8", "fortran_order": False, "shape": (n_vertices, 10**7)}
+    )
     inner = io.BytesIO()
     with zipfile.ZipFile(inner, "w", compression=zipfile.ZIP_DEFLATED) as zf:
         zf.writestr("pred_masks.npy", b"\x93NUMPY\x02\x00" + header.getvalue()[8:] + b"\x00" * 10**6)
@@ -217,15 +252,33 @@ def test_it_rejects_overlapping_runs_in_the_compact_form(data: dict[str, Path], 
         arrays = dict(f)
     arrays["run_starts"] = arrays["run_starts"].copy()
     first = arrays["run_offsets"][int(np.argmax(np.diff(arrays["run_offsets"]) >= 2))]
-    arrays["run_starts"][first + 1] = arrays["run_starts"][first]  # a proposal's second run starts on its first
+    arrays["run_starts"][first + 1] = arrays["run_starts"][
+        first
+    ]  # a proposal's second run starts on its first
     np.savez(tmp_path / "p.npz", **arrays)
     with pytest.raises(PredictionFormatError, match="non-overlapping"):
         score(data["labels"], tmp_path / "p.npz")
 
 
 def test_it_prints_the_result_json_from_the_command_line(data: dict[str, Path]) -> None:
-    out = subprocess.run([sys.executable, "-m", "evaluation_workers", "score", "--track", "openscan", "--labels",
-                          str(data["prepared"]), "--predictions", str(data["compact"]), "--quiet"],
-                         cwd=ROOT, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "evaluation_workers",
+            "score",
+            "--track",
+            "openscan",
+            "--labels",
+            str(data["prepared"]),
+            "--predictions",
+            str(data["compact"]),
+            "--quiet",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     result = json.loads(out.stdout)
     assert result["track"] == "openscan" and set(result["metrics"]) == {"AP", "AP50", "AP25", "mIoU", "mAcc"}
