@@ -10,5 +10,6 @@ from __future__ import annotations
 
 GENERATORS = {
     "sqa3d": "evaluation_workers.synthetic.sqa3d",
+    "mmscan-vg": "evaluation_workers.synthetic.mmscan_vg",
     "openscan": "evaluation_workers.synthetic.openscan",
 }

@@ -13,6 +13,7 @@ from evaluation_workers.tracks.base import Track
 # name -> module that defines ``TRACK``
 _MODULES = {
     "sqa3d": "evaluation_workers.tracks.sqa3d",
+    "mmscan-vg": "evaluation_workers.tracks.mmscan_vg",
     "openscan": "evaluation_workers.tracks.openscan",
 }
 

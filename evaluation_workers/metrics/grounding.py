@@ -1,0 +1,191 @@
+"""Visual-grounding metrics of MMScan (METRICS.md): AP/AR per sample, gTop-k, AP_box/AR_box.
+
+Layout shared by the kernels (N predictions, M ground-truth boxes, S samples,
+G = the most ground-truth boxes of any sample):
+
+- predictions are grouped by sample, samples in label-file order; within a
+  sample they are sorted by score, descending, stable (``sort_predictions``).
+- ``pred_sample`` (N,) sample of each prediction; ``pred_start`` (S,) index of
+  each sample's first prediction; ``pred_count`` (S,) its number of predictions.
+- ``gt_count`` (S,) ground-truth boxes per sample (>= 1: samples without any
+  are dropped before scoring, as the devkit skips them).
+- ``iou`` (N, G): IoU of each prediction with its sample's ground-truth boxes
+  in label order; columns past the sample's count hold -1.
+
+Matching (the devkit's, without fallback): each prediction takes its best
+ground truth, the first on ties; it is a true positive at threshold t when that
+IoU is >= t and no earlier prediction of the sample already took that box.
+A later prediction on a taken box is a false positive even if its second-best
+box is free. With this rule a box is taken by the first qualifying prediction
+that picks it, whatever the order of the others, so true positives need no
+sequential loop: they are the first occurrences of (sample, best box).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evaluation_workers._xp import array_namespace, bincount, cummax_reverse, cumsum64
+
+__all__ = ["sort_predictions", "best_match", "true_positives", "sample_metrics", "pooled_ap"]
+
+
+def sort_predictions(pred_sample: Any, pred_score: Any) -> Any:
+    """Order predictions by sample, then by score descending; ties keep file order.
+
+    Args:
+        pred_sample: (N,) int sample index of each prediction.
+        pred_score: (N,) float scores.
+
+    Returns:
+        order: (N,) int permutation.
+    """
+    xp = array_namespace(pred_sample, pred_score)
+    by_score = xp.argsort(pred_score, descending=True, stable=True)
+    by_sample = xp.argsort(xp.take(pred_sample, by_score), stable=True)
+    return xp.take(by_score, by_sample)
+
+
+def best_match(iou: Any) -> tuple[Any, Any]:
+    """Best ground truth of each prediction, the first on ties.
+
+    Args:
+        iou: (N, G) float, -1 in padding columns.
+
+    Returns:
+        best_iou: (N,) float; best_col: (N,) int column of the best box.
+    """
+    xp = array_namespace(iou)
+    if iou.shape[0] == 0:
+        return xp.zeros((0,), dtype=iou.dtype), xp.zeros((0,), dtype=xp.int64)
+    return xp.max(iou, axis=1), xp.argmax(iou, axis=1)
+
+
+def true_positives(best_iou: Any, best_col: Any, pred_sample: Any, pred_start: Any,
+                   n_cols: int, threshold: float) -> Any:
+    """Which predictions are true positives at ``threshold``.
+
+    Args:
+        best_iou, best_col, pred_sample: (N,) from ``best_match``; samples sorted.
+        pred_start: (S,) first prediction of each sample.
+        n_cols: G, the width of the IoU matrix.
+
+    Returns:
+        tp: (N,) bool; the first prediction of each sample whose best box is
+        that box with IoU >= threshold.
+    """
+    xp = array_namespace(best_iou, best_col)
+    if best_iou.shape[0] == 0:
+        return xp.zeros((0,), dtype=xp.bool)
+    hit = (best_iou >= threshold)[:, None] & (best_col[:, None] == xp.arange(n_cols)[None, :])
+    running = cumsum64(hit, axis=0)  # (N, G) hits so far, all samples
+    before = _exclusive_at(running, pred_start, xp)  # (S, G) hits before each sample
+    within = running - xp.take(before, pred_sample, axis=0)
+    return xp.any(hit & (within == 1), axis=1)
+
+
+def sample_metrics(tp: Any, pred_sample: Any, pred_start: Any, pred_count: Any,
+                   gt_count: Any, ks: tuple[int, ...]) -> dict[str, Any]:
+    """AP, AR and gTop-k of every sample at one threshold.
+
+    Args:
+        tp: (N,) bool from ``true_positives``.
+        pred_sample: (N,) sorted sample index; pred_start, pred_count, gt_count: (S,).
+        ks: the k of gTop-k.
+
+    Returns:
+        {"AP": (S,), "AR": (S,), "gTop-<k>": (S,)} float64. AP is the VOC
+        all-point area: sum over true positives of the precision envelope
+        (max precision at this rank or later in the sample) / gt_count.
+        A sample without predictions scores 0 everywhere.
+    """
+    xp = array_namespace(tp, pred_sample, gt_count)
+    n_samples = gt_count.shape[0]
+    n_gt = xp.astype(gt_count, xp.float64)
+    hits = cumsum64(tp)  # over all samples
+    before = _exclusive_at(hits, pred_start, xp)
+    found = hits - xp.take(before, pred_sample)  # H: distinct boxes found so far in the sample
+    rank = xp.astype(xp.arange(tp.shape[0]) - xp.take(pred_start, pred_sample) + 1, xp.float64)
+    precision = found / rank if tp.shape[0] else found
+    envelope = _segment_cummax_reverse(precision, pred_sample, n_samples, xp)
+    tp64 = xp.astype(tp, xp.float64)
+    ap = bincount(pred_sample, minlength=n_samples, weights=tp64 * envelope) / n_gt
+    ar = bincount(pred_sample, minlength=n_samples, weights=tp64) / n_gt
+    out = {"AP": ap, "AR": ar}
+
+    # gTop-k: box n (1-based) of a sample counts when H[min(n*k, P) - 1] >= n.
+    gt_sample = xp.repeat(xp.arange(n_samples), gt_count)
+    first_gt = xp.take(cumsum64(gt_count) - n_gt, gt_sample)
+    nth = xp.astype(xp.arange(gt_sample.shape[0]), xp.float64) - first_gt + 1  # n = 1..G_s
+    count = xp.astype(xp.take(pred_count, gt_sample), xp.float64)
+    start = xp.take(pred_start, gt_sample)
+    has_pred = count > 0
+    for k in ks:
+        offset = xp.astype(xp.minimum(nth * k, count) - 1, xp.int64)
+        where = xp.where(has_pred, start + offset, xp.zeros_like(start))
+        value = xp.take(found, where) if found.shape[0] else xp.zeros_like(nth)
+        ok = xp.astype(has_pred & (value >= nth), xp.float64)
+        out[f"gTop-{k}"] = bincount(gt_sample, minlength=n_samples, weights=ok) / n_gt
+    return out
+
+
+def pooled_ap(tp: Any, pred_score: Any, n_gt: int) -> tuple[float, float]:
+    """AP and final recall of one pooled set of predictions (the devkit's AP_C, AR_C).
+
+    Args:
+        tp: (N,) bool, in the pooled tie order (sample label order, then rank
+            within the sample).
+        pred_score: (N,) float scores.
+        n_gt: ground-truth boxes of all the pooled samples (with or without predictions).
+
+    Returns:
+        (AP, AR) floats; (0, 0) when there are no predictions.
+    """
+    xp = array_namespace(tp, pred_score)
+    if tp.shape[0] == 0 or n_gt == 0:
+        return 0.0, 0.0
+    order = xp.argsort(pred_score, descending=True, stable=True)
+    hit = xp.take(tp, order)
+    found = cumsum64(hit)
+    precision = found / xp.astype(xp.arange(1, hit.shape[0] + 1), xp.float64)
+    envelope = cummax_reverse(precision)
+    ap = float(xp.sum(xp.where(hit, envelope, xp.zeros_like(envelope)))) / n_gt
+    return ap, float(found[-1]) / n_gt
+
+
+def _exclusive_at(running: Any, start: Any, xp: Any) -> Any:
+    """Value of an inclusive running sum just before each ``start`` (0 at start 0)."""
+    if running.shape[0] == 0:
+        return xp.zeros((start.shape[0], *running.shape[1:]), dtype=running.dtype)
+    prev = xp.take(running, xp.maximum(start - 1, xp.zeros_like(start)), axis=0)
+    first = start == 0
+    if running.ndim == 2:
+        first = first[:, None]
+    return xp.where(first, xp.zeros_like(prev), prev)
+
+
+def _segment_cummax_reverse(x: Any, segment: Any, n_segments: int, xp: Any) -> Any:
+    """Running max from the right within each segment, exactly.
+
+    Values are replaced by their dense rank, and segment s is lifted by
+    ``(n_segments - 1 - s) * n_ranks`` so a later segment never exceeds an
+    earlier one; one cumulative max over the whole array then stays inside
+    each segment. Integers below 2**53 keep it exact in float64.
+
+    Args:
+        x: (N,) float; segment: (N,) int, non-decreasing.
+
+    Returns:
+        (N,) float.
+    """
+    if x.shape[0] == 0:
+        return x
+    order = xp.argsort(x, stable=True)
+    ordered = xp.take(x, order)
+    new = xp.concat([xp.ones((1,), dtype=xp.bool), ordered[1:] != ordered[:-1]])
+    dense = cumsum64(new) - 1
+    rank = xp.take(dense, xp.argsort(order))
+    n_ranks = float(dense[-1]) + 1
+    lift = xp.astype(n_segments - 1 - segment, xp.float64) * n_ranks
+    top = cummax_reverse(rank + lift) - lift
+    return xp.take(ordered[new], xp.astype(top, xp.int64))

@@ -1,0 +1,125 @@
+"""MMScan visual grounding: synthetic prompts, ground-truth boxes and ranked predictions.
+
+Scenes are rooms of objects (mostly yaw-only boxes, some tilted in 3D, all
+standing on a floor). Each prompt targets 1-5 objects of its scene and gets
+10-50 predictions: near misses of its targets, boxes on other objects of the
+scene, and random boxes. A few prompts get no predictions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+SUB_CLASSES = (
+    "VG_Single_Attribute_Unique", "VG_Single_Attribute_Common", "VG_Single_EQ", "VG_Single_Space",
+    "VG_Inter_Attribute_OO", "VG_Inter_Space_OO", "VG_Inter_OR",
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", type=Path, required=True, help="folder to write into")
+    parser.add_argument("--samples", type=int, default=500, help="number of prompts")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--min-preds", type=int, default=10)
+    parser.add_argument("--max-preds", type=int, default=50)
+    parser.add_argument("--max-gt", type=int, default=5)
+    parser.add_argument("--empty-fraction", type=float, default=0.02,
+                        help="share of prompts with an empty prediction list")
+    parser.add_argument("--tilted-fraction", type=float, default=0.15,
+                        help="share of boxes with a full 3D rotation")
+    parser.add_argument("--gzip", action="store_true", help="write predictions.json.gz")
+
+
+def make_data(samples: int, seed: int = 0, min_preds: int = 10, max_preds: int = 50, max_gt: int = 5,
+              empty_fraction: float = 0.02, tilted_fraction: float = 0.15,
+              objects_per_scene: int = 20) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Labels and predictions as JSON-ready lists (see the module docstring)."""
+    rng = np.random.default_rng(seed)
+    n_scenes = max(1, samples // 10)
+    scenes = [_scene(rng, objects_per_scene, tilted_fraction) for _ in range(n_scenes)]
+    labels: list[dict[str, Any]] = []
+    predictions: list[dict[str, Any]] = []
+    for i in range(samples):
+        scene_id = int(rng.integers(n_scenes))
+        objects = scenes[scene_id]
+        n_gt = int(rng.integers(1, max_gt + 1))
+        targets = rng.choice(objects.shape[0], size=n_gt, replace=False)
+        gt = objects[targets]
+        sample_id = f"scene{scene_id:04d}_00__{i:06d}"
+        labels.append({"sample_id": sample_id, "scan_id": f"scene{scene_id:04d}_00",
+                       "text": f"find the object(s) number {i}",
+                       "sub_class": SUB_CLASSES[int(rng.integers(len(SUB_CLASSES)))],
+                       "gt_bboxes": gt.tolist()})
+        n_pred = 0 if rng.random() < empty_fraction else int(rng.integers(min_preds, max_preds + 1))
+        boxes, scores = _predictions(rng, gt, objects, n_pred, tilted_fraction)
+        predictions.append({"sample_id": sample_id, "pred_bboxes": boxes.tolist(),
+                            "pred_scores": scores.tolist()})
+    return labels, predictions
+
+
+def generate(args: argparse.Namespace) -> dict[str, str]:
+    labels, predictions = make_data(args.samples, args.seed, args.min_preds, args.max_preds, args.max_gt,
+                                    args.empty_fraction, args.tilted_fraction)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    labels_path = out / "labels.json"
+    labels_path.write_text(json.dumps(labels))
+    text = json.dumps(predictions).encode()
+    if args.gzip:
+        pred_path = out / "predictions.json.gz"
+        pred_path.write_bytes(gzip.compress(text))
+    else:
+        pred_path = out / "predictions.json"
+        pred_path.write_bytes(text)
+    return {"labels": str(labels_path), "predictions": str(pred_path)}
+
+
+def _random_boxes(rng: np.random.Generator, n: int, tilted_fraction: float,
+                  room: float = 8.0) -> np.ndarray:
+    size = rng.uniform(0.2, 2.0, (n, 3))
+    size[:, 2] = rng.uniform(0.05, 1.8, n)
+    centre = np.c_[rng.uniform(0, room, (n, 2)), size[:, 2] / 2]  # standing on the floor z = 0
+    euler = np.zeros((n, 3))
+    euler[:, 0] = rng.uniform(-np.pi, np.pi, n)
+    tilted = rng.random(n) < tilted_fraction
+    euler[tilted, 1:] = rng.uniform(-0.5, 0.5, (int(tilted.sum()), 2))
+    return np.hstack([centre, size, euler])
+
+
+def _scene(rng: np.random.Generator, n_objects: int, tilted_fraction: float) -> np.ndarray:
+    return _random_boxes(rng, n_objects, tilted_fraction)
+
+
+def _near_miss(rng: np.random.Generator, boxes: np.ndarray, tilted_fraction: float) -> np.ndarray:
+    out = boxes.copy()
+    out[:, :3] += rng.normal(0, 0.15, (len(boxes), 3)) * boxes[:, 3:6]
+    out[:, 3:6] *= rng.uniform(0.75, 1.3, (len(boxes), 3))
+    out[:, 6] += rng.normal(0, 0.2, len(boxes))
+    tilted = rng.random(len(boxes)) < tilted_fraction
+    out[tilted, 7:9] += rng.normal(0, 0.1, (int(tilted.sum()), 2))
+    return out
+
+
+def _predictions(rng: np.random.Generator, gt: np.ndarray, objects: np.ndarray, n: int,
+                 tilted_fraction: float) -> tuple[np.ndarray, np.ndarray]:
+    if n == 0:
+        return np.zeros((0, 9)), np.zeros(0)
+    kind = rng.choice(3, size=n, p=[0.35, 0.35, 0.3])  # near a target, near another object, random
+    boxes = np.empty((n, 9))
+    scores = np.empty(n)
+    near = kind == 0
+    boxes[near] = _near_miss(rng, gt[rng.integers(len(gt), size=int(near.sum()))], tilted_fraction)
+    other = kind == 1
+    boxes[other] = _near_miss(rng, objects[rng.integers(len(objects), size=int(other.sum()))],
+                              tilted_fraction)
+    rand = kind == 2
+    boxes[rand] = _random_boxes(rng, int(rand.sum()), tilted_fraction)
+    scores[near] = rng.uniform(0.3, 1.0, int(near.sum()))
+    scores[~near] = rng.uniform(0.0, 0.8, int((~near).sum()))
+    return boxes, scores
