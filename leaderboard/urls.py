@@ -2,7 +2,6 @@ from django.contrib import admin
 from django.urls import include, path
 
 from leaderboard.benchmarks import views as benchmarks_views
-from leaderboard.rankings import views as rankings_views
 from leaderboard.submissions import views as submissions_views
 
 api_v1 = [
@@ -10,7 +9,7 @@ api_v1 = [
     path("submissions", submissions_views.api_submissions, name="api-submissions"),
     path("submissions/<int:pk>", submissions_views.api_submission, name="api-submission"),
     path("submissions/<int:pk>/publish", submissions_views.api_publish, name="api-publish"),
-    path("leaderboards/<slug:track>", rankings_views.api_leaderboard, name="api-leaderboard"),
+    path("", include("leaderboard.rankings.api_urls")),
 ]
 
 urlpatterns = [

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django.db import models
 
 from leaderboard.benchmarks.models import Split
@@ -12,7 +14,9 @@ class LeaderboardEntry(models.Model):
     Written only by ``rankings.services`` when a submission is published or its
     result changes, so reading a leaderboard is one indexed query. Rows
     "reported in paper" have no method or submission and carry their citation.
-    ``scores`` is flat: ``"<metric>"`` overall, ``"<group>/<metric>"`` per group.
+    ``scores`` is flat: ``"<metric>"`` overall, ``"<group>/<metric>"`` per group;
+    an undefined value is an absent key (never a JSON null, which SQLite would
+    sort as 0).
     """
 
     split = models.ForeignKey(Split, on_delete=models.CASCADE, related_name="entries")
@@ -26,6 +30,7 @@ class LeaderboardEntry(models.Model):
     is_paper = models.BooleanField(default=False)
     paper_note = models.CharField(max_length=300, blank=True)
     uses_extra_data = models.BooleanField(default=False)
+    is_verified = models.BooleanField(default=False)
     primary_score = models.FloatField(null=True)
     scores = models.JSONField(default=dict)
     scorer_version = models.CharField(max_length=40, blank=True)
@@ -43,3 +48,7 @@ class LeaderboardEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} on {self.split}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        self.scores = {k: v for k, v in self.scores.items() if v is not None}
+        super().save(*args, **kwargs)

@@ -1,45 +1,184 @@
-"""Reads of leaderboards: one indexed query per page."""
+"""Reads of leaderboards: one view = one split, one metric, a sort, filters.
+
+The same ``LeaderboardView`` feeds the page, the JSON/CSV exports and the
+API, so a link and an export always show the same rows. Rows are the
+precomputed ``LeaderboardEntry`` table; sorting and paging happen in SQL.
+
+Ranking rule (documented on the page): rows are ordered by the sort column
+(best first; missing values last), then by the primary metric, then by the
+earlier publication, then by the lower row id. Ranks are competition ranks
+(1, 2, 2, 4) over the sort column: equal values share a rank.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+import statistics
+from dataclasses import dataclass, field
+from typing import Any, Mapping
 
-from django.db.models import F, QuerySet
+from django.db.models import F, FloatField, QuerySet
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Cast
 
 from leaderboard.benchmarks.models import Split
 from leaderboard.rankings.models import LeaderboardEntry
 
+PAGE_SIZE = 50
 
-def list_entries(split: Split, include_paper: bool = True) -> QuerySet[LeaderboardEntry]:
-    """Entries ranked by the primary metric, best first.
 
-    Ties keep the earlier published row first, then the lower id; rows without
-    a primary score sort last.
+def score_expression(column: str) -> Any:
+    """A numeric SQL expression for one flat score key (``"What/EM"``); NULL where absent."""
+    return Cast(KeyTextTransform(column, "scores"), FloatField())
+
+
+@dataclass(frozen=True)
+class LeaderboardView:
+    """What a leaderboard URL asks for, validated against the track.
+
+    Query parameters: ``metric`` (one of the track's metrics), ``sort`` (a
+    column key, default the primary metric), ``order`` (``desc``|``asc``),
+    ``paper`` (``0`` hides paper-reported rows), ``extra`` (``no`` hides
+    methods using extra training data, ``only`` keeps only those), ``page``.
     """
-    entries = LeaderboardEntry.objects.filter(split=split)
-    if not include_paper:
+
+    split: Split
+    metric: str
+    sort: str
+    ascending: bool = False
+    include_paper: bool = True
+    extra: str = "any"
+    page: int = 1
+    embargoed: bool = False
+    columns: list[str] = field(default_factory=list)
+    headers: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_query(cls, split: Split, query: Mapping[str, str], embargoed: bool = False) -> LeaderboardView:
+        spec = split.benchmark.spec
+        metric = query.get("metric") if query.get("metric") in spec.metrics else spec.primary_metric
+        columns = [metric] + [f"{g}/{metric}" for g in spec.groups]
+        sortable = set(spec.metrics) | {f"{g}/{m}" for g in spec.groups for m in spec.metrics}
+        sort = query.get("sort") if query.get("sort") in sortable else metric
+        try:
+            page = max(1, int(query.get("page", 1)))
+        except ValueError:
+            page = 1
+        extra = query.get("extra") if query.get("extra") in {"no", "only"} else "any"
+        return cls(split=split, metric=metric, sort=sort, ascending=query.get("order") == "asc",
+                   include_paper=query.get("paper") != "0", extra=extra, page=page, embargoed=embargoed,
+                   columns=columns, headers=["Overall", *spec.groups])
+
+    @property
+    def all_columns(self) -> list[str]:
+        """Every metric overall and per group, for exports."""
+        spec = self.split.benchmark.spec
+        return list(spec.metrics) + [f"{g}/{m}" for g in spec.groups for m in spec.metrics]
+
+    def query(self, **changes: Any) -> str:
+        """This view's URL query with some parameters changed (for links and controls)."""
+        from urllib.parse import urlencode
+
+        params = {"split": self.split.name, "metric": self.metric, "sort": self.sort,
+                  "order": "asc" if self.ascending else "desc", "paper": "1" if self.include_paper else "0",
+                  "extra": self.extra, "page": self.page}
+        params.update(changes)
+        defaults = {"order": "desc", "paper": "1", "extra": "any", "page": 1}
+        return urlencode({k: v for k, v in params.items() if defaults.get(k) != v})
+
+
+def filtered_entries(view: LeaderboardView) -> QuerySet[LeaderboardEntry]:
+    entries = LeaderboardEntry.objects.filter(split=view.split)
+    if view.embargoed:
+        entries = entries.filter(is_paper=True)
+    if not view.include_paper:
         entries = entries.filter(is_paper=False)
-    return entries.order_by(F("primary_score").desc(nulls_last=True), "published_at", "id")
+    if view.extra == "no":
+        entries = entries.filter(uses_extra_data=False)
+    elif view.extra == "only":
+        entries = entries.filter(uses_extra_data=True)
+    return entries
+
+
+def ordered_entries(view: LeaderboardView) -> QuerySet[LeaderboardEntry]:
+    """The view's rows in ranking order, with ``sort_value`` annotated."""
+    primary = view.split.benchmark.spec.primary_metric
+    value = F("primary_score") if view.sort == primary else score_expression(view.sort)
+    direction = (value.asc(nulls_last=True) if view.ascending else value.desc(nulls_last=True))
+    return (filtered_entries(view).annotate(sort_value=value)
+            .order_by(direction, F("primary_score").desc(nulls_last=True), "published_at", "id"))
 
 
 @dataclass
 class RankedRow:
-    rank: int
+    rank: int | None
     entry: LeaderboardEntry
+    cells: list[Any]
 
 
-def rank(entries: list[LeaderboardEntry]) -> list[RankedRow]:
-    """Competition ranks (1, 2, 2, 4) over the primary score, in the given order."""
+@dataclass
+class Page:
+    rows: list[RankedRow]
+    number: int
+    count: int
+    page_size: int
+
+    @property
+    def pages(self) -> int:
+        return max(1, -(-self.count // self.page_size))
+
+
+def leaderboard_page(view: LeaderboardView, page_size: int = PAGE_SIZE) -> Page:
+    """One page of ranked rows: three queries (count, rank of the page's first value, rows)."""
+    entries = ordered_entries(view)
+    count = entries.count()
+    number = min(view.page, max(1, -(-count // page_size)))
+    offset = (number - 1) * page_size
+    page_entries = list(entries[offset:offset + page_size])
     rows: list[RankedRow] = []
-    for i, entry in enumerate(entries):
-        same = rows and rows[-1].entry.primary_score == entry.primary_score
-        rows.append(RankedRow(rank=rows[-1].rank if same else i + 1, entry=entry))
-    return rows
+    for i, entry in enumerate(page_entries):
+        value = entry.sort_value
+        if value is None:
+            rank = None
+        elif rows and rows[-1].entry.sort_value == value:
+            rank = rows[-1].rank
+        elif i == 0 and offset > 0:
+            better = (filtered_entries(view).annotate(v=score_expression(view.sort))
+                      .filter(**{"v__lt" if view.ascending else "v__gt": value}).count())
+            rank = better + 1
+        else:
+            rank = offset + i + 1
+        rows.append(RankedRow(rank=rank, entry=entry, cells=[entry.scores.get(c) for c in view.columns]))
+    return Page(rows=rows, number=number, count=count, page_size=page_size)
 
 
 def entry_as_json(row: RankedRow, columns: list[str]) -> dict[str, Any]:
     e = row.entry
-    return {"rank": row.rank, "method": e.name, "team": e.team_name, "reported_in_paper": e.is_paper,
-            "note": e.paper_note, "uses_extra_data": e.uses_extra_data, "scorer_version": e.scorer_version,
-            "submission_id": e.submission_id, "scores": {c: e.scores.get(c) for c in columns}}
+    return {"rank": row.rank, "entry_id": e.pk, "method": e.name, "method_id": e.method_id, "team": e.team_name,
+            "reported_in_paper": e.is_paper, "note": e.paper_note, "uses_extra_data": e.uses_extra_data,
+            "verified": e.is_verified, "scorer_version": e.scorer_version, "submission_id": e.submission_id,
+            "published_at": e.published_at.isoformat(), "scores": {c: e.scores.get(c) for c in columns}}
+
+
+def group_profile(split: Split, metric: str) -> dict[str, dict[str, float | None]]:
+    """Per group: the best value and the median over the split's entries (for charts)."""
+    spec = split.benchmark.spec
+    values: dict[str, list[float]] = {g: [] for g in spec.groups}
+    for scores in LeaderboardEntry.objects.filter(split=split).values_list("scores", flat=True):
+        for g in spec.groups:
+            v = scores.get(f"{g}/{metric}")
+            if v is not None:
+                values[g].append(v)
+    return {g: {"best": max(v) if v else None, "median": statistics.median(v) if v else None}
+            for g, v in values.items()}
+
+
+def best_over_time(split: Split) -> list[tuple[Any, float, str]]:
+    """(date, best primary score so far, method) at each date the best improved; scored rows only."""
+    points: list[tuple[Any, float, str]] = []
+    for published_at, score, name in (LeaderboardEntry.objects
+                                      .filter(split=split, is_paper=False, primary_score__isnull=False)
+                                      .order_by("published_at", "id")
+                                      .values_list("published_at", "primary_score", "name")):
+        if not points or score > points[-1][1]:
+            points.append((published_at, score, name))
+    return points

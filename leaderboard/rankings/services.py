@@ -32,7 +32,7 @@ def refresh_entry(method: Any, split: Split) -> LeaderboardEntry | None:
                      .select_related("team").first())
         result = (Result.objects.filter(submission=published).order_by("-created_at").first()
                   if published else None)
-        if published is None or result is None or published.is_hidden:
+        if published is None or result is None or published.is_hidden or published.is_disqualified:
             LeaderboardEntry.objects.filter(method=method, split=split).delete()
             return None
         scores = flatten_scores(result.metrics, result.breakdown)
@@ -41,6 +41,7 @@ def refresh_entry(method: Any, split: Split) -> LeaderboardEntry | None:
             method=method, split=split,
             defaults={"submission": published, "result": result, "name": method.name,
                       "team_name": published.team.name, "uses_extra_data": method.uses_extra_data,
+                      "is_verified": published.is_verified,
                       "primary_score": scores.get(primary), "scores": scores,
                       "scorer_version": result.scorer_version, "is_paper": False})
         return entry

@@ -1,44 +1,198 @@
+"""Public leaderboard pages, exports, method and compare pages, and their API."""
+
 from __future__ import annotations
 
+import csv
+import io
+from dataclasses import replace
 from typing import Any
 
-from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import render
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
 
-from leaderboard.accounts.auth import api_auth, api_error
 from leaderboard.benchmarks.models import Split
+from leaderboard.benchmarks.permissions import results_embargoed
 from leaderboard.benchmarks.selectors import get_split
-from leaderboard.rankings.selectors import entry_as_json, list_entries, rank
+from leaderboard.rankings import charts
+from leaderboard.rankings.models import LeaderboardEntry
+from leaderboard.rankings.selectors import (LeaderboardView, best_over_time, entry_as_json, group_profile,
+                                            leaderboard_page, ordered_entries)
+from leaderboard.submissions.models import Method
+
+MAX_EXPORT_ROWS = 10_000
 
 
-def _view_spec(split: Split, metric: str | None) -> dict[str, Any]:
-    """The columns of one leaderboard view: overall then each group, for one metric."""
-    spec = split.benchmark.spec
-    metric = metric if metric in spec.metrics else spec.primary_metric
-    columns = [metric] + [f"{group}/{metric}" for group in spec.groups]
-    headers = ["Overall"] + list(spec.groups)
-    return {"spec": spec, "metric": metric, "columns": columns, "headers": headers}
+def _view(request: HttpRequest, track: str) -> LeaderboardView:
+    split = get_split(track, request.GET.get("split"))
+    return LeaderboardView.from_query(split, request.GET, embargoed=results_embargoed(split, request.user))
 
 
 def leaderboard(request: HttpRequest, track: str) -> HttpResponse:
-    split = get_split(track, request.GET.get("split"))
-    view = _view_spec(split, request.GET.get("metric"))
-    rows = rank(list(list_entries(split)))
-    context = {"benchmark": split.benchmark, "split": split, "splits": split.benchmark.splits.all(),
-               **view, "table": [(row, [row.entry.scores.get(c) for c in view["columns"]]) for row in rows]}
+    view = _view(request, track)
+    page = leaderboard_page(view)
+    spec = view.split.benchmark.spec
+    context = {"benchmark": view.split.benchmark, "split": view.split, "splits": view.split.benchmark.splits.all(),
+               "view": view, "spec": spec, "page": page,
+               "sort_links": [(h, c, view.query(sort=c, order="asc" if view.sort == c and not view.ascending
+                                                else "desc", page=1))
+                              for h, c in zip(view.headers, view.columns)],
+               "progress_chart": charts.progress(best_over_time(view.split),
+                                                 f"Best {spec.primary_metric} over time")
+               if not view.embargoed else "",
+               "families": spec.metric_families or (spec.metrics,)}
     return render(request, "rankings/leaderboard.html", context)
 
 
-@api_auth(required=False)
+def _export_rows(view: LeaderboardView) -> list[dict[str, Any]]:
+    page = leaderboard_page(replace(view, page=1), page_size=MAX_EXPORT_ROWS)
+    return [entry_as_json(row, view.all_columns) for row in page.rows]
+
+
+def export(request: HttpRequest, track: str, fmt: str) -> HttpResponse:
+    """The rows of the same view as the page (all pages), as CSV or JSON."""
+    if fmt not in {"csv", "json"}:
+        raise Http404("Exports are .csv or .json.")
+    view = _view(request, track)
+    rows = _export_rows(view)
+    name = f"{track}-{view.split.name}-{view.metric}"
+    if fmt == "json":
+        response = JsonResponse({"track": track, "split": view.split.name, "sort": view.sort,
+                                 "scorer_version": view.split.benchmark.spec.scorer_version,
+                                 "columns": view.all_columns, "rows": rows})
+    else:
+        buffer = io.StringIO()
+        writer = csv.writer(buffer)
+        writer.writerow(["rank", "method", "team", "reported_in_paper", "uses_extra_data", "verified",
+                         "scorer_version", "published_at", *view.all_columns])
+        for r in rows:
+            writer.writerow([r["rank"], r["method"], r["team"], r["reported_in_paper"], r["uses_extra_data"],
+                             r["verified"], r["scorer_version"], r["published_at"],
+                             *("" if r["scores"][c] is None else r["scores"][c] for c in view.all_columns)])
+        response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{name}.{fmt}"'
+    return response
+
+
+def _entry_chart(entry: LeaderboardEntry) -> Any:
+    """Radar for OpenScan's aspects, grouped bars elsewhere: the entry vs the best and the median."""
+    spec = entry.split.benchmark.spec
+    metric = spec.primary_metric
+    profile = group_profile(entry.split, metric)
+    series = [(entry.name, [entry.scores.get(f"{g}/{metric}") for g in spec.groups]),
+              ("Best", [profile[g]["best"] for g in spec.groups]),
+              ("Median", [profile[g]["median"] for g in spec.groups])]
+    title = f"{entry.name}: {metric} per {spec.group_label.lower()} on {spec.title} {entry.split.name}"
+    return charts.radar(spec.groups, series, title) if len(spec.groups) >= 5 and spec.name == "openscan" \
+        else charts.bars(spec.groups, series, title)
+
+
+def _visible_entries(request: HttpRequest, entries: Any) -> list[LeaderboardEntry]:
+    return [e for e in entries if not results_embargoed(e.split, request.user)]
+
+
+def method_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    method = get_object_or_404(Method.objects.select_related("team"), pk=pk)
+    entries = _visible_entries(request, method.entries.select_related("split__benchmark"))
+    disqualified = method.submissions.filter(is_disqualified=True).select_related("split__benchmark")
+    if not entries and not disqualified:
+        raise Http404("This method has no public results.")
+    return render(request, "rankings/method.html", {
+        "method": method, "disqualified": disqualified,
+        "entries": [(e, e.split.benchmark.spec, _entry_chart(e)) for e in entries]})
+
+
+def entry_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    """A row "reported in paper" (no method page of its own)."""
+    entry = get_object_or_404(LeaderboardEntry.objects.select_related("split__benchmark"), pk=pk)
+    if entry.method_id:
+        from django.shortcuts import redirect
+
+        return redirect("rankings:method", pk=entry.method_id)
+    return render(request, "rankings/entry.html", {"entry": entry, "spec": entry.split.benchmark.spec,
+                                                   "chart": _entry_chart(entry)})
+
+
+def bibtex(request: HttpRequest, pk: int) -> HttpResponse:
+    method = get_object_or_404(Method, pk=pk)
+    if not method.paper_url or not method.entries.exists():
+        raise Http404("No paper for this method.")
+    key = "".join(ch for ch in method.name if ch.isalnum()) or f"method{method.pk}"
+    fields = {"title": method.name, "author": method.authors.replace(", ", " and "), "url": method.paper_url,
+              "howpublished": f"\\url{{{method.paper_url}}}", "note": method.description[:200]}
+    body = ",\n".join(f"  {k} = {{{v}}}" for k, v in fields.items() if v)
+    return HttpResponse(f"@misc{{{key},\n{body}\n}}\n", content_type="application/x-bibtex; charset=utf-8")
+
+
+def _compare_entries(request: HttpRequest, split: Split) -> list[LeaderboardEntry]:
+    ids = [int(i) for i in request.GET.getlist("e") if i.isdigit()][:4]
+    by_id = {e.pk: e for e in LeaderboardEntry.objects.filter(split=split, pk__in=ids)}
+    return _visible_entries(request, [by_id[i] for i in ids if i in by_id])
+
+
+def compare(request: HttpRequest, track: str) -> HttpResponse:
+    view = _view(request, track)
+    spec = view.split.benchmark.spec
+    entries = _compare_entries(request, view.split)
+    rows = []
+    for header, column in zip(view.headers, view.columns):
+        values = [e.scores.get(column) for e in entries]
+        base = values[0] if values else None
+        rows.append((header, [(v, None if (i == 0 or v is None or base is None) else v - base)
+                              for i, v in enumerate(values)]))
+    chart = charts.bars(spec.groups, [(e.name, [e.scores.get(f"{g}/{view.metric}") for g in spec.groups])
+                                      for e in entries], f"{view.metric} per {spec.group_label.lower()}") \
+        if len(entries) >= 2 else ""
+    candidates = list(ordered_entries(view)[:200])
+    return render(request, "rankings/compare.html", {
+        "benchmark": view.split.benchmark, "split": view.split, "view": view, "spec": spec, "entries": entries,
+        "rows": rows, "chart": chart, "candidates": candidates, "selected": {e.pk for e in entries}})
+
+
+# API (read anonymously)
+
+
 def api_leaderboard(request: HttpRequest, track: str) -> JsonResponse:
-    split = get_split(track, request.GET.get("split"))
-    view = _view_spec(split, request.GET.get("metric"))
-    spec = view["spec"]
+    view = _view(request, track)
+    spec = view.split.benchmark.spec
     if request.GET.get("metric") and request.GET["metric"] not in spec.metrics:
-        return api_error(f"Expected metric to be one of {', '.join(spec.metrics)}, "
-                         f"but got {request.GET['metric']!r}.", 400)
-    columns = list(spec.metrics) + [f"{g}/{m}" for g in spec.groups for m in spec.metrics]
-    rows = rank(list(list_entries(split)))
-    return JsonResponse({"track": track, "split": split.name, "primary_metric": spec.primary_metric,
-                         "metrics": list(spec.metrics), "groups": list(spec.groups),
-                         "rows": [entry_as_json(row, columns) for row in rows]})
+        return JsonResponse({"error": f"Expected metric to be one of {', '.join(spec.metrics)}, "
+                                      f"but got {request.GET['metric']!r}."}, status=400)
+    page = leaderboard_page(view)
+    return JsonResponse({"track": track, "split": view.split.name, "primary_metric": spec.primary_metric,
+                         "metrics": list(spec.metrics), "groups": list(spec.groups), "sort": view.sort,
+                         "order": "asc" if view.ascending else "desc", "scorer_version": spec.scorer_version,
+                         "page": page.number, "pages": page.pages, "count": page.count,
+                         "results_embargoed": view.embargoed,
+                         "rows": [entry_as_json(row, view.all_columns) for row in page.rows]})
+
+
+def api_method(request: HttpRequest, pk: int) -> JsonResponse:
+    method = get_object_or_404(Method.objects.select_related("team"), pk=pk)
+    entries = _visible_entries(request, method.entries.select_related("split__benchmark"))
+    if not entries:
+        raise Http404("This method has no public results.")
+    return JsonResponse({
+        "id": method.pk, "name": method.name, "team": method.team.name, "description": method.description,
+        "paper_url": method.paper_url, "code_url": method.code_url, "authors": method.authors,
+        "uses_extra_data": method.uses_extra_data,
+        "url": request.build_absolute_uri(reverse("rankings:method", args=[method.pk])),
+        "results": [{"track": e.split.benchmark.track, "split": e.split.name, "scores": e.scores,
+                     "scorer_version": e.scorer_version, "verified": e.is_verified} for e in entries]})
+
+
+def api_compare(request: HttpRequest, track: str) -> JsonResponse:
+    view = _view(request, track)
+    entries = _compare_entries(request, view.split)
+    return JsonResponse({"track": track, "split": view.split.name, "columns": view.all_columns,
+                         "entries": [{"entry_id": e.pk, "method": e.name, "reported_in_paper": e.is_paper,
+                                      "scores": {c: e.scores.get(c) for c in view.all_columns}}
+                                     for e in entries]})
+
+
+def api_progress(request: HttpRequest, track: str) -> JsonResponse:
+    view = _view(request, track)
+    points = [] if view.embargoed else best_over_time(view.split)
+    return JsonResponse({"track": track, "split": view.split.name,
+                         "metric": view.split.benchmark.spec.primary_metric,
+                         "points": [{"date": t.isoformat(), "best": v, "method": name} for t, v, name in points]})

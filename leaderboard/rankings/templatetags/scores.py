@@ -19,3 +19,10 @@ def pct(value: Any) -> str:
 @register.filter
 def get_item(mapping: Any, key: str) -> Any:
     return mapping.get(key) if hasattr(mapping, "get") else None
+
+
+@register.simple_tag
+def score(scores: Any, metric: str, group: str = "") -> str:
+    """A flat score (``metric`` overall, or ``group/metric``) as a percentage."""
+    key = f"{group}/{metric}" if group else metric
+    return pct(scores.get(key) if hasattr(scores, "get") else None)

@@ -1,0 +1,136 @@
+"""Charts drawn on the server as inline SVG: no script, no network, readable
+without JavaScript and crisp at any width.
+
+Values are fractions in [0, 1]; labels are escaped. Each function returns a
+complete ``<svg>`` element as safe markup.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from typing import Sequence
+
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
+
+PALETTE = ["#2f5bd3", "#e07a1f", "#1a7f37", "#b42318", "#7a4cc2", "#0e7490"]
+Series = tuple[str, Sequence[float | None]]
+
+
+def _fmt(value: float | None) -> str:
+    return "–" if value is None else f"{value * 100:.1f}"
+
+
+def _legend(series: Sequence[Series], x: float, y: float) -> str:
+    parts = []
+    for i, (label, _) in enumerate(series):
+        color = PALETTE[i % len(PALETTE)]
+        parts.append(f'<rect x="{x}" y="{y + i * 18}" width="12" height="12" fill="{color}"/>'
+                     f'<text x="{x + 18}" y="{y + i * 18 + 10}" font-size="12">{escape(label)}</text>')
+    return "".join(parts)
+
+
+def _scale_max(series: Sequence[Series]) -> float:
+    top = max((v for _, values in series for v in values if v is not None), default=0.0)
+    # Round the axis up to the next 10 % so small values still fill the chart.
+    return max(0.1, math.ceil(top * 10 + 1e-9) / 10)
+
+
+def radar(axes: Sequence[str], series: Sequence[Series], title: str = "") -> SafeString:
+    """A radar chart: one spoke per axis (e.g. OpenScan's aspects), one polygon per series."""
+    size, cx, cy, radius = 420, 210, 200, 140
+    top = _scale_max(series)
+    n = len(axes)
+    angle = [(-math.pi / 2 + 2 * math.pi * i / n) for i in range(n)]
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {size} {size + 18 * len(series)}" '
+           f'role="img" class="chart radar" aria-label="{escape(title)}"><title>{escape(title)}</title>']
+    for ring in (0.25, 0.5, 0.75, 1.0):
+        pts = " ".join(f"{cx + radius * ring * math.cos(a):.1f},{cy + radius * ring * math.sin(a):.1f}"
+                       for a in angle)
+        out.append(f'<polygon points="{pts}" fill="none" stroke="#d0d5dd"/>')
+        out.append(f'<text x="{cx + 3}" y="{cy - radius * ring + 11:.1f}" font-size="9" fill="#667085">'
+                   f'{top * ring * 100:.0f}</text>')
+    for a, label in zip(angle, axes):
+        x, y = cx + radius * math.cos(a), cy + radius * math.sin(a)
+        lx, ly = cx + (radius + 14) * math.cos(a), cy + (radius + 14) * math.sin(a)
+        anchor = "middle" if abs(math.cos(a)) < 0.3 else ("start" if math.cos(a) > 0 else "end")
+        out.append(f'<line x1="{cx}" y1="{cy}" x2="{x:.1f}" y2="{y:.1f}" stroke="#d0d5dd"/>'
+                   f'<text x="{lx:.1f}" y="{ly + 4:.1f}" font-size="12" text-anchor="{anchor}">{escape(label)}</text>')
+    for i, (label, values) in enumerate(series):
+        color = PALETTE[i % len(PALETTE)]
+        pts = " ".join(f"{cx + radius * (v or 0) / top * math.cos(a):.1f},"
+                       f"{cy + radius * (v or 0) / top * math.sin(a):.1f}" for a, v in zip(angle, values))
+        out.append(f'<polygon points="{pts}" fill="{color}" fill-opacity="0.12" stroke="{color}" '
+                   f'stroke-width="2"><title>{escape(label)}: '
+                   f'{escape(", ".join(f"{ax} {_fmt(v)}" for ax, v in zip(axes, values)))}</title></polygon>')
+    out.append(_legend(series, 20, size - 8))
+    out.append("</svg>")
+    return mark_safe("".join(out))
+
+
+def bars(groups: Sequence[str], series: Sequence[Series], title: str = "") -> SafeString:
+    """Grouped bars: one group per question type or category, one bar per series."""
+    width, height, left, bottom, top_pad = 640, 260, 40, 40, 16
+    top = _scale_max(series)
+    plot_w, plot_h = width - left - 10, height - bottom - top_pad
+    group_w = plot_w / max(1, len(groups))
+    bar_w = group_w * 0.8 / max(1, len(series))
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height + 18 * len(series)}" '
+           f'role="img" class="chart bars" aria-label="{escape(title)}"><title>{escape(title)}</title>']
+    for tick in (0, 0.25, 0.5, 0.75, 1.0):
+        y = top_pad + plot_h * (1 - tick)
+        out.append(f'<line x1="{left}" y1="{y:.1f}" x2="{width - 10}" y2="{y:.1f}" stroke="#eaecf0"/>'
+                   f'<text x="{left - 6}" y="{y + 4:.1f}" font-size="10" text-anchor="end" fill="#667085">'
+                   f'{top * tick * 100:.0f}</text>')
+    for g, group in enumerate(groups):
+        x0 = left + g * group_w + group_w * 0.1
+        for i, (label, values) in enumerate(series):
+            value = values[g]
+            h = plot_h * (value or 0) / top
+            out.append(f'<rect x="{x0 + i * bar_w:.1f}" y="{top_pad + plot_h - h:.1f}" width="{bar_w - 2:.1f}" '
+                       f'height="{h:.1f}" fill="{PALETTE[i % len(PALETTE)]}"><title>{escape(label)}, '
+                       f'{escape(group)}: {_fmt(value)}</title></rect>')
+        out.append(f'<text x="{left + (g + 0.5) * group_w:.1f}" y="{height - bottom + 16}" font-size="12" '
+                   f'text-anchor="middle">{escape(group)}</text>')
+    out.append(_legend(series, left, height - 6))
+    out.append("</svg>")
+    return mark_safe("".join(out))
+
+
+def progress(points: Sequence[tuple[datetime, float, str]], title: str = "") -> SafeString:
+    """A step line of the best score over time, one dot where the record improved."""
+    width, height, left, bottom, top_pad = 640, 200, 40, 28, 12
+    if not points:
+        return mark_safe("")
+    top = _scale_max([("", [p[1] for p in points])])
+    t0, t1 = points[0][0].timestamp(), points[-1][0].timestamp()
+    span = max(t1 - t0, 1.0)
+    plot_w, plot_h = width - left - 20, height - bottom - top_pad
+
+    def xy(t: datetime, v: float) -> tuple[float, float]:
+        return left + plot_w * (t.timestamp() - t0) / span, top_pad + plot_h * (1 - v / top)
+
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" role="img" '
+           f'class="chart progress" aria-label="{escape(title)}"><title>{escape(title)}</title>']
+    for tick in (0, 0.5, 1.0):
+        y = top_pad + plot_h * (1 - tick)
+        out.append(f'<line x1="{left}" y1="{y:.1f}" x2="{width - 20}" y2="{y:.1f}" stroke="#eaecf0"/>'
+                   f'<text x="{left - 6}" y="{y + 4:.1f}" font-size="10" text-anchor="end" fill="#667085">'
+                   f'{top * tick * 100:.0f}</text>')
+    path, prev = [], None
+    for t, v, _ in points:
+        x, y = xy(t, v)
+        path.append(f"M{x:.1f},{y:.1f}" if prev is None else f"H{x:.1f}V{y:.1f}")
+        prev = (x, y)
+    x_end = left + plot_w
+    path.append(f"H{x_end:.1f}")
+    out.append(f'<path d="{"".join(path)}" fill="none" stroke="{PALETTE[0]}" stroke-width="2"/>')
+    for t, v, name in points:
+        x, y = xy(t, v)
+        out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="{PALETTE[0]}"><title>{escape(name)}: '
+                   f'{_fmt(v)} ({t:%Y-%m-%d})</title></circle>')
+    out.append(f'<text x="{left}" y="{height - 8}" font-size="10" fill="#667085">{points[0][0]:%Y-%m-%d}</text>'
+               f'<text x="{width - 20}" y="{height - 8}" font-size="10" text-anchor="end" fill="#667085">'
+               f'{points[-1][0]:%Y-%m-%d}</text></svg>')
+    return mark_safe("".join(out))

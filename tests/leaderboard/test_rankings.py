@@ -1,0 +1,165 @@
+"""Public leaderboard views: ranking rule, sorting, filters, pages, exports, charts."""
+
+from __future__ import annotations
+
+import csv
+import io
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from leaderboard.accounts.services import personal_team
+from leaderboard.benchmarks.services import do_sync_benchmarks
+from leaderboard.rankings.models import LeaderboardEntry
+from leaderboard.rankings.selectors import LeaderboardView, leaderboard_page
+from leaderboard.submissions.models import Method
+
+GROUPS = ["What", "Is", "How", "Can", "Which", "Others"]
+
+
+@pytest.fixture
+def split(db):
+    do_sync_benchmarks()
+    from leaderboard.benchmarks.models import Split
+
+    return Split.objects.select_related("benchmark").get(benchmark__track="sqa3d", name="test")
+
+
+def add(split, name, em, *, what=None, paper=False, extra=False, owner=None, days=0):
+    method = Method.objects.create(team=personal_team(owner), name=name) if owner else None
+    scores = {"EM": em, "EM_R": None if em is None else em + 0.01}
+    scores.update({f"{g}/EM": what if g == "What" else em for g in GROUPS})
+    entry = LeaderboardEntry.objects.create(split=split, method=method, name=name, is_paper=paper,
+                                            uses_extra_data=extra, primary_score=em, scores=scores)
+    LeaderboardEntry.objects.filter(pk=entry.pk).update(published_at=timezone.now() - timedelta(days=days))
+    entry.refresh_from_db()
+    return entry
+
+
+def names(view, **kw):
+    return [(r.rank, r.entry.name) for r in leaderboard_page(view, **kw).rows]
+
+
+def test_ranks_are_competition_ranks_with_ties_by_earlier_publication_and_missing_last(split):
+    add(split, "late-tie", 0.5, days=1)
+    add(split, "early-tie", 0.5, days=5)
+    add(split, "best", 0.7)
+    add(split, "missing", None)
+    add(split, "worst", 0.1)
+    view = LeaderboardView.from_query(split, {})
+    assert names(view) == [(1, "best"), (2, "early-tie"), (2, "late-tie"), (4, "worst"), (None, "missing")]
+
+
+def test_sorting_by_a_group_column_reorders_and_reranks(split):
+    add(split, "a", 0.6, what=0.1)
+    add(split, "b", 0.5, what=0.9)
+    add(split, "c", 0.4, what=None)
+    view = LeaderboardView.from_query(split, {"sort": "What/EM"})
+    assert names(view) == [(1, "b"), (2, "a"), (None, "c")]
+    ascending = LeaderboardView.from_query(split, {"sort": "What/EM", "order": "asc"})
+    assert names(ascending) == [(1, "a"), (2, "b"), (None, "c")]
+
+
+def test_an_unknown_sort_or_metric_falls_back_to_the_primary_metric(split):
+    view = LeaderboardView.from_query(split, {"sort": "scores; drop table", "metric": "nope"})
+    assert (view.sort, view.metric) == ("EM", "EM")
+
+
+def test_filters_hide_paper_rows_and_select_by_extra_data(split, owner):
+    add(split, "paper", 0.9, paper=True)
+    add(split, "extra", 0.5, extra=True, owner=owner)
+    add(split, "plain", 0.4, owner=owner)
+    assert [n for _, n in names(LeaderboardView.from_query(split, {"paper": "0"}))] == ["extra", "plain"]
+    assert [n for _, n in names(LeaderboardView.from_query(split, {"extra": "no"}))] == ["paper", "plain"]
+    assert [n for _, n in names(LeaderboardView.from_query(split, {"extra": "only"}))] == ["extra"]
+
+
+def test_a_later_page_ranks_its_first_row_across_the_page_break(split):
+    for i, em in enumerate([0.9, 0.8, 0.8, 0.8, 0.5]):
+        add(split, f"m{i}", em, days=10 - i)
+    page2 = LeaderboardView.from_query(split, {"page": "2"})
+    assert names(page2, page_size=2) == [(2, "m2"), (2, "m3")]
+    assert names(LeaderboardView.from_query(split, {"page": "3"}), page_size=2) == [(5, "m4")]
+
+
+def test_the_page_url_state_reproduces_the_view(client, split):
+    add(split, "a", 0.6, what=0.1)
+    add(split, "b", 0.5, what=0.9)
+    page = client.get("/benchmarks/sqa3d/?sort=What/EM&metric=EM&paper=0").content.decode()
+    assert page.index(">b<") < page.index(">a<")
+    assert 'href="?split=test&amp;metric=EM&amp;sort=What%2FEM&amp;order=asc&amp;paper=0"' in page
+
+
+def test_exports_hold_the_same_rows_as_the_page_with_the_scorer_version(client, split):
+    add(split, "a", 0.6, what=0.1)
+    add(split, "b", 0.5, what=0.9)
+    add(split, "paper", 0.99, paper=True)
+    body = client.get("/benchmarks/sqa3d/export.json?sort=What/EM&paper=0").json()
+    assert [r["method"] for r in body["rows"]] == ["b", "a"] and body["scorer_version"] == "1.0.0"
+    assert body["rows"][0]["scores"]["What/EM"] == 0.9 and "Which/EM_R" in body["columns"]
+    rows = list(csv.DictReader(io.StringIO(client.get("/benchmarks/sqa3d/export.csv?sort=What/EM&paper=0")
+                                           .content.decode())))
+    assert [r["method"] for r in rows] == ["b", "a"] and float(rows[0]["What/EM"]) == 0.9
+    assert client.get("/benchmarks/sqa3d/export.xml").status_code == 404
+
+
+def test_the_first_page_of_a_large_leaderboard_takes_a_bounded_number_of_queries(client, split,
+                                                                                 django_assert_max_num_queries):
+    LeaderboardEntry.objects.bulk_create(
+        LeaderboardEntry(split=split, name=f"m{i}", primary_score=i / 300, scores={"EM": i / 300})
+        for i in range(300))
+    with django_assert_max_num_queries(10):
+        response = client.get("/benchmarks/sqa3d/?page=2&sort=What/EM")
+    assert response.status_code == 200
+    with django_assert_max_num_queries(6):
+        assert client.get("/api/v1/leaderboards/sqa3d?page=3").json()["pages"] == 6
+
+
+def test_the_method_page_shows_scores_and_a_chart_against_best_and_median(client, split, owner):
+    entry = add(split, "Mine", 0.4, what=0.3, owner=owner)
+    add(split, "Other", 0.6, what=0.8, owner=owner)
+    Method.objects.filter(pk=entry.method_id).update(paper_url="https://example.org/paper",
+                                                     authors="A. One, B. Two")
+    page = client.get(f"/methods/{entry.method_id}/").content.decode()
+    assert "<svg" in page and "Best" in page and "Median" in page and "30.0" in page
+    bib = client.get(f"/methods/{entry.method_id}/bibtex").content.decode()
+    assert bib.startswith("@misc{Mine,") and "author = {A. One and B. Two}" in bib
+    api = client.get(f"/api/v1/methods/{entry.method_id}").json()
+    assert api["results"][0]["scores"]["What/EM"] == 0.3
+
+
+def test_a_method_without_public_results_is_404(client, split, owner):
+    method = Method.objects.create(team=personal_team(owner), name="Private")
+    assert client.get(f"/methods/{method.pk}/").status_code == 404
+    assert client.get(f"/api/v1/methods/{method.pk}").status_code == 404
+
+
+def test_compare_shows_differences_against_the_first_pick(client, split):
+    a, b = add(split, "A", 0.5, what=0.2), add(split, "B", 0.6, what=0.1)
+    page = client.get(f"/benchmarks/sqa3d/compare/?e={a.pk}&e={b.pk}").content.decode()
+    assert "(+10.0)" in page and "(-10.0)" in page and "<svg" in page
+    api = client.get(f"/api/v1/leaderboards/sqa3d/compare?e={b.pk}&e={a.pk}").json()
+    assert [e["method"] for e in api["entries"]] == ["B", "A"]
+
+
+def test_progress_records_only_improvements_of_scored_rows(client, split):
+    add(split, "first", 0.3, days=30)
+    add(split, "worse", 0.2, days=20)
+    add(split, "better", 0.5, days=10)
+    add(split, "paper", 0.9, paper=True, days=40)
+    points = client.get("/api/v1/leaderboards/sqa3d/progress").json()["points"]
+    assert [(p["method"], p["best"]) for p in points] == [("first", 0.3), ("better", 0.5)]
+    assert "Best EM over time" in client.get("/benchmarks/sqa3d/").content.decode()
+
+
+def test_embargoed_scores_are_hidden_from_the_public_but_not_from_maintainers(client, split, maintainer):
+    add(split, "scored", 0.5)
+    add(split, "paper", 0.4, paper=True)
+    split.results_visible_after = timezone.now() + timedelta(days=3)
+    split.save()
+    body = client.get("/api/v1/leaderboards/sqa3d").json()
+    assert body["results_embargoed"] and [r["method"] for r in body["rows"]] == ["paper"]
+    assert "become visible" in client.get("/benchmarks/sqa3d/").content.decode()
+    client.force_login(maintainer)
+    assert [r["method"] for r in client.get("/api/v1/leaderboards/sqa3d").json()["rows"]] == ["scored", "paper"]
