@@ -17,7 +17,7 @@ import numpy as np
 from evaluation_workers import _xp
 from evaluation_workers.metrics import grounding
 from evaluation_workers.metrics.iou3d import DEFAULT_CHUNK_PAIRS, indexed_iou3d
-from evaluation_workers.results import make_result, sha256_file, sha256_tree
+from evaluation_workers.results import make_result, sha256_file
 from evaluation_workers.tracks import mmscan_io
 from evaluation_workers.tracks.base import Manifest, Progress, Result, Track, no_progress
 
@@ -61,6 +61,11 @@ def validate(predictions: Path, manifest_: Manifest) -> dict[str, Any]:
 
 
 def score(labels: Path, predictions: Path, progress: Progress = no_progress) -> Result:
+    """Score a predictions file. ``labels`` is the official file or a prepared folder.
+
+    ``labels_sha256`` is the checksum of the labels file itself, so the file
+    and the folder ``prepare_labels`` wrote from it give the same value.
+    """
     labels_data = mmscan_io.load_labels(labels)
     progress(0.05, "labels read")
     preds = mmscan_io.load_predictions(predictions, labels_data.index)
@@ -75,7 +80,7 @@ def score(labels: Path, predictions: Path, progress: Progress = no_progress) -> 
     progress(1.0, "done")
     return make_result(
         track=TRACK.name, scorer_version=TRACK.scorer_version,
-        labels_sha256=sha256_tree(Path(labels)), predictions_sha256=sha256_file(Path(predictions)),
+        labels_sha256=sha256_file(mmscan_io.labels_file(Path(labels))), predictions_sha256=sha256_file(Path(predictions)),
         metrics=values["metrics"], breakdown=values["breakdown"], details=values["details"],
         warnings=warnings)
 

@@ -1,0 +1,138 @@
+"""MMScan visual-grounding files: validation messages, gzip, manifest, labels folder, command line."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from evaluation_workers.errors import LabelsError, PredictionFormatError
+from evaluation_workers.tracks import get_track, mmscan_io
+
+BOX = [0.0, 0.0, 0.5, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0]
+LABELS = [
+    {"sample_id": "scene0000_00__0", "scan_id": "scene0000_00", "text": "the chair",
+     "sub_class": "VG_Single_Attribute_Unique", "gt_bboxes": [BOX]},
+    {"sample_id": "scene0000_00__1", "scan_id": "scene0000_00", "text": "the chairs",
+     "sub_class": "VG_Inter_Space_OO", "gt_bboxes": [BOX, [3.0, 0, 0.5, 1, 1, 1, 0, 0, 0]]},
+]
+TRACK = get_track("mmscan-vg")
+
+
+@pytest.fixture
+def labels(tmp_path: Path) -> Path:
+    path = tmp_path / "labels.json"
+    path.write_text(json.dumps(LABELS))
+    return path
+
+
+def _preds(tmp_path: Path, content, name: str = "pred.json") -> Path:
+    path = tmp_path / name
+    path.write_text(content if isinstance(content, str) else json.dumps(content))
+    return path
+
+
+def _entry(sample: str = "scene0000_00__0", boxes=None, scores=None) -> dict:
+    boxes = [BOX] if boxes is None else boxes
+    return {"sample_id": sample, "pred_bboxes": boxes, "pred_scores": [0.5] * len(boxes) if scores is None
+            else scores}
+
+
+def _error(tmp_path: Path, labels: Path, content) -> str:
+    with pytest.raises(PredictionFormatError) as info:
+        TRACK.score(labels, _preds(tmp_path, content), lambda f, m="": None)
+    return info.value.message
+
+
+def test_it_scores_a_perfect_submission(tmp_path: Path, labels: Path) -> None:
+    preds = [_entry(), _entry("scene0000_00__1", [LABELS[1]["gt_bboxes"][1], BOX], [0.9, 0.8])]
+    result = TRACK.score(labels, _preds(tmp_path, preds), lambda f, m="": None)
+    assert all(v == 1.0 for v in result["metrics"].values())
+    assert result["warnings"] == []
+    assert result["breakdown"]["ST-attr"]["count"] == 1
+    assert result["track"] == "mmscan-vg"
+
+
+def test_it_accepts_an_object_keyed_by_sample_id_and_gzip(tmp_path: Path, labels: Path) -> None:
+    content = {"scene0000_00__0": {"pred_bboxes": [BOX], "pred_scores": [1.0]}}
+    path = tmp_path / "pred.json"  # gzip is recognised by its bytes, whatever the name
+    path.write_bytes(gzip.compress(json.dumps(content).encode()))
+    result = TRACK.score(labels, path, lambda f, m="": None)
+    assert result["breakdown"]["ST-attr"]["gTop-1@0.5"] == 1.0
+    assert result["breakdown"]["OO-space"]["gTop-1@0.5"] == 0.0
+    assert "1 sample(s)" in result["warnings"][0]
+
+
+@pytest.mark.parametrize("content, words", [
+    ([_entry(boxes=[[0, 0, 0, 1, 1, 1, 0, 0]])], "list of 9 numbers"),
+    ([_entry(boxes=[[0, 0, 0, 1, 1, 1, 0, 0, "x"]])], "Expected numbers"),
+    ([_entry(boxes=[[0, 0, 0, 1, 0, 1, 0, 0, 0]])], "sizes"),
+    ([_entry(boxes=[[0, 0, 0, 1, -1, 1, 0, 0, 0]])], "sizes"),
+    ([_entry(scores=[0.5, 0.4])], "one score per box"),
+    ([_entry("scene9999_00__0")], "unknown"),
+    ([_entry(), _entry()], "appears twice"),
+    ([_entry(boxes=[BOX] * (mmscan_io.MAX_BOXES_PER_PROMPT + 1))], "at most"),
+    ([{"sample_id": "scene0000_00__0", "pred_bboxes": BOX, "pred_scores": 0.5}], "pred_scores"),
+    ([3], "Expected an object"),
+    ("[{", "does not parse"),
+    ("7", "Expected a JSON list or object"),
+])
+def test_it_rejects_bad_predictions(tmp_path: Path, labels: Path, content, words: str) -> None:
+    message = _error(tmp_path, labels, content)
+    assert words in message
+    assert message.startswith("pred.json")
+
+
+def test_it_rejects_non_finite_numbers(tmp_path: Path, labels: Path) -> None:
+    text = '[{"sample_id": "scene0000_00__0", "pred_bboxes": [[0, 0, NaN, 1, 1, 1, 0, 0, 0]], "pred_scores": [1]}]'
+    assert "finite" in _error(tmp_path, labels, text)
+    text = '[{"sample_id": "scene0000_00__0", "pred_bboxes": [[0, 0, 0, 1, 1, 1, 0, 0, 0]], "pred_scores": [Infinity]}]'
+    message = _error(tmp_path, labels, text)
+    assert "finite" in message and "pred_scores" in message
+
+
+def test_it_rejects_duplicate_keys_in_the_object_form(tmp_path: Path, labels: Path) -> None:
+    text = ('{"scene0000_00__0": {"pred_bboxes": [], "pred_scores": []}, '
+            '"scene0000_00__0": {"pred_bboxes": [], "pred_scores": []}}')
+    assert "appears twice" in _error(tmp_path, labels, text)
+
+
+def test_it_refuses_bad_labels(tmp_path: Path) -> None:
+    bad = [dict(LABELS[0], sub_class="VG_Unknown")]
+    (tmp_path / "l.json").write_text(json.dumps(bad))
+    with pytest.raises(LabelsError, match="sub_class"):
+        mmscan_io.load_labels(tmp_path / "l.json")
+    bad = [dict(LABELS[0], gt_bboxes=[[0, 0, 0, 0, 1, 1, 0, 0, 0]])]
+    (tmp_path / "l.json").write_text(json.dumps(bad))
+    with pytest.raises(LabelsError, match="size"):
+        mmscan_io.load_labels(tmp_path / "l.json")
+
+
+def test_it_writes_a_manifest_without_boxes_and_scores_from_a_prepared_folder(tmp_path: Path,
+                                                                             labels: Path) -> None:
+    dest = tmp_path / "prepared"
+    manifest = TRACK.prepare_labels(labels, dest)
+    assert manifest["sample_ids"] == [x["sample_id"] for x in LABELS]
+    assert manifest["groups"]["OO-space"] == 1
+    assert "gt_bboxes" not in json.dumps(manifest) and "0.5" not in json.dumps(manifest["sample_ids"])
+    assert [p.name for p in dest.iterdir()] == ["labels.json"]
+    preds = _preds(tmp_path, [_entry()])
+    summary = TRACK.validate(preds, manifest)
+    assert summary == {"samples": 1, "boxes": 1, "missing_samples": 1}
+    assert TRACK.score(dest, preds, lambda f, m="": None)["labels_sha256"] == \
+        TRACK.score(labels, preds, lambda f, m="": None)["labels_sha256"]
+
+
+def test_it_scores_from_the_command_line(tmp_path: Path, labels: Path) -> None:
+    preds = _preds(tmp_path, [_entry()])
+    out = subprocess.run([sys.executable, "-m", "evaluation_workers", "score", "--track", "mmscan-vg",
+                          "--labels", str(labels), "--predictions", str(preds), "--quiet"],
+                         capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[2])
+    result = json.loads(out.stdout)
+    assert result["metrics"]["gTop-1@0.25"] == 0.5
+    assert set(result["metrics"]) == set(TRACK.metrics)
