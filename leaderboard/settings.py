@@ -40,6 +40,7 @@ INSTALLED_APPS = [
     "leaderboard.benchmarks",
     "leaderboard.submissions",
     "leaderboard.rankings",
+    "leaderboard.moderation",
 ]
 
 MIDDLEWARE = [
@@ -64,6 +65,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "leaderboard.lib.context.site",
+                "leaderboard.moderation.context.maintainer",
             ],
         },
     },
@@ -100,6 +102,15 @@ STATIC_ROOT = BASE_DIR / "staticfiles"
 STATICFILES_DIRS = [BASE_DIR / "leaderboard" / "static"]
 
 EMAIL_BACKEND = env("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+# SMTP, used when EMAIL_BACKEND is django.core.mail.backends.smtp.EmailBackend.
+EMAIL_HOST = env("EMAIL_HOST", "localhost")
+EMAIL_PORT = envint("EMAIL_PORT", 25)
+EMAIL_HOST_USER = env("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = envbool("EMAIL_USE_TLS", False)
+DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", "leaderboard@localhost")
+# Absolute links in e-mails sent outside a request (submission finished or failed).
+SITE_URL = (env("SITE_URL") or "http://127.0.0.1:8000").rstrip("/")
 
 # Uploaded predictions: keys relative to UPLOADS_DIR (never web-served). Hidden
 # labels: under LABELS_DIR, which only workers read (load_labels writes it).
@@ -108,6 +119,37 @@ LABELS_DIR = Path(env("LABELS_DIR") or DATA_DIR / "labels")
 # Files up to this size are validated during the upload request, so that
 # obviously bad files are refused at once; larger ones are validated by the worker.
 VALIDATE_AT_UPLOAD_MAX_BYTES = envint("VALIDATE_AT_UPLOAD_MAX_BYTES", 64 * 2**20)
+# Where predictions are stored: "local" (UPLOADS_DIR) or "s3" (any S3-compatible store).
+STORAGE_BACKEND = env("STORAGE_BACKEND", "local")
+if STORAGE_BACKEND not in {"local", "s3"}:
+    raise ImproperlyConfigured(f"Unexpected STORAGE_BACKEND={STORAGE_BACKEND!r}, use 'local' or 's3'")
+S3_BUCKET = env("S3_BUCKET", "")
+S3_ENDPOINT_URL = env("S3_ENDPOINT_URL", "")  # empty: AWS
+S3_PUBLIC_ENDPOINT_URL = env("S3_PUBLIC_ENDPOINT_URL", "")  # where uploaders reach the store, if elsewhere
+S3_REGION = env("S3_REGION", "us-east-1")
+S3_ACCESS_KEY_ID = env("S3_ACCESS_KEY_ID", "")
+S3_SECRET_ACCESS_KEY = env("S3_SECRET_ACCESS_KEY", "")
+S3_ADDRESSING_STYLE = env("S3_ADDRESSING_STYLE", "path")
+if STORAGE_BACKEND == "s3" and not S3_BUCKET:
+    raise ImproperlyConfigured("STORAGE_BACKEND=s3 needs S3_BUCKET")
+# Files above UPLOAD_DIRECT_MAX_BYTES are uploaded in parts of UPLOAD_PART_BYTES
+# (straight to the bucket through presigned URLs, or PUT to the site with local
+# storage); part URLs live UPLOAD_URL_EXPIRY seconds; an upload not completed
+# within UPLOAD_EXPIRY_HOURS is aborted and its submission refunded.
+UPLOAD_DIRECT_MAX_BYTES = envint("UPLOAD_DIRECT_MAX_BYTES", 32 * 2**20)
+UPLOAD_PART_BYTES = envint("UPLOAD_PART_BYTES", 64 * 2**20)
+UPLOAD_URL_EXPIRY = envint("UPLOAD_URL_EXPIRY", 3600)
+UPLOAD_EXPIRY_HOURS = envint("UPLOAD_EXPIRY_HOURS", 24)
+# Per-track upload size caps below the track's own limit: "openscan=4294967296,sqa3d=1048576".
+UPLOAD_MAX_BYTES = {track: int(size) for track, _, size in
+                    (item.partition("=") for item in envlist("UPLOAD_MAX_BYTES"))}
+# Submission quotas per team and split (maintainers override them per team in the admin):
+# counted per UTC day, in total, and at once in flight; files rejected for
+# their format count against the separate QUOTA_REJECTED_PER_DAY instead.
+QUOTA_PER_DAY = envint("QUOTA_PER_DAY", 5)
+QUOTA_TOTAL = envint("QUOTA_TOTAL", 100)
+QUOTA_IN_FLIGHT = envint("QUOTA_IN_FLIGHT", 2)
+QUOTA_REJECTED_PER_DAY = envint("QUOTA_REJECTED_PER_DAY", 20)
 FILE_UPLOAD_MAX_MEMORY_SIZE = 4 * 2**20
 DATA_UPLOAD_MAX_MEMORY_SIZE = 4 * 2**20
 
@@ -128,6 +170,10 @@ EVAL_QUEUE_GPU = env("EVAL_QUEUE_GPU", "eval-gpu")
 EVAL_GPU_TRACKS = envlist("EVAL_GPU_TRACKS")
 EVAL_SOFT_TIME_LIMIT = envint("EVAL_SOFT_TIME_LIMIT", 30 * 60)
 EVAL_TIME_LIMIT = envint("EVAL_TIME_LIMIT", 35 * 60)
+CELERY_BEAT_SCHEDULE = {
+    # Uploads that never complete are aborted and stop counting against quotas.
+    "expire-uploads": {"task": "submissions.expire_uploads", "schedule": 15 * 60},
+}
 
 LOGGING = {
     "version": 1,

@@ -19,5 +19,6 @@ urlpatterns = [
     path("accounts/", include("leaderboard.accounts.urls")),
     path("accounts/", include("django.contrib.auth.urls")),
     path("api/v1/", include(api_v1)),
+    path("moderation/", include("leaderboard.moderation.urls")),
     path("admin/", admin.site.urls),
 ]

@@ -40,7 +40,7 @@ def refresh_entry(method: Any, split: Split) -> LeaderboardEntry | None:
         entry, _ = LeaderboardEntry.objects.update_or_create(
             method=method, split=split,
             defaults={"submission": published, "result": result, "name": method.name,
-                      "team_name": published.team.name, "uses_extra_data": method.uses_extra_data,
+                      "team_name": published.team.name, "uses_extra_data": bool(method.uses_extra_data),
                       "is_verified": published.is_verified,
                       "primary_score": scores.get(primary), "scores": scores,
                       "scorer_version": result.scorer_version, "is_paper": False})

@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+
+
+class AuditEntry(models.Model):
+    """One maintainer action: who, when, what, on which object, and why.
+
+    Append-only: a saved entry cannot be changed or deleted through the ORM.
+    Targets are kept as ids and a readable label, so the record outlives them.
+    """
+
+    class Action(models.TextChoices):
+        VERIFY = "verify"
+        UNVERIFY = "unverify"
+        HIDE = "hide"
+        UNHIDE = "unhide"
+        FLAG = "flag"
+        UNFLAG = "unflag"
+        DISQUALIFY = "disqualify"
+        REQUALIFY = "requalify"
+        RESCORE = "rescore"
+        RESCORE_ALL = "rescore_all"
+        CANCEL = "cancel"
+        PAUSE = "pause"
+        RESUME = "resume"
+        SET_VISIBLE_AFTER = "set_visible_after"
+
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+")
+    actor_name = models.CharField(max_length=150)
+    action = models.CharField(max_length=20, choices=Action.choices)
+    track = models.CharField(max_length=40)
+    split = models.CharField(max_length=40, blank=True)
+    submission_id = models.BigIntegerField(null=True, blank=True)
+    target = models.CharField(max_length=300)
+    reason = models.TextField(blank=True)
+    details = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.created_at:%Y-%m-%d %H:%M} {self.actor_name} {self.action} {self.target}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if self.pk is not None:
+            raise PermissionError("Audit entries are append-only.")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> Any:
+        raise PermissionError("Audit entries are append-only.")

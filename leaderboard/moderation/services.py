@@ -1,0 +1,111 @@
+"""Maintainer actions. Each checks permission, acts through the owning app's
+services, and appends to the audit log in the same transaction."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+
+from leaderboard.benchmarks.models import Benchmark, Split
+from leaderboard.benchmarks.permissions import is_maintainer
+from leaderboard.moderation.models import AuditEntry
+from leaderboard.rankings.services import refresh_entry
+from leaderboard.submissions import services as submission_services
+from leaderboard.submissions.models import Submission
+
+Action = AuditEntry.Action
+# Flag name, reason field, and the action for on / off.
+TOGGLES = {
+    "verify": ("is_verified", None, Action.VERIFY, Action.UNVERIFY),
+    "hide": ("is_hidden", "hidden_reason", Action.HIDE, Action.UNHIDE),
+    "flag": ("is_flagged", "flag_reason", Action.FLAG, Action.UNFLAG),
+    "disqualify": ("is_disqualified", "disqualified_reason", Action.DISQUALIFY, Action.REQUALIFY),
+}
+# Actions whose reason is shown publicly or to the submitter must give one.
+NEEDS_REASON = {Action.HIDE, Action.DISQUALIFY, Action.FLAG, Action.RESCORE_ALL, Action.PAUSE}
+
+
+class ModerationError(Exception):
+    """An action that cannot be done as asked; the text is shown to the maintainer."""
+
+
+def check_maintainer(user: Any, benchmark: Benchmark) -> None:
+    if not is_maintainer(user, benchmark):
+        raise PermissionDenied("You do not maintain this track.")
+
+
+def _audit(user: Any, action: str, *, split: Split, target: str, reason: str,
+           submission: Submission | None = None, **details: Any) -> AuditEntry:
+    if action in NEEDS_REASON and not reason.strip():
+        raise ModerationError(f"A reason is required to {action.replace('_', ' ')}.")
+    return AuditEntry.objects.create(actor=user, actor_name=user.get_username(), action=action,
+                                     track=split.benchmark.track, split=split.name,
+                                     submission_id=submission.pk if submission else None, target=target,
+                                     reason=reason.strip(), details=details)
+
+
+def check_toggle(user: Any, submission: Submission, kind: str, on: bool, reason: str = "") -> None:
+    """Verify, hide, flag or disqualify a submission (or undo it), and refresh its row."""
+    check_maintainer(user, submission.split.benchmark)
+    flag, reason_field, on_action, off_action = TOGGLES[kind]
+    with transaction.atomic():
+        _audit(user, on_action if on else off_action, split=submission.split, submission=submission,
+               target=f"submission #{submission.pk} ({submission.method.name})", reason=reason)
+        fields = {flag: on}
+        if reason_field:
+            fields[reason_field] = reason.strip() if on else ""
+        Submission.objects.filter(pk=submission.pk).update(**fields)
+        refresh_entry(submission.method, submission.split)
+
+
+def check_rescore(user: Any, submission: Submission, reason: str = "") -> None:
+    """Queue a submission again; its earlier results stay, the new one carries the scorer version."""
+    check_maintainer(user, submission.split.benchmark)
+    with transaction.atomic():
+        _audit(user, Action.RESCORE, split=submission.split, submission=submission,
+               target=f"submission #{submission.pk}", reason=reason)
+        if submission_services.do_enqueue(submission.pk) is None:
+            raise ModerationError(f"Submission #{submission.pk} is {submission.status}; it cannot be re-scored now.")
+
+
+def check_rescore_split(user: Any, split: Split, reason: str) -> int:
+    """Re-score every finished or failed submission of a split; returns how many were queued."""
+    check_maintainer(user, split.benchmark)
+    with transaction.atomic():
+        ids = list(Submission.objects.filter(split=split, status__in=["finished", "failed"])
+                   .exclude(file_key="").values_list("pk", flat=True))
+        _audit(user, Action.RESCORE_ALL, split=split, target=str(split), reason=reason, count=len(ids))
+        return sum(submission_services.do_enqueue(pk) is not None for pk in ids)
+
+
+def check_cancel(user: Any, submission: Submission, reason: str = "") -> None:
+    check_maintainer(user, submission.split.benchmark)
+    with transaction.atomic():
+        _audit(user, Action.CANCEL, split=submission.split, submission=submission,
+               target=f"submission #{submission.pk}", reason=reason)
+        done = submission_services.do_transition(
+            submission.pk, Submission.Status.CANCELLED,
+            status_detail=f"Cancelled by a maintainer{': ' + reason if reason else ''}.")
+        if done is None:
+            raise ModerationError(f"Submission #{submission.pk} is {submission.status}; only queued or running "
+                                  "submissions can be cancelled.")
+
+
+def check_pause(user: Any, benchmark: Benchmark, paused: bool, reason: str = "") -> None:
+    """Stop (or resume) accepting submissions on every split of a track."""
+    check_maintainer(user, benchmark)
+    with transaction.atomic():
+        for split in benchmark.splits.all():
+            _audit(user, Action.PAUSE if paused else Action.RESUME, split=split, target=str(split), reason=reason)
+        benchmark.splits.update(accepting_submissions=not paused)
+
+
+def check_set_visible_after(user: Any, split: Split, when: datetime | None, reason: str = "") -> None:
+    check_maintainer(user, split.benchmark)
+    with transaction.atomic():
+        _audit(user, Action.SET_VISIBLE_AFTER, split=split, target=str(split), reason=reason,
+               when=when.isoformat() if when else None)
+        Split.objects.filter(pk=split.pk).update(results_visible_after=when)

@@ -1,0 +1,132 @@
+"""The moderation desk: a review queue, per-submission and per-track actions, the audit log."""
+
+from __future__ import annotations
+
+from functools import wraps
+from typing import Any, Callable
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import Q
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.dateparse import parse_datetime
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.timezone import make_aware
+from django.views.decorators.http import require_POST
+
+from leaderboard.benchmarks.models import Benchmark, Split
+from leaderboard.benchmarks.permissions import is_maintainer
+from leaderboard.moderation import services
+from leaderboard.moderation.models import AuditEntry
+from leaderboard.submissions.models import Submission
+
+QUEUES = {
+    "review": ("Published, not verified", Q(is_published=True, is_verified=False, is_disqualified=False)),
+    "flagged": ("Flagged", Q(is_flagged=True)),
+    "running": ("Queued or running", Q(status__in=["queued", "running"])),
+    "failed": ("Failed", Q(status="failed")),
+    "all": ("All", Q()),
+}
+
+
+def maintainer_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """403 for anyone who maintains no track (anonymous users included)."""
+
+    @wraps(view)
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not is_maintainer(request.user):
+            raise PermissionDenied("Maintainers only.")
+        return view(request, *args, **kwargs)
+
+    return wrapped
+
+
+def _maintained(request: HttpRequest) -> list[Benchmark]:
+    return [b for b in Benchmark.objects.all() if is_maintainer(request.user, b)]
+
+
+@maintainer_required
+def desk(request: HttpRequest) -> HttpResponse:
+    queue = request.GET.get("queue") if request.GET.get("queue") in QUEUES else "review"
+    benchmarks = _maintained(request)
+    submissions = (Submission.objects.filter(QUEUES[queue][1], split__benchmark__in=benchmarks)
+                   .select_related("method", "team", "split__benchmark").order_by("-updated_at")[:200])
+    return render(request, "moderation/desk.html", {
+        "queue": queue, "queues": [(k, v[0]) for k, v in QUEUES.items()], "submissions": submissions,
+        "benchmarks": benchmarks})
+
+
+@maintainer_required
+def submission(request: HttpRequest, pk: int) -> HttpResponse:
+    sub = get_object_or_404(Submission.objects.select_related("method", "team", "split__benchmark"), pk=pk)
+    services.check_maintainer(request.user, sub.split.benchmark)
+    return render(request, "moderation/submission.html", {
+        "submission": sub, "result": sub.latest_result, "results": sub.results.order_by("-created_at"),
+        "audit": AuditEntry.objects.filter(submission_id=sub.pk)})
+
+
+def _done(request: HttpRequest, action: Callable[[], Any], success: str) -> None:
+    try:
+        action()
+    except services.ModerationError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, success)
+
+
+@maintainer_required
+@require_POST
+def act(request: HttpRequest, pk: int, action: str) -> HttpResponse:
+    sub = get_object_or_404(Submission.objects.select_related("method", "split__benchmark"), pk=pk)
+    reason = request.POST.get("reason", "")
+    if action in services.TOGGLES:
+        on = request.POST.get("on", "1") == "1"
+        _done(request, lambda: services.check_toggle(request.user, sub, action, on, reason),
+              f"Submission #{pk}: {action}{'' if on else ' undone'}.")
+    elif action == "rescore":
+        _done(request, lambda: services.check_rescore(request.user, sub, reason), f"Submission #{pk} queued again.")
+    elif action == "cancel":
+        _done(request, lambda: services.check_cancel(request.user, sub, reason), f"Submission #{pk} cancelled.")
+    else:
+        return HttpResponse(status=404)
+    next_url = request.POST.get("next", "")
+    if next_url and url_has_allowed_host_and_scheme(next_url, allowed_hosts={request.get_host()}):
+        return redirect(next_url)
+    return redirect("moderation:submission", pk=pk)
+
+
+@maintainer_required
+def track(request: HttpRequest, track: str) -> HttpResponse:
+    benchmark = get_object_or_404(Benchmark, track=track)
+    services.check_maintainer(request.user, benchmark)
+    if request.method == "POST":
+        reason = request.POST.get("reason", "")
+        what = request.POST.get("action")
+        split = get_object_or_404(Split, benchmark=benchmark, name=request.POST.get("split", "")) \
+            if what in {"rescore_all", "visible_after"} else None
+        if what in {"pause", "resume"}:
+            _done(request, lambda: services.check_pause(request.user, benchmark, what == "pause", reason),
+                  f"Submissions to {benchmark.title} {'paused' if what == 'pause' else 'resumed'}.")
+        elif what == "rescore_all" and split:
+            _done(request, lambda: messages.info(request, f"{services.check_rescore_split(request.user, split, reason)}"
+                                                          " submissions queued."), "Re-scoring started.")
+        elif what == "visible_after" and split:
+            raw = request.POST.get("when", "").strip()
+            when = parse_datetime(raw) if raw else None
+            if raw and when is None:
+                messages.error(request, f"Expected a date and time like 2026-12-31T23:59, but got {raw!r}.")
+            else:
+                when = make_aware(when) if when and when.tzinfo is None else when
+                _done(request, lambda: services.check_set_visible_after(request.user, split, when, reason),
+                      f"Results on {split} visible after {when or 'now'}.")
+        return redirect("moderation:track", track=track)
+    return render(request, "moderation/track.html", {
+        "benchmark": benchmark, "splits": benchmark.splits.all(),
+        "audit": AuditEntry.objects.filter(track=track)[:50]})
+
+
+@maintainer_required
+def audit(request: HttpRequest) -> HttpResponse:
+    tracks = [b.track for b in _maintained(request)]
+    return render(request, "moderation/audit.html", {"entries": AuditEntry.objects.filter(track__in=tracks)[:500]})
