@@ -261,3 +261,11 @@ def generate(args: argparse.Namespace) -> dict[str, Any]:
         np.savez_compressed(out / "predictions.npz", **arrays)  # type: ignore[arg-type]
         written["compact"] = out / "predictions.npz"
     return written
+
+
+def write_demo(folder: Path, split: str) -> tuple[Path, Path]:
+    """Small labels (4 scenes, all aspects) and predictions for ``manage.py load_demo``."""
+    args = argparse.Namespace(out=Path(folder), scenes=4, points=20_000, instances=(8, 14), masks=30,
+                              aspects=list(ASPECTS), format="both", semantic=True, missing=0, seed=11)
+    written = generate(args)
+    return Path(written["labels"]), Path(written["compact"])
