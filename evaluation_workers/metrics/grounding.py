@@ -27,7 +27,7 @@ from typing import Any
 
 from evaluation_workers._xp import array_namespace, bincount, cummax_reverse, cumsum64
 
-__all__ = ["sort_predictions", "best_match", "true_positives", "sample_metrics", "pooled_ap"]
+__all__ = ["best_match", "pooled_ap", "sample_metrics", "sort_predictions", "true_positives"]
 
 
 def sort_predictions(pred_sample: Any, pred_score: Any) -> Any:
@@ -61,8 +61,9 @@ def best_match(iou: Any) -> tuple[Any, Any]:
     return xp.max(iou, axis=1), xp.argmax(iou, axis=1)
 
 
-def true_positives(best_iou: Any, best_col: Any, pred_sample: Any, pred_start: Any,
-                   n_cols: int, threshold: float) -> Any:
+def true_positives(
+    best_iou: Any, best_col: Any, pred_sample: Any, pred_start: Any, n_cols: int, threshold: float
+) -> Any:
     """Which predictions are true positives at ``threshold``.
 
     Args:
@@ -84,8 +85,9 @@ def true_positives(best_iou: Any, best_col: Any, pred_sample: Any, pred_start: A
     return xp.any(hit & (within == 1), axis=1)
 
 
-def sample_metrics(tp: Any, pred_sample: Any, pred_start: Any, pred_count: Any,
-                   gt_count: Any, ks: tuple[int, ...]) -> dict[str, Any]:
+def sample_metrics(
+    tp: Any, pred_sample: Any, pred_start: Any, pred_count: Any, gt_count: Any, ks: tuple[int, ...]
+) -> dict[str, Any]:
     """AP, AR and gTop-k of every sample at one threshold.
 
     Args:
@@ -114,7 +116,10 @@ def sample_metrics(tp: Any, pred_sample: Any, pred_start: Any, pred_count: Any,
     out = {"AP": ap, "AR": ar}
 
     # gTop-k: box n (1-based) of a sample counts when H[min(n*k, P) - 1] >= n.
-    gt_sample = xp.repeat(xp.arange(n_samples), gt_count)
+    # Sample of each box; searchsorted, not repeat: CuPy's repeat wants host counts.
+    ends = xp.astype(cumsum64(gt_count), xp.int64)
+    n_boxes = int(ends[-1]) if n_samples else 0
+    gt_sample = xp.searchsorted(ends, xp.arange(n_boxes, dtype=xp.int64), side="right")
     first_gt = xp.take(cumsum64(gt_count) - n_gt, gt_sample)
     nth = xp.astype(xp.arange(gt_sample.shape[0]), xp.float64) - first_gt + 1  # n = 1..G_s
     count = xp.astype(xp.take(pred_count, gt_sample), xp.float64)

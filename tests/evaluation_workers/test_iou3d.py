@@ -17,6 +17,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "mmscan_vg"
 
 # ---- slow, obvious reference: scipy half-space intersection, one pair at a time ----
 
+
 def _rotation(a: float, b: float, c: float) -> np.ndarray:
     rz = np.array([[np.cos(a), -np.sin(a), 0], [np.sin(a), np.cos(a), 0], [0, 0, 1]])
     rx = np.array([[1, 0, 0], [0, np.cos(b), -np.sin(b)], [0, np.sin(b), np.cos(b)]])
@@ -39,8 +40,13 @@ def reference_iou(box1: np.ndarray, box2: np.ndarray) -> float:
     spaces = np.vstack([_halfspaces(box1), _halfspaces(box2)])
     a, b = spaces[:, :3], -spaces[:, 3]
     # Chebyshev centre: the deepest interior point; no depth means no volume.
-    lp = linprog([0, 0, 0, -1], A_ub=np.hstack([a, np.linalg.norm(a, axis=1)[:, None]]), b_ub=b,
-                 bounds=[(None, None)] * 3 + [(0, None)], method="highs")
+    lp = linprog(
+        [0, 0, 0, -1],
+        A_ub=np.hstack([a, np.linalg.norm(a, axis=1)[:, None]]),
+        b_ub=b,
+        bounds=[(None, None)] * 3 + [(0, None)],
+        method="highs",
+    )
     scale = np.abs(box1[:3]).max() + np.abs(box2[:3]).max() + box1[3:6].max() + box2[3:6].max()
     inter = 0.0
     if lp.status == 0 and lp.x[3] > 1e-12 * scale:
@@ -76,6 +82,7 @@ def _axes(boxes: np.ndarray) -> np.ndarray:
 
 
 # ---- tests ----
+
 
 def test_it_builds_zxy_rotations() -> None:
     euler = np.random.default_rng(0).uniform(-np.pi, np.pi, (20, 3))
@@ -137,7 +144,9 @@ def test_it_gives_the_volume_ratio_for_nested_boxes(xp) -> None:
     assert np.abs(same_rotation - np.prod(inner[:, 3:6], 1) / np.prod(outer[:, 3:6], 1)).max() < 1e-12
     inner[:, 3:6] = outer[:, 3:6].min(axis=1, keepdims=True) * 0.2
     inner[:, 6:9] = rng.uniform(-np.pi, np.pi, (300, 3))  # a small cube turned any way fits
-    assert np.abs(_iou(xp, outer, inner) - np.prod(inner[:, 3:6], 1) / np.prod(outer[:, 3:6], 1)).max() < 1e-12
+    assert (
+        np.abs(_iou(xp, outer, inner) - np.prod(inner[:, 3:6], 1) / np.prod(outer[:, 3:6], 1)).max() < 1e-12
+    )
 
 
 def test_it_counts_shared_faces_once_for_boxes_slid_along_an_axis(xp) -> None:

@@ -15,10 +15,20 @@ from evaluation_workers.tracks import get_track, mmscan_io
 
 BOX = [0.0, 0.0, 0.5, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0]
 LABELS = [
-    {"sample_id": "scene0000_00__0", "scan_id": "scene0000_00", "text": "the chair",
-     "sub_class": "VG_Single_Attribute_Unique", "gt_bboxes": [BOX]},
-    {"sample_id": "scene0000_00__1", "scan_id": "scene0000_00", "text": "the chairs",
-     "sub_class": "VG_Inter_Space_OO", "gt_bboxes": [BOX, [3.0, 0, 0.5, 1, 1, 1, 0, 0, 0]]},
+    {
+        "sample_id": "scene0000_00__0",
+        "scan_id": "scene0000_00",
+        "text": "the chair",
+        "sub_class": "VG_Single_Attribute_Unique",
+        "gt_bboxes": [BOX],
+    },
+    {
+        "sample_id": "scene0000_00__1",
+        "scan_id": "scene0000_00",
+        "text": "the chairs",
+        "sub_class": "VG_Inter_Space_OO",
+        "gt_bboxes": [BOX, [3.0, 0, 0.5, 1, 1, 1, 0, 0, 0]],
+    },
 ]
 TRACK = get_track("mmscan-vg")
 
@@ -38,8 +48,11 @@ def _preds(tmp_path: Path, content, name: str = "pred.json") -> Path:
 
 def _entry(sample: str = "scene0000_00__0", boxes=None, scores=None) -> dict:
     boxes = [BOX] if boxes is None else boxes
-    return {"sample_id": sample, "pred_bboxes": boxes, "pred_scores": [0.5] * len(boxes) if scores is None
-            else scores}
+    return {
+        "sample_id": sample,
+        "pred_bboxes": boxes,
+        "pred_scores": [0.5] * len(boxes) if scores is None else scores,
+    }
 
 
 def _error(tmp_path: Path, labels: Path, content) -> str:
@@ -67,20 +80,23 @@ def test_it_accepts_an_object_keyed_by_sample_id_and_gzip(tmp_path: Path, labels
     assert "1 sample(s)" in result["warnings"][0]
 
 
-@pytest.mark.parametrize("content, words", [
-    ([_entry(boxes=[[0, 0, 0, 1, 1, 1, 0, 0]])], "list of 9 numbers"),
-    ([_entry(boxes=[[0, 0, 0, 1, 1, 1, 0, 0, "x"]])], "Expected numbers"),
-    ([_entry(boxes=[[0, 0, 0, 1, 0, 1, 0, 0, 0]])], "sizes"),
-    ([_entry(boxes=[[0, 0, 0, 1, -1, 1, 0, 0, 0]])], "sizes"),
-    ([_entry(scores=[0.5, 0.4])], "one score per box"),
-    ([_entry("scene9999_00__0")], "unknown"),
-    ([_entry(), _entry()], "appears twice"),
-    ([_entry(boxes=[BOX] * (mmscan_io.MAX_BOXES_PER_PROMPT + 1))], "at most"),
-    ([{"sample_id": "scene0000_00__0", "pred_bboxes": BOX, "pred_scores": 0.5}], "pred_scores"),
-    ([3], "Expected an object"),
-    ("[{", "does not parse"),
-    ("7", "Expected a JSON list or object"),
-])
+@pytest.mark.parametrize(
+    "content, words",
+    [
+        ([_entry(boxes=[[0, 0, 0, 1, 1, 1, 0, 0]])], "list of 9 numbers"),
+        ([_entry(boxes=[[0, 0, 0, 1, 1, 1, 0, 0, "x"]])], "Expected numbers"),
+        ([_entry(boxes=[[0, 0, 0, 1, 0, 1, 0, 0, 0]])], "sizes"),
+        ([_entry(boxes=[[0, 0, 0, 1, -1, 1, 0, 0, 0]])], "sizes"),
+        ([_entry(scores=[0.5, 0.4])], "one score per box"),
+        ([_entry("scene9999_00__0")], "unknown"),
+        ([_entry(), _entry()], "appears twice"),
+        ([_entry(boxes=[BOX] * (mmscan_io.MAX_BOXES_PER_PROMPT + 1))], "at most"),
+        ([{"sample_id": "scene0000_00__0", "pred_bboxes": BOX, "pred_scores": 0.5}], "pred_scores"),
+        ([3], "Expected an object"),
+        ("[{", "does not parse"),
+        ("7", "Expected a JSON list or object"),
+    ],
+)
 def test_it_rejects_bad_predictions(tmp_path: Path, labels: Path, content, words: str) -> None:
     message = _error(tmp_path, labels, content)
     assert words in message
@@ -96,8 +112,10 @@ def test_it_rejects_non_finite_numbers(tmp_path: Path, labels: Path) -> None:
 
 
 def test_it_rejects_duplicate_keys_in_the_object_form(tmp_path: Path, labels: Path) -> None:
-    text = ('{"scene0000_00__0": {"pred_bboxes": [], "pred_scores": []}, '
-            '"scene0000_00__0": {"pred_bboxes": [], "pred_scores": []}}')
+    text = (
+        '{"scene0000_00__0": {"pred_bboxes": [], "pred_scores": []}, '
+        '"scene0000_00__0": {"pred_bboxes": [], "pred_scores": []}}'
+    )
     assert "appears twice" in _error(tmp_path, labels, text)
 
 
@@ -112,8 +130,9 @@ def test_it_refuses_bad_labels(tmp_path: Path) -> None:
         mmscan_io.load_labels(tmp_path / "l.json")
 
 
-def test_it_writes_a_manifest_without_boxes_and_scores_from_a_prepared_folder(tmp_path: Path,
-                                                                             labels: Path) -> None:
+def test_it_writes_a_manifest_without_boxes_and_scores_from_a_prepared_folder(
+    tmp_path: Path, labels: Path
+) -> None:
     dest = tmp_path / "prepared"
     manifest = TRACK.prepare_labels(labels, dest)
     assert manifest["sample_ids"] == [x["sample_id"] for x in LABELS]
@@ -123,16 +142,33 @@ def test_it_writes_a_manifest_without_boxes_and_scores_from_a_prepared_folder(tm
     preds = _preds(tmp_path, [_entry()])
     summary = TRACK.validate(preds, manifest)
     assert summary == {"samples": 1, "boxes": 1, "missing_samples": 1}
-    assert TRACK.score(dest, preds, lambda f, m="": None)["labels_sha256"] == \
-        TRACK.score(labels, preds, lambda f, m="": None)["labels_sha256"]
+    assert (
+        TRACK.score(dest, preds, lambda f, m="": None)["labels_sha256"]
+        == TRACK.score(labels, preds, lambda f, m="": None)["labels_sha256"]
+    )
 
 
 def test_it_scores_from_the_command_line(tmp_path: Path, labels: Path) -> None:
     preds = _preds(tmp_path, [_entry()])
-    out = subprocess.run([sys.executable, "-m", "evaluation_workers", "score", "--track", "mmscan-vg",
-                          "--labels", str(labels), "--predictions", str(preds), "--quiet"],
-                         capture_output=True, text=True, check=True,
-                         cwd=Path(__file__).resolve().parents[2])
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "evaluation_workers",
+            "score",
+            "--track",
+            "mmscan-vg",
+            "--labels",
+            str(labels),
+            "--predictions",
+            str(preds),
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     result = json.loads(out.stdout)
     assert result["metrics"]["gTop-1@0.25"] == 0.5
     assert set(result["metrics"]) == set(TRACK.metrics)

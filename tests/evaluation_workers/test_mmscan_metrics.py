@@ -15,11 +15,18 @@ from evaluation_workers.synthetic.mmscan_vg import make_data
 from evaluation_workers.tracks import mmscan_io, mmscan_vg
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "mmscan_vg"
-GROUP_OF_DEVKIT = {"overall": None, "vg_sngl_attr": "ST-attr", "vg_sngl_space": "ST-space",
-                   "vg_int_attr_oo": "OO-attr", "vg_int_space_oo": "OO-space", "vg_int_or": "OR"}
+GROUP_OF_DEVKIT = {
+    "overall": None,
+    "vg_sngl_attr": "ST-attr",
+    "vg_sngl_space": "ST-space",
+    "vg_int_attr_oo": "OO-attr",
+    "vg_int_space_oo": "OO-space",
+    "vg_int_or": "OR",
+}
 
 
 # ---- slow, obvious reference of METRICS.md ----
+
 
 def _best(row: np.ndarray) -> int:
     best, where = -np.inf, -1
@@ -75,7 +82,9 @@ def reference_score(labels: list[dict], predictions: dict[str, dict]) -> dict[st
         boxes = np.array(pred["pred_bboxes"], dtype=float).reshape(-1, 9)
         scores = list(pred["pred_scores"])
         rank = sorted(range(len(scores)), key=lambda i: -scores[i])  # Python's sort is stable
-        iou = np.asarray(box_iou3d(compat.asarray(boxes[rank]), compat.asarray(gt))).reshape(len(rank), len(gt))
+        iou = np.asarray(box_iou3d(compat.asarray(boxes[rank]), compat.asarray(gt))).reshape(
+            len(rank), len(gt)
+        )
         metrics, pooled = {}, []
         for t in (0.25, 0.5):
             values, tp = reference_sample(iou, t)
@@ -100,12 +109,14 @@ def reference_score(labels: list[dict], predictions: dict[str, dict]) -> dict[st
         result[group or "overall"] = values
     for t in (0.25, 0.5):
         for key in (f"AP_box@{t}", f"AR_box@{t}"):
-            result["overall"][key] = sum(result[g][key] * sum(1 for r in rows if r[0] == g)
-                                         for g in mmscan_io.GROUPS if g in result) / len(rows)
+            result["overall"][key] = sum(
+                result[g][key] * sum(1 for r in rows if r[0] == g) for g in mmscan_io.GROUPS if g in result
+            ) / len(rows)
     return result
 
 
 # ---- helpers for the kernels on hand-made IoU matrices ----
+
 
 def kernel_sample_metrics(xp, ious: list[np.ndarray], t: float) -> dict[str, np.ndarray]:
     """The vectorized kernels on per-sample IoU matrices whose rows are in rank order."""
@@ -117,12 +128,19 @@ def kernel_sample_metrics(xp, ious: list[np.ndarray], t: float) -> dict[str, np.
     pred_start = xp.asarray(np.cumsum(pred_count) - pred_count)
     best_iou, best_col = grounding.best_match(xp.asarray(iou))
     tp = grounding.true_positives(best_iou, best_col, pred_sample, pred_start, n_cols, t)
-    out = grounding.sample_metrics(tp, pred_sample, pred_start, xp.asarray(pred_count),
-                                   xp.asarray(np.array([m.shape[1] for m in ious])), (1, 3, 5))
+    out = grounding.sample_metrics(
+        tp,
+        pred_sample,
+        pred_start,
+        xp.asarray(pred_count),
+        xp.asarray(np.array([m.shape[1] for m in ious])),
+        (1, 3, 5),
+    )
     return {key: np.asarray(value) for key, value in out.items()}
 
 
 # ---- hand-worked cases (METRICS.md's definition) ----
+
 
 def test_it_counts_distinct_boxes_in_gtop_k(xp) -> None:
     # p0 and p1 both pick box 0; p2 picks box 1: H = [1, 1, 2].
@@ -173,8 +191,15 @@ def _box(x: float, size: float = 1.0) -> list[float]:
 
 
 def test_it_keeps_file_order_for_equal_scores(tmp_path: Path) -> None:
-    labels = [{"sample_id": "s", "scan_id": "x", "text": "", "sub_class": "VG_Single_Space",
-               "gt_bboxes": [_box(0.0)]}]
+    labels = [
+        {
+            "sample_id": "s",
+            "scan_id": "x",
+            "text": "",
+            "sub_class": "VG_Single_Space",
+            "gt_bboxes": [_box(0.0)],
+        }
+    ]
     # Same score: the miss (listed first) ranks first, so AP = 1/2, not 1.
     preds = [{"sample_id": "s", "pred_bboxes": [_box(0.9), _box(0.0)], "pred_scores": [0.5, 0.5]}]
     result = mmscan_vg.score(*_write(tmp_path, labels, preds))
@@ -186,13 +211,20 @@ def test_it_pools_predictions_by_score_within_a_category(tmp_path: Path) -> None
     labels = [
         {"sample_id": "a", "scan_id": "x", "text": "", "sub_class": "VG_Inter_OR", "gt_bboxes": [_box(0.0)]},
         {"sample_id": "b", "scan_id": "x", "text": "", "sub_class": "VG_Inter_OR", "gt_bboxes": [_box(5.0)]},
-        {"sample_id": "c", "scan_id": "x", "text": "", "sub_class": "VG_Inter_OR",
-         "gt_bboxes": [_box(9.0), _box(12.0)]},
+        {
+            "sample_id": "c",
+            "scan_id": "x",
+            "text": "",
+            "sub_class": "VG_Inter_OR",
+            "gt_bboxes": [_box(9.0), _box(12.0)],
+        },
         {"sample_id": "d", "scan_id": "x", "text": "", "sub_class": "VG_Single_EQ", "gt_bboxes": [_box(0.0)]},
     ]
-    preds = {"a": {"pred_bboxes": [_box(0.2), _box(3.0)], "pred_scores": [0.9, 0.3]},
-             "b": {"pred_bboxes": [_box(5.1)], "pred_scores": [0.6]},
-             "d": {"pred_bboxes": [_box(0.0)], "pred_scores": [0.1]}}
+    preds = {
+        "a": {"pred_bboxes": [_box(0.2), _box(3.0)], "pred_scores": [0.9, 0.3]},
+        "b": {"pred_bboxes": [_box(5.1)], "pred_scores": [0.6]},
+        "d": {"pred_bboxes": [_box(0.0)], "pred_scores": [0.1]},
+    }
     result = mmscan_vg.score(*_write(tmp_path, labels, preds))
     # OR pool: TP 0.9, TP 0.6, FP 0.3 over 4 boxes (c has no predictions): AP 0.25 + 0.25.
     assert result["breakdown"]["OR"]["AP_box@0.5"] == 0.5
@@ -208,11 +240,14 @@ def test_it_pools_predictions_by_score_within_a_category(tmp_path: Path) -> None
 
 
 def test_it_skips_samples_without_ground_truth(tmp_path: Path) -> None:
-    labels = [{"sample_id": "a", "scan_id": "x", "text": "", "sub_class": "VG_Inter_OR", "gt_bboxes": []},
-              {"sample_id": "b", "scan_id": "x", "text": "", "sub_class": "VG_Inter_OR",
-               "gt_bboxes": [_box(0.0)]}]
-    preds = [{"sample_id": "a", "pred_bboxes": [_box(0.0)], "pred_scores": [1.0]},
-             {"sample_id": "b", "pred_bboxes": [_box(0.0)], "pred_scores": [0.5]}]
+    labels = [
+        {"sample_id": "a", "scan_id": "x", "text": "", "sub_class": "VG_Inter_OR", "gt_bboxes": []},
+        {"sample_id": "b", "scan_id": "x", "text": "", "sub_class": "VG_Inter_OR", "gt_bboxes": [_box(0.0)]},
+    ]
+    preds = [
+        {"sample_id": "a", "pred_bboxes": [_box(0.0)], "pred_scores": [1.0]},
+        {"sample_id": "b", "pred_bboxes": [_box(0.0)], "pred_scores": [0.5]},
+    ]
     result = mmscan_vg.score(*_write(tmp_path, labels, preds))
     assert result["metrics"]["gTop-1@0.5"] == 1.0
     assert result["breakdown"]["OR"]["count"] == 1
@@ -221,9 +256,11 @@ def test_it_skips_samples_without_ground_truth(tmp_path: Path) -> None:
 
 # ---- random cases against the slow loop ----
 
+
 def _random_case(seed: int) -> tuple[list[dict], dict[str, dict]]:
-    labels, preds = make_data(120, seed=seed, min_preds=0, max_preds=25, max_gt=5, empty_fraction=0.1,
-                              objects_per_scene=8)
+    labels, preds = make_data(
+        120, seed=seed, min_preds=0, max_preds=25, max_gt=5, empty_fraction=0.1, objects_per_scene=8
+    )
     rng = np.random.default_rng(seed)
     for p in preds:  # coarse scores: many ties, within and across samples
         p["pred_scores"] = [round(s, 1) for s in p["pred_scores"]]
@@ -249,20 +286,24 @@ def test_it_gives_the_same_numbers_under_array_api_strict(xp) -> None:
         sample_ids=[x["sample_id"] for x in labels],
         group=np.array([mmscan_io.GROUPS.index(mmscan_io.SUB_CLASS_GROUP[x["sub_class"]]) for x in labels]),
         gt_count=np.array([len(x["gt_bboxes"]) for x in labels]),
-        gt_boxes=np.array([b for x in labels for b in x["gt_bboxes"]], dtype=float).reshape(-1, 9))
+        gt_boxes=np.array([b for x in labels for b in x["gt_bboxes"]], dtype=float).reshape(-1, 9),
+    )
     index = lab.index
     sample = np.concatenate([[index[s]] * len(p["pred_scores"]) for s, p in preds.items()]).astype(np.int64)
     pr = mmscan_io.Predictions(
         sample=sample,
         boxes=np.array([b for p in preds.values() for b in p["pred_bboxes"]], dtype=float).reshape(-1, 9),
         scores=np.array([s for p in preds.values() for s in p["pred_scores"]], dtype=float),
-        missing=[], entries=len(preds))
+        missing=[],
+        entries=len(preds),
+    )
     got = mmscan_vg.score_arrays(lab, pr, xp)
     want = mmscan_vg.score_arrays(lab, pr, compat)
     assert got["metrics"] == pytest.approx(want["metrics"], abs=1e-14)
 
 
 # ---- the official devkit's numbers ----
+
 
 def test_it_matches_the_devkit_on_its_golden_inputs() -> None:
     result = mmscan_vg.score(FIXTURES / "devkit_labels.json", FIXTURES / "devkit_predictions.json")

@@ -1,0 +1,184 @@
+"""MMScan visual grounding: CPU wall time of our scorer, the slow references and the devkit.
+
+    nice .venv/bin/python benchmarks/mmscan_vg.py [--samples 5000]
+        [--devkit DIR --devkit-python PYTHON]
+
+Synthetic data: ``evaluation_workers.synthetic.mmscan_vg`` with 10-50
+predictions and 1-5 boxes per prompt and no empty prompt (the devkit crashes
+on those). Times: ours end to end in a fresh process (``python -m
+evaluation_workers score``, ``EVAL_DEVICE=cpu``) and in-process by stage; the
+slow loop of METRICS.md from the tests (IoU from our kernel); the scipy
+half-space IoU reference on a sample of pairs, extrapolated; and, with
+``--devkit``, the official ``VisualGroundingEvaluator`` (a copy of the devkit
+with pytorch3d's IoU kernel importable, run by ``--devkit-python``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import numpy as np
+
+from evaluation_workers import _xp
+from evaluation_workers.metrics.iou3d import indexed_iou3d
+from evaluation_workers.synthetic.mmscan_vg import make_data
+from evaluation_workers.tracks import mmscan_io, mmscan_vg
+
+DEVKIT_RUNNER = r"""
+import json, sys, time, numpy, torch
+sys.path.insert(0, sys.argv[1])
+from mmscan.evaluator.vg_evaluation import VisualGroundingEvaluator
+labels = json.load(open(sys.argv[2])); preds = {p["sample_id"]: p for p in json.load(open(sys.argv[3]))}
+t0 = time.perf_counter()
+batch = [{"gt_bboxes": torch.tensor(l["gt_bboxes"], dtype=torch.float32),
+          "pred_bboxes": torch.tensor(preds[l["sample_id"]]["pred_bboxes"], dtype=torch.float32),
+          "pred_scores": torch.tensor(preds[l["sample_id"]]["pred_scores"], dtype=torch.float32),
+          "subclass": l["sub_class"]} for l in labels]
+ev = VisualGroundingEvaluator(show_results=False)
+ev.update(batch)
+res = ev.start_evaluation()
+seconds = time.perf_counter() - t0
+value = lambda key: float(numpy.ravel(res["overall"][key])[0])
+print(json.dumps({"seconds": seconds, "gTop-1@0.25": value("gTop-1@0.25"), "AP_C@0.25": value("AP_C@0.25")}))
+"""
+
+
+def _load_test_reference() -> object:
+    path = ROOT / "tests" / "evaluation_workers" / "test_mmscan_metrics.py"
+    spec = importlib.util.spec_from_file_location("mmscan_reference", path)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+def _timed(fn, repeat: int = 3):  # type: ignore[no-untyped-def]
+    best, value = float("inf"), None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        value = fn()
+        best = min(best, time.perf_counter() - start)
+    return best, value
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--samples", type=int, default=5000)
+    parser.add_argument("--devkit", type=Path, help="folder holding the devkit's mmscan package")
+    parser.add_argument("--devkit-python", default=sys.executable)
+    parser.add_argument("--reference-pairs", type=int, default=2000, help="scipy IoU sample size")
+    args = parser.parse_args()
+
+    labels, preds = make_data(args.samples, seed=0, empty_fraction=0.0)
+    work = Path(tempfile.mkdtemp(prefix="mmscan_vg_bench_"))
+    labels_path, preds_path = work / "labels.json", work / "predictions.json"
+    labels_path.write_text(json.dumps(labels))
+    preds_path.write_text(json.dumps(preds))
+    n_pred = sum(len(p["pred_scores"]) for p in preds)
+    n_gt = sum(len(x["gt_bboxes"]) for x in labels)
+    print(
+        f"{args.samples} prompts, {n_pred} predicted boxes, {n_gt} true boxes, "
+        f"{preds_path.stat().st_size / 2**20:.1f} MiB predictions"
+    )
+
+    env = dict(os.environ, EVAL_DEVICE="cpu")
+    cmd = [
+        sys.executable,
+        "-m",
+        "evaluation_workers",
+        "score",
+        "--track",
+        "mmscan-vg",
+        "--labels",
+        str(labels_path),
+        "--predictions",
+        str(preds_path),
+        "--quiet",
+    ]
+    process_s, out = _timed(
+        lambda: subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    )
+    ours = json.loads(out)["metrics"]
+    print(
+        f"ours, fresh process (python -m evaluation_workers score): {process_s:.2f} s  "
+        f"gTop-1@0.25={ours['gTop-1@0.25']:.6f} AP_box@0.25={ours['AP_box@0.25']:.6f}"
+    )
+
+    xp = _xp.backend()
+    score_s, _ = _timed(lambda: mmscan_vg.score(labels_path, preds_path))
+
+    def read() -> tuple[mmscan_io.Labels, mmscan_io.Predictions]:
+        lab = mmscan_io.load_labels(labels_path)
+        return lab, mmscan_io.load_predictions(preds_path, lab.index)
+
+    load_s, (lab, pr) = _timed(read)
+    arrays_s, _ = _timed(lambda: mmscan_vg.score_arrays(lab, pr, xp))
+    # All (prediction, true box) pairs of each prompt, as the scorer forms them.
+    starts = np.cumsum(lab.gt_count) - lab.gt_count
+    counts = lab.gt_count[pr.sample]
+    pi = np.repeat(np.arange(len(pr.sample)), counts)
+    gi = starts[pr.sample].repeat(counts) + (
+        np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+    )
+    iou_s, iou = _timed(
+        lambda: np.asarray(
+            indexed_iou3d(xp.asarray(pr.boxes), xp.asarray(lab.gt_boxes), xp.asarray(pi), xp.asarray(gi))
+        )
+    )
+    print(
+        f"ours, in process: score {score_s:.2f} s = read files {load_s:.2f} s + arrays {arrays_s:.2f} s "
+        f"(of which IoU of {len(pi)} pairs, {int((iou > 0).sum())} overlapping: {iou_s:.2f} s)"
+    )
+
+    ref = _load_test_reference()
+    by_id = {p["sample_id"]: p for p in preds}
+    slow_s, want = _timed(lambda: ref.reference_score(labels, by_id), repeat=1)  # type: ignore[attr-defined]
+    worst = max(abs(ours[k] - v) for k, v in want["overall"].items())
+    print(f"slow loop of METRICS.md (IoU from our kernel): {slow_s:.2f} s, max |difference| {worst:.1e}")
+
+    pick = np.random.default_rng(0).choice(len(pi), size=min(args.reference_pairs, len(pi)), replace=False)
+    test_iou = importlib.util.spec_from_file_location(
+        "iou_reference", ROOT / "tests" / "evaluation_workers" / "test_iou3d.py"
+    )
+    iou_mod = importlib.util.module_from_spec(test_iou)  # type: ignore[arg-type]
+    test_iou.loader.exec_module(iou_mod)  # type: ignore[union-attr]
+    start = time.perf_counter()
+    slow = np.array([iou_mod.reference_iou(pr.boxes[pi[i]], lab.gt_boxes[gi[i]]) for i in pick])
+    per_pair = (time.perf_counter() - start) / len(pick)
+    print(
+        f"scipy half-space IoU reference: {per_pair * 1e3:.2f} ms/pair, {per_pair * len(pi):.0f} s "
+        f"extrapolated to all pairs; max |difference| on {len(pick)} pairs {np.abs(slow - iou[pick]).max():.1e}"
+    )
+
+    if args.devkit:
+        runner = work / "devkit_runner.py"
+        runner.write_text(DEVKIT_RUNNER)
+        start = time.perf_counter()
+        done = subprocess.run(
+            [args.devkit_python, str(runner), str(args.devkit), str(labels_path), str(preds_path)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        total = time.perf_counter() - start
+        official = json.loads(done.stdout.strip().splitlines()[-1])
+        print(
+            f"official devkit: {official['seconds']:.1f} s evaluating ({total:.1f} s with start-up)  "
+            f"gTop-1@0.25={official['gTop-1@0.25']:.6f} AP_C@0.25={official['AP_C@0.25']:.6f}; "
+            f"ours is {official['seconds'] / process_s:.0f}x faster end to end"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
