@@ -1,6 +1,7 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from leaderboard import openapi
 from leaderboard.benchmarks import views as benchmarks_views
 from leaderboard.submissions import views as submissions_views
 
@@ -10,6 +11,7 @@ api_v1 = [
     path("submissions/<int:pk>", submissions_views.api_submission, name="api-submission"),
     path("submissions/<int:pk>/publish", submissions_views.api_publish, name="api-publish"),
     path("", include("leaderboard.rankings.api_urls")),
+    path("openapi.json", openapi.openapi_json, name="api-openapi"),
 ]
 
 urlpatterns = [
@@ -19,6 +21,7 @@ urlpatterns = [
     path("accounts/", include("leaderboard.accounts.urls")),
     path("accounts/", include("django.contrib.auth.urls")),
     path("api/v1/", include(api_v1)),
+    path("api/", openapi.api_docs, name="api-docs"),
     path("moderation/", include("leaderboard.moderation.urls")),
     path("admin/", admin.site.urls),
 ]

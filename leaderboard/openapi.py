@@ -1,0 +1,88 @@
+"""The OpenAPI 3.1 description of /api/v1/, served at /api/v1/openapi.json and
+rendered for people at /api/. A test checks that every API route is described."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+
+
+def _param(name: str, where: str, description: str, schema: dict[str, Any] | None = None,
+           required: bool = False) -> dict[str, Any]:
+    return {"name": name, "in": where, "description": description, "required": required or where == "path",
+            "schema": schema or {"type": "string"}}
+
+
+def _get(summary: str, *params: dict[str, Any], auth: bool = False, tag: str = "leaderboards") -> dict[str, Any]:
+    op: dict[str, Any] = {"summary": summary, "tags": [tag], "parameters": list(params),
+                          "responses": {"200": {"description": "OK (JSON)"}, "404": {"description": "Not found"}}}
+    if auth:
+        op["security"] = [{"token": []}]
+        op["responses"]["401"] = {"description": "Missing, malformed, invalid, revoked or expired token"}
+    return op
+
+
+TRACK = _param("track", "path", "Track slug: sqa3d, openscan, mmscan-vg")
+SPLIT = _param("split", "query", "Split name (default: the track's default split)")
+VIEW = [SPLIT,
+        _param("metric", "query", "One of the track's metrics (default: primary)"),
+        _param("sort", "query", "Column to rank by: a metric, or '<group>/<metric>'"),
+        _param("order", "query", "desc (default) or asc", {"enum": ["desc", "asc"]}),
+        _param("paper", "query", "0 hides rows reported in papers", {"enum": ["0", "1"]}),
+        _param("extra", "query", "Training-data filter", {"enum": ["any", "no", "only"]}),
+        _param("page", "query", "Page number (50 rows a page)", {"type": "integer", "minimum": 1})]
+SUBMISSION_ID = _param("id", "path", "Submission id", {"type": "integer"})
+
+PATHS: dict[str, dict[str, Any]] = {
+    "/api/v1/tracks": {"get": _get("Tracks, their splits, metrics and upload limits", tag="tracks")},
+    "/api/v1/leaderboards/{track}": {"get": _get(
+        "Ranked rows of one leaderboard view (same parameters as the page)", TRACK, *VIEW)},
+    "/api/v1/leaderboards/{track}/compare": {"get": _get(
+        "2-4 entries side by side", TRACK, SPLIT,
+        _param("e", "query", "Entry id (repeat 2-4 times)", {"type": "integer"}, required=True))},
+    "/api/v1/leaderboards/{track}/progress": {"get": _get("Best primary score over time", TRACK, SPLIT)},
+    "/api/v1/methods/{id}": {"get": _get("A method's metadata and public results",
+                                         _param("id", "path", "Method id", {"type": "integer"}))},
+    "/api/v1/submissions": {
+        "get": _get("Your team's recent submissions", auth=True, tag="submissions"),
+        "post": {"summary": "Upload predictions (multipart: track, split, method_name, file)",
+                 "tags": ["submissions"], "security": [{"token": []}],
+                 "requestBody": {"content": {"multipart/form-data": {"schema": {
+                     "type": "object", "required": ["track", "split", "method_name", "file"],
+                     "properties": {"track": {"type": "string"}, "split": {"type": "string"},
+                                    "method_name": {"type": "string"},
+                                    "file": {"type": "string", "format": "binary"}}}}}},
+                 "responses": {"201": {"description": "Created: id and status"},
+                               "400": {"description": "Bad request or file; the message names the problem"},
+                               "401": {"description": "Authentication required or token refused"}}}},
+    "/api/v1/submissions/{id}": {"get": _get("Status, progress, error and aggregate result", SUBMISSION_ID,
+                                             auth=True, tag="submissions")},
+    "/api/v1/submissions/{id}/publish": {"post": {
+        "summary": "Publish a finished submission as its method's row", "tags": ["submissions"],
+        "parameters": [SUBMISSION_ID], "security": [{"token": []}],
+        "responses": {"200": {"description": "Published"}, "409": {"description": "Not publishable yet"}}}},
+}
+
+
+def schema(paths: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "3D scene-understanding leaderboards API", "version": "1",
+                 "description": "Read endpoints are anonymous. Writes take 'Authorization: Token <key>' "
+                                "(python manage.py issue_token, or the API tokens page). Scores are "
+                                "fractions in [0, 1]; undefined values are null."},
+        "components": {"securitySchemes": {"token": {"type": "apiKey", "in": "header", "name": "Authorization",
+                                                     "description": "Token <key>"}}},
+        "paths": paths or PATHS,
+    }
+
+
+def openapi_json(request: HttpRequest) -> JsonResponse:
+    return JsonResponse(schema())
+
+
+def api_docs(request: HttpRequest) -> HttpResponse:
+    operations = [(path, method.upper(), op) for path, methods in PATHS.items() for method, op in methods.items()]
+    return render(request, "api_docs.html", {"operations": operations})
