@@ -150,6 +150,8 @@ QUOTA_PER_DAY = envint("QUOTA_PER_DAY", 5)
 QUOTA_TOTAL = envint("QUOTA_TOTAL", 100)
 QUOTA_IN_FLIGHT = envint("QUOTA_IN_FLIGHT", 2)
 QUOTA_REJECTED_PER_DAY = envint("QUOTA_REJECTED_PER_DAY", 20)
+# Whether a method needs its description, authors and extra-data answer before publishing.
+PUBLISH_NEEDS_METHOD_DETAILS = envbool("PUBLISH_NEEDS_METHOD_DETAILS", True)
 FILE_UPLOAD_MAX_MEMORY_SIZE = 4 * 2**20
 DATA_UPLOAD_MAX_MEMORY_SIZE = 4 * 2**20
 

@@ -1,8 +1,10 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from leaderboard.accounts import views as accounts_views
 from leaderboard import openapi
 from leaderboard.benchmarks import views as benchmarks_views
+from leaderboard.submissions import api as submissions_api
 from leaderboard.submissions import views as submissions_views
 
 api_v1 = [
@@ -10,6 +12,16 @@ api_v1 = [
     path("submissions", submissions_views.api_submissions, name="api-submissions"),
     path("submissions/<int:pk>", submissions_views.api_submission, name="api-submission"),
     path("submissions/<int:pk>/publish", submissions_views.api_publish, name="api-publish"),
+    path("tracks/<slug:track>/<slug:split>/manifest", submissions_api.api_manifest, name="api-manifest"),
+    path("me", accounts_views.api_me, name="api-me"),
+    path("quota", submissions_api.api_quota, name="api-quota"),
+    path("uploads", submissions_api.api_uploads, name="api-uploads"),
+    path("uploads/<int:pk>", submissions_api.api_upload, name="api-upload"),
+    path("uploads/<int:pk>/urls", submissions_api.api_upload_urls, name="api-upload-urls"),
+    path("uploads/<int:pk>/parts/<int:number>", submissions_api.api_upload_part, name="api-upload-part"),
+    path("uploads/<int:pk>/complete", submissions_api.api_upload_complete, name="api-upload-complete"),
+    path("my/methods", submissions_api.api_methods, name="api-my-methods"),
+    path("my/methods/<int:pk>", submissions_api.api_method, name="api-my-method"),
     path("", include("leaderboard.rankings.api_urls")),
     path("openapi.json", openapi.openapi_json, name="api-openapi"),
 ]

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from leaderboard.submissions.models import Method, Result, Submission
+from leaderboard.submissions.models import Method, QuotaOverride, Result, Submission, Upload
 
 
 @admin.register(Method)
@@ -16,9 +16,25 @@ class ResultInline(admin.StackedInline):
 
 @admin.register(Submission)
 class SubmissionAdmin(admin.ModelAdmin):
-    list_display = ("id", "method", "split", "team", "status", "failure_kind", "is_published", "created_at")
+    list_display = ("id", "method", "split", "team", "status", "failure_kind", "quota", "is_published",
+                    "created_at")
     list_filter = ("status", "split", "is_published", "is_hidden")
     # Status changes go through services.do_transition, never through this form.
-    readonly_fields = ("status", "failure_kind", "status_detail", "progress", "attempt", "file_key",
+    readonly_fields = ("status", "failure_kind", "quota", "status_detail", "progress", "attempt", "file_key",
                        "predictions_sha256", "labels", "queued_at", "started_at", "finished_at")
     inlines = [ResultInline]
+
+
+@admin.register(QuotaOverride)
+class QuotaOverrideAdmin(admin.ModelAdmin):
+    """Maintainers raise or lower a team's quota here (empty fields keep the defaults)."""
+
+    list_display = ("team", "split", "per_day", "total", "in_flight", "rejected_per_day", "note", "updated_at")
+    autocomplete_fields = ["team"]
+
+
+@admin.register(Upload)
+class UploadAdmin(admin.ModelAdmin):
+    list_display = ("submission", "declared_size", "part_count", "created_at", "expires_at", "completed_at",
+                    "aborted_at")
+    readonly_fields = [f.name for f in Upload._meta.fields]

@@ -16,7 +16,8 @@ class Method(models.Model):
     paper_url = models.URLField(blank=True)
     code_url = models.URLField(blank=True)
     authors = models.CharField(max_length=500, blank=True)
-    uses_extra_data = models.BooleanField(default=False)
+    # None until the team answers; publishing needs an answer (services.METHOD_REQUIRED).
+    uses_extra_data = models.BooleanField(null=True, blank=True, verbose_name="Uses extra training data")
     details = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -25,6 +26,14 @@ class Method(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def missing_metadata(self) -> list[str]:
+        """Labels of the fields that must be filled before a result of this method is published."""
+        from leaderboard.submissions.services import METHOD_REQUIRED
+
+        return [self._meta.get_field(name).verbose_name for name in METHOD_REQUIRED
+                if getattr(self, name) in (None, "")]
 
 
 class Submission(models.Model):
@@ -47,6 +56,11 @@ class Submission(models.Model):
         INVALID_INPUT = "invalid_input", "Invalid input"
         PLATFORM_ERROR = "platform_error", "Platform error"
 
+    class Quota(models.TextChoices):
+        COUNTED = "counted"  # against the per-day, total and in-flight quotas
+        REJECTED = "rejected"  # a format rejection: against the larger rejection cap only
+        REFUNDED = "refunded"  # failed for the platform's reasons, cancelled or never uploaded
+
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="submissions")
     method = models.ForeignKey(Method, on_delete=models.CASCADE, related_name="submissions")
     split = models.ForeignKey(Split, on_delete=models.PROTECT, related_name="submissions")
@@ -57,6 +71,7 @@ class Submission(models.Model):
     status_detail = models.TextField(blank=True, help_text="Error or progress message shown to the owner.")
     progress = models.FloatField(default=0.0)
     attempt = models.PositiveIntegerField(default=0, help_text="How often it was queued for scoring.")
+    quota = models.CharField(max_length=10, choices=Quota.choices, default=Quota.COUNTED)
 
     file_name = models.CharField(max_length=255)
     file_key = models.CharField(max_length=300, blank=True)
@@ -82,7 +97,8 @@ class Submission(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["team", "split", "created_at"])]
+        indexes = [models.Index(fields=["team", "split", "created_at"]),
+                   models.Index(fields=["team", "split", "quota", "status"])]
         constraints = [
             models.UniqueConstraint(fields=["method", "split"], condition=models.Q(is_published=True),
                                     name="one_published_submission_per_method_and_split"),
@@ -128,3 +144,52 @@ class Result(models.Model):
         return {"scorer_version": self.scorer_version, "labels_sha256": self.labels_sha256,
                 "predictions_sha256": self.predictions_sha256, "metrics": self.metrics,
                 "breakdown": self.breakdown, "details": self.details, "warnings": self.warnings}
+
+
+class Upload(models.Model):
+    """A file arriving in parts for a submission (status ``uploading`` until completed).
+
+    With S3 storage the parts go straight to the bucket through presigned URLs;
+    with local storage they are PUT to the site. ``storage_upload_id`` names the
+    multipart upload in the store, ``expires_at`` is when it is given up.
+    """
+
+    submission = models.OneToOneField(Submission, on_delete=models.CASCADE, related_name="upload")
+    storage_upload_id = models.CharField(max_length=300)
+    declared_size = models.BigIntegerField()
+    part_size = models.BigIntegerField()
+    part_count = models.PositiveIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(db_index=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+    aborted_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"upload of #{self.submission_id}"
+
+    @property
+    def is_open(self) -> bool:
+        return self.completed_at is None and self.aborted_at is None
+
+
+class QuotaOverride(models.Model):
+    """A maintainer's quota for one team, on one split or (split empty) on all; empty fields keep the default."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="quota_overrides")
+    split = models.ForeignKey(Split, on_delete=models.CASCADE, null=True, blank=True, related_name="+")
+    per_day = models.PositiveIntegerField(null=True, blank=True)
+    total = models.PositiveIntegerField(null=True, blank=True)
+    in_flight = models.PositiveIntegerField(null=True, blank=True)
+    rejected_per_day = models.PositiveIntegerField(null=True, blank=True)
+    note = models.CharField(max_length=300, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["team", "split"], name="one_quota_override_per_team_and_split"),
+            models.UniqueConstraint(fields=["team"], condition=models.Q(split__isnull=True),
+                                    name="one_default_quota_override_per_team"),
+        ]
+
+    def __str__(self) -> str:
+        return f"quota of {self.team} on {self.split or 'all splits'}"

@@ -7,7 +7,7 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import QuerySet
 
-from leaderboard.submissions.models import Submission
+from leaderboard.submissions.models import Method, Submission
 
 
 def list_submissions_for(user: AbstractBaseUser) -> QuerySet[Submission]:
@@ -28,6 +28,7 @@ def submission_as_json(submission: Submission) -> dict[str, Any]:
         "file_size": submission.file_size,
         "predictions_sha256": submission.predictions_sha256,
         "status": submission.status,
+        "quota": submission.quota,
         "progress": round(submission.progress, 4),
         "message": submission.status_detail if not submission.is_done else "",
         "error": ({"kind": submission.failure_kind, "message": submission.status_detail}
@@ -37,3 +38,10 @@ def submission_as_json(submission: Submission) -> dict[str, Any]:
         "finished_at": submission.finished_at.isoformat() if submission.finished_at else None,
         "result": result.as_json() if result else None,
     }
+
+
+def method_as_json(method: Method) -> dict[str, Any]:
+    return {"id": method.pk, "name": method.name, "team": method.team.slug, "description": method.description,
+            "authors": method.authors, "paper_url": method.paper_url, "code_url": method.code_url,
+            "uses_extra_data": method.uses_extra_data, "details": method.details,
+            "missing_for_publishing": [str(m) for m in method.missing_metadata]}

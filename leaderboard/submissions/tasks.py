@@ -27,3 +27,11 @@ def record_result(**report: Any) -> None:
 @shared_task(name=contracts.RECORD_FAILURE, ignore_result=True, acks_late=True)
 def record_failure(**report: Any) -> None:
     services.record_failure(**report)
+
+
+@shared_task(name="submissions.expire_uploads", ignore_result=True)
+def expire_uploads() -> int:
+    """Run by Celery beat (``CELERY_BEAT_SCHEDULE``); ``manage.py expire_uploads`` does the same."""
+    from leaderboard.submissions.uploads import do_expire_uploads
+
+    return do_expire_uploads()

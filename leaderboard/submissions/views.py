@@ -1,35 +1,66 @@
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from leaderboard.accounts.auth import api_auth, api_error
 from leaderboard.benchmarks.models import Benchmark
-from leaderboard.submissions import services
-from leaderboard.submissions.forms import SubmissionForm
+from leaderboard.submissions import quotas, services
+from leaderboard.submissions.forms import MethodForm, SubmissionForm
+from leaderboard.submissions.models import Method
 from leaderboard.submissions.selectors import list_submissions_for, submission_as_json
 
 
 @login_required
 def submit(request: HttpRequest, track: str) -> HttpResponse:
+    """The upload form; files above UPLOAD_DIRECT_MAX_BYTES go in parts from the browser (API uploads)."""
     benchmark = get_object_or_404(Benchmark, track=track, is_active=True)
-    form = SubmissionForm(benchmark, request.POST or None, request.FILES or None)
+    teams = list(request.user.teams.order_by("-is_personal", "name"))
+    splits = list(benchmark.splits.filter(accepting_submissions=True))
+    limit = services.upload_limit(splits[0]) if splits else None
+    form = SubmissionForm(benchmark, request.POST or None, request.FILES or None, teams=teams, max_bytes=limit)
     if request.method == "POST" and form.is_valid():
         upload = form.cleaned_data["file"]
         try:
             submission = services.check_create_submission(
-                user=request.user, track=track, split=form.cleaned_data["split"],
+                user=request.user, track=track, split=form.cleaned_data["split"], team=form.cleaned_data["team"] or None,
                 method_name=form.cleaned_data["method_name"], file=upload, file_name=upload.name)
         except services.SubmissionRejected as exc:
             form.add_error(None, str(exc))
         else:
             return redirect("submissions:detail", pk=submission.pk)
     methods = request.user.teams.values_list("methods__name", flat=True).distinct()
+    usage = [(team, split, quotas.usage(team, split)) for team in teams for split in splits]
     return render(request, "submissions/submit.html",
-                  {"benchmark": benchmark, "form": form, "methods": [m for m in methods if m]})
+                  {"benchmark": benchmark, "form": form, "methods": [m for m in methods if m], "usage": usage,
+                   "direct_max_bytes": settings.UPLOAD_DIRECT_MAX_BYTES})
+
+
+@login_required
+def methods(request: HttpRequest) -> HttpResponse:
+    methods = Method.objects.filter(team__members=request.user).select_related("team").order_by("team", "name")
+    return render(request, "submissions/methods.html", {"methods": methods})
+
+
+@login_required
+def method(request: HttpRequest, pk: int) -> HttpResponse:
+    """Edit a method's description, which publishing needs."""
+    method = get_object_or_404(Method.objects.select_related("team"), pk=pk, team__members=request.user)
+    form = MethodForm(request.POST or None, instance=method)
+    if request.method == "POST" and form.is_valid():
+        form.save()
+        messages.success(request, f"Saved {method.name}.")
+        next_url = request.POST.get("next", "")
+        if url_has_allowed_host_and_scheme(next_url, allowed_hosts={request.get_host()}):
+            return redirect(next_url)
+        return redirect("submissions:method", pk=pk)
+    return render(request, "submissions/method.html",
+                  {"method": method, "form": form, "next": request.GET.get("next", "")})
 
 
 @login_required
@@ -93,9 +124,10 @@ def api_submissions(request: HttpRequest) -> JsonResponse:
     try:
         submission = services.check_create_submission(
             user=request.user, track=request.POST["track"], split=request.POST["split"],
-            method_name=request.POST["method_name"], file=upload, file_name=upload.name)
+            method_name=request.POST["method_name"], file=upload, file_name=upload.name,
+            team=request.POST.get("team") or None)
     except services.SubmissionRejected as exc:
-        return api_error(str(exc), 400)
+        return api_error(str(exc), exc.status)
     body = submission_as_json(submission)
     if submission.status == submission.Status.FAILED:
         return JsonResponse({**body, "error": body["error"]}, status=400)
