@@ -11,6 +11,7 @@ class MembershipInline(admin.TabularInline):
 @admin.register(Team)
 class TeamAdmin(admin.ModelAdmin):
     list_display = ("name", "slug", "is_personal", "created_at")
+    search_fields = ("name", "slug")
     inlines = [MembershipInline]
 
 

@@ -1,9 +1,12 @@
 from django import forms
+from django.contrib.auth import get_user_model
 from django.contrib.auth.forms import UserCreationForm
+
+from leaderboard.accounts.models import Membership
 
 
 class SignupForm(UserCreationForm):
-    email = forms.EmailField(required=False, help_text="For notifications and password resets.")
+    email = forms.EmailField(required=False, help_text="For password resets and scoring notifications.")
 
     class Meta(UserCreationForm.Meta):
         fields = ("username", "email")
@@ -13,3 +16,18 @@ class TokenForm(forms.Form):
     name = forms.CharField(max_length=100, required=False)
     expires_days = forms.IntegerField(min_value=1, max_value=3650, required=False,
                                       help_text="Leave empty for a token that does not expire.")
+
+
+class TeamForm(forms.Form):
+    name = forms.CharField(max_length=100, help_text="Your lab or group, as shown on the leaderboard.")
+
+
+class AddMemberForm(forms.Form):
+    username = forms.CharField(max_length=150)
+    role = forms.ChoiceField(choices=Membership.Role.choices, initial=Membership.Role.MEMBER)
+
+    def clean_username(self):
+        user = get_user_model().objects.filter(username=self.cleaned_data["username"]).first()
+        if user is None:
+            raise forms.ValidationError("No user with this name.", code="unknown_user")
+        return user

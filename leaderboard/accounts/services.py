@@ -69,3 +69,51 @@ def authenticate_key(key: str) -> AbstractBaseUser:
         raise TokenError("The account of this API token is disabled.")
     ApiToken.objects.filter(pk=token.pk).update(last_used_at=timezone.now())
     return token.user
+
+
+class TeamError(Exception):
+    """Why a change to a team was refused; shown to the user."""
+
+
+def is_team_owner(user: AbstractBaseUser, team: Team) -> bool:
+    return Membership.objects.filter(team=team, user=user, role=Membership.Role.OWNER).exists()
+
+
+def do_create_team(user: AbstractBaseUser, name: str) -> Team:
+    """A new team (lab) owned by ``user``."""
+    name = name.strip()
+    slug = slugify(name)
+    if not slug:
+        raise TeamError("Expected a team name with letters or digits.")
+    if Team.objects.filter(name__iexact=name).exists() or Team.objects.filter(slug=slug).exists():
+        raise TeamError(f"A team called {name!r} exists already.")
+    with transaction.atomic():
+        team = Team.objects.create(name=name, slug=slug)
+        Membership.objects.create(team=team, user=user, role=Membership.Role.OWNER)
+    return team
+
+
+def check_add_member(by: AbstractBaseUser, team: Team, user: AbstractBaseUser,
+                     role: str = Membership.Role.MEMBER) -> Membership:
+    if team.is_personal:
+        raise TeamError("A personal team has one member; create a team for your lab instead.")
+    if not is_team_owner(by, team):
+        raise TeamError("Only the team's owners can add members.")
+    membership, created = Membership.objects.get_or_create(team=team, user=user, defaults={"role": role})
+    if not created:
+        raise TeamError(f"{user.get_username()} is in {team.name} already.")
+    return membership
+
+
+def check_remove_member(by: AbstractBaseUser, team: Team, user: AbstractBaseUser) -> None:
+    """Remove ``user`` (owners remove anyone, members themselves); a team keeps at least one owner."""
+    if team.is_personal:
+        raise TeamError("Nobody leaves a personal team.")
+    if by.pk != user.pk and not is_team_owner(by, team):
+        raise TeamError("Only the team's owners can remove other members.")
+    with transaction.atomic():
+        owners = list(Membership.objects.select_for_update().filter(team=team, role=Membership.Role.OWNER)
+                      .values_list("user_id", flat=True))
+        if owners == [user.pk]:
+            raise TeamError("The last owner cannot leave; make someone else an owner first.")
+        Membership.objects.filter(team=team, user=user).delete()

@@ -7,4 +7,7 @@ urlpatterns = [
     path("signup/", views.signup, name="signup"),
     path("tokens/", views.tokens, name="tokens"),
     path("tokens/<int:pk>/revoke/", views.revoke_token, name="revoke_token"),
+    path("teams/", views.teams, name="teams"),
+    path("teams/<slug:slug>/", views.team, name="team"),
+    path("teams/<slug:slug>/members/<int:user_id>/remove/", views.remove_member, name="remove_member"),
 ]

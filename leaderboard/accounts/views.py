@@ -3,15 +3,26 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.contrib import messages
-from django.contrib.auth import login
+from django.contrib.auth import get_user_model, login
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from leaderboard.accounts.forms import SignupForm, TokenForm
-from leaderboard.accounts.services import do_create_token, do_revoke_token, personal_team
+from leaderboard.accounts.auth import api_auth
+from leaderboard.accounts.forms import AddMemberForm, SignupForm, TeamForm, TokenForm
+from leaderboard.accounts.models import Membership, Team
+from leaderboard.accounts.services import (
+    TeamError,
+    check_add_member,
+    check_remove_member,
+    do_create_team,
+    do_create_token,
+    do_revoke_token,
+    is_team_owner,
+    personal_team,
+)
 
 
 def signup(request: HttpRequest) -> HttpResponse:
@@ -19,7 +30,7 @@ def signup(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         user = form.save()
         personal_team(user)
-        login(request, user)
+        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
         messages.success(request, f"Welcome, {user.username}!")
         return redirect("benchmarks:home")
     return render(request, "registration/signup.html", {"form": form})
@@ -47,3 +58,65 @@ def revoke_token(request: HttpRequest, pk: int) -> HttpResponse:
     do_revoke_token(token)
     messages.success(request, f"Token {token} revoked.")
     return redirect("accounts:tokens")
+
+
+@login_required
+def teams(request: HttpRequest) -> HttpResponse:
+    """The user's teams; a POST creates one."""
+    personal_team(request.user)
+    form = TeamForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            team = do_create_team(request.user, form.cleaned_data["name"])
+        except TeamError as exc:
+            form.add_error("name", str(exc))
+        else:
+            messages.success(request, f"Created team {team.name}.")
+            return redirect("accounts:team", slug=team.slug)
+    memberships = Membership.objects.filter(user=request.user).select_related("team").order_by(
+        "-team__is_personal", "team__name")
+    return render(request, "accounts/teams.html", {"form": form, "memberships": memberships})
+
+
+@login_required
+def team(request: HttpRequest, slug: str) -> HttpResponse:
+    team = get_object_or_404(Team, slug=slug, members=request.user)
+    form = AddMemberForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            check_add_member(request.user, team, form.cleaned_data["username"], form.cleaned_data["role"])
+        except TeamError as exc:
+            form.add_error(None, str(exc))
+        else:
+            messages.success(request, f"Added {form.cleaned_data['username'].username} to {team.name}.")
+            return redirect("accounts:team", slug=slug)
+    members = Membership.objects.filter(team=team).select_related("user").order_by("role", "user__username")
+    return render(request, "accounts/team.html", {"team": team, "form": form, "members": members,
+                                                  "is_owner": is_team_owner(request.user, team)})
+
+
+@login_required
+@require_POST
+def remove_member(request: HttpRequest, slug: str, user_id: int) -> HttpResponse:
+    team = get_object_or_404(Team, slug=slug, members=request.user)
+    user = get_object_or_404(get_user_model(), pk=user_id, teams=team)
+    try:
+        check_remove_member(request.user, team, user)
+    except TeamError as exc:
+        messages.error(request, str(exc))
+        return redirect("accounts:team", slug=slug)
+    if user == request.user:
+        messages.success(request, f"You left {team.name}.")
+        return redirect("accounts:teams")
+    messages.success(request, f"Removed {user.get_username()} from {team.name}.")
+    return redirect("accounts:team", slug=slug)
+
+
+@api_auth()
+def api_me(request: HttpRequest) -> JsonResponse:
+    """Who the token belongs to and their teams (``lb login`` checks a token with it)."""
+    personal_team(request.user)
+    memberships = Membership.objects.filter(user=request.user).select_related("team").order_by("team__name")
+    return JsonResponse({"username": request.user.get_username(), "email": request.user.email,
+                         "teams": [{"slug": m.team.slug, "name": m.team.name, "personal": m.team.is_personal,
+                                    "role": m.role} for m in memberships]})
