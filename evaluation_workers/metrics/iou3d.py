@@ -229,13 +229,13 @@ def _intersection_volume(half1: Any, half2: Any, q12: Any, t12: Any, t21: Any, x
 
     sign = xp.asarray(_FACE_SIGN, dtype=xp.float64)
     face_axis = xp.asarray(_FACE_AXIS)
-    # The other box's planes: normal (rows, 6, 3), offset (rows, 6): normal . x <= offset.
-    normal = xp.repeat(xp.matrix_transpose(other_axes), 2, axis=1) * sign[None, :, None]
-    offset = xp.sum(normal * other_centre[:, None, :], axis=2) + xp.take(other_half, face_axis, axis=1)
+    # The other box's planes as columns: normal (rows, 3, 6), offset (rows, 6): normal . x <= offset.
+    normal = xp.repeat(other_axes, 2, axis=2) * sign[None, None, :]
+    offset = xp.sum(normal * other_centre[:, :, None], axis=1) + xp.take(other_half, face_axis, axis=1)
     # Plane g in face f's coordinates: alpha*u + beta*v - gamma, arrays (rows, f, g).
-    alpha = xp.matrix_transpose(xp.take(normal, xp.asarray(_FACE_U), axis=2))
-    beta = xp.matrix_transpose(xp.take(normal, xp.asarray(_FACE_V), axis=2))
-    n_along = xp.matrix_transpose(xp.take(normal, face_axis, axis=2))  # normal . own face axis
+    alpha = xp.take(normal, xp.asarray(_FACE_U), axis=1)
+    beta = xp.take(normal, xp.asarray(_FACE_V), axis=1)
+    n_along = xp.take(normal, face_axis, axis=1)  # normal . own face axis
     face_h = xp.take(own_half, face_axis, axis=1)  # (rows, f)
     gamma = offset[:, None, :] - n_along * (sign * face_h)[:, :, None]
     half_u = xp.take(own_half, xp.asarray(_FACE_U), axis=1)

@@ -115,6 +115,8 @@ def labels_file(path: Path) -> Path:
     path = Path(path)
     if path.is_file():
         return path
+    if not path.is_dir():
+        raise LabelsError(f"Expected a labels file or folder, but {path} does not exist")
     found = [
         p
         for p in sorted(path.iterdir())
