@@ -172,3 +172,33 @@ def test_it_scores_from_the_command_line(tmp_path: Path, labels: Path) -> None:
     result = json.loads(out.stdout)
     assert result["metrics"]["gTop-1@0.25"] == 0.5
     assert set(result["metrics"]) == set(TRACK.metrics)
+
+
+def test_it_generates_synthetic_files_that_score(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "evaluation_workers.synthetic",
+            "mmscan-vg",
+            "--out",
+            str(tmp_path),
+            "--samples",
+            "40",
+            "--gzip",
+            "--empty-fraction",
+            "0.2",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=root,
+    )
+    written = json.loads(out.stdout)
+    labels = json.loads(Path(written["labels"]).read_text())
+    assert len(labels) == 40
+    assert {x["sub_class"] for x in labels} <= set(mmscan_io.SUB_CLASS_GROUP)
+    assert all(1 <= len(x["gt_bboxes"]) <= 5 for x in labels)
+    result = TRACK.score(Path(written["labels"]), Path(written["predictions"]), lambda f, m="": None)
+    assert 0 < result["metrics"]["gTop-5@0.25"] <= 1
