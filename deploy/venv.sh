@@ -14,3 +14,7 @@ ensure_requirements() {
   fi
 }
 ensure_requirements "$1"
+# The checkout itself, editable and without dependencies: puts the `lb` client on PATH.
+if [ ! -x .venv/bin/lb ]; then
+  .venv/bin/python -m pip install -q --no-deps -e .
+fi

@@ -1,0 +1,321 @@
+"""``lb``: submit predictions to the leaderboard from a terminal.
+
+Exit status: 0 success; 1 an error (the message says which); 2 bad usage;
+3 the submission failed or was cancelled (``--wait``); 4 ``lb validate``
+found a problem in the file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from leaderboard_cli import __version__, config
+from leaderboard_cli.client import ApiError, Client
+from leaderboard_cli.upload import submit_file
+
+EXIT_ERROR, EXIT_USAGE, EXIT_SUBMISSION_FAILED, EXIT_INVALID_FILE = 1, 2, 3, 4
+
+
+def _client(args: argparse.Namespace, token_required: bool = True) -> Client:
+    settings = config.load()
+    token = settings.get("token")
+    if token_required and not token:
+        raise ApiError("No API token: run `lb login` (create a token on the site's API tokens page) "
+                       "or set LB_TOKEN.")
+    return Client(settings.get("server", ""), token)
+
+
+def _pct(value: Any) -> str:
+    return f"{value * 100:6.2f}" if isinstance(value, (int, float)) else "     —"
+
+
+def _print_status(s: dict[str, Any]) -> None:
+    line = f"#{s['id']} {s['track']}/{s['split']} {s['method']} (team {s['team']}): {s['status']}"
+    if s["status"] == "running":
+        line += f" {s['progress'] * 100:.0f}%"
+    if s.get("is_published"):
+        line += ", published"
+    print(line)
+    if s.get("error"):
+        print(f"  {s['error']['kind'].replace('_', ' ')}: {s['error']['message']}")
+    elif s.get("message"):
+        print(f"  {s['message']}")
+
+
+def _print_results(s: dict[str, Any]) -> None:
+    result = s.get("result")
+    if not result:
+        print(f"#{s['id']} has no scores yet (status {s['status']}).")
+        return
+    metrics = list(result["metrics"])
+    print(f"#{s['id']} {s['track']}/{s['split']} {s['method']}: scorer {result['scorer_version']}")
+    width = max([len("Overall"), *(len(g) for g in result["breakdown"])])
+    print(" " * width + "  " + "  ".join(f"{m:>8}" for m in metrics) + "     count")
+    print(f"{'Overall':<{width}}  " + "  ".join(f"{_pct(result['metrics'][m]):>8}" for m in metrics))
+    for group, values in result["breakdown"].items():
+        print(f"{group:<{width}}  " + "  ".join(f"{_pct(values.get(m)):>8}" for m in metrics)
+              + f"  {values.get('count', ''):>8}")
+    for warning in result.get("warnings", []):
+        print(f"warning: {warning}")
+
+
+def cmd_login(args: argparse.Namespace) -> int:
+    server = args.server or config.load().get("server")
+    if not server:
+        raise ApiError("Give the server: lb login --server https://leaderboard.example.org")
+    token = args.token or getpass.getpass("API token (from the site's API tokens page): ").strip()
+    me = Client(server, token).get("me")
+    path = config.save(server=server.rstrip("/"), token=token)
+    teams = ", ".join(t["slug"] for t in me["teams"])
+    print(f"Signed in to {server} as {me['username']} (teams: {teams}). Saved to {path}.")
+    return 0
+
+
+def cmd_whoami(args: argparse.Namespace) -> int:
+    client = _client(args)
+    me = client.get("me")
+    print(f"{me['username']} on {client.server}")
+    for team in me["teams"]:
+        print(f"  {team['slug']:<24} {team['role']}{' (personal)' if team['personal'] else ''}")
+    return 0
+
+
+def cmd_tracks(args: argparse.Namespace) -> int:
+    for t in _client(args, token_required=False).get("tracks")["tracks"]:
+        splits = ", ".join(s["name"] + ("" if s["accepting_submissions"] else " (closed)") for s in t["splits"])
+        print(f"{t['track']:<12} {t['title']}\n{'':<12} splits: {splits}; primary {t['primary_metric']}; "
+              f"files {' or '.join(t['upload_suffixes'])} up to {t['max_upload_bytes'] / 2**20:,.0f} MiB")
+    return 0
+
+
+def _default_split(client: Client, track: str) -> str:
+    for t in client.get("tracks")["tracks"]:
+        if t["track"] == track:
+            splits = sorted(t["splits"], key=lambda s: not s["default"])
+            if splits:
+                return str(splits[0]["name"])
+    raise ApiError(f"Unknown track {track!r}; see `lb tracks`.")
+
+
+def _manifest(args: argparse.Namespace) -> dict[str, Any]:
+    """The split's public manifest: from --manifest, the server, or the copy cached by an earlier run."""
+    if args.manifest:
+        data = json.loads(Path(args.manifest).read_text())
+        return data.get("manifest", data) if isinstance(data, dict) else data
+    client = _client(args, token_required=False)
+    split = args.split or _default_split(client, args.track)
+    cached = config.state_dir() / "manifests" / f"{args.track}-{split}.json"
+    try:
+        data = client.get(f"tracks/{args.track}/{split}/manifest")
+    except ApiError as exc:
+        if exc.status == 0 and cached.exists():
+            print(f"(offline: using the manifest cached in {cached})", file=sys.stderr)
+            return config.read_json(cached)["manifest"]
+        raise
+    config.write_json(cached, data)
+    return data["manifest"]
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from evaluation_workers.errors import SubmissionError
+    from evaluation_workers.tracks import get_track
+
+    try:
+        track = get_track(args.track)
+    except KeyError as exc:
+        raise ApiError(str(exc.args[0])) from None
+    path = Path(args.file)
+    if not path.is_file():
+        raise ApiError(f"No such file: {path}")
+    manifest = _manifest(args)
+    try:
+        summary = track.validate(path, manifest)
+    except SubmissionError as exc:
+        print(f"{path.name}: invalid: {exc.message}", file=sys.stderr)
+        return EXIT_INVALID_FILE
+    print(f"{path.name}: valid for {args.track}. {json.dumps(summary, default=str)}")
+    return 0
+
+
+def _wait(client: Client, submission: dict[str, Any], quiet: bool) -> dict[str, Any]:
+    with tqdm(total=100, desc=f"#{submission['id']} {submission['status']}", unit="%", disable=quiet,
+              bar_format="{desc}: {percentage:3.0f}%|{bar}| {elapsed}", dynamic_ncols=True) as bar:
+        while submission["status"] not in {"finished", "failed", "cancelled"}:
+            time.sleep(1)
+            submission = client.get(f"submissions/{submission['id']}")
+            bar.set_description(f"#{submission['id']} {submission['status']}")
+            bar.n = round(submission["progress"] * 100)
+            bar.refresh()
+        if submission["status"] == "finished":
+            bar.n = 100
+            bar.refresh()
+    return submission
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    client = _client(args)
+    target = {"track": args.track, "split": args.split or _default_split(client, args.track),
+              "method_name": args.method, "team": args.team}
+    submission = submit_file(client, Path(args.file), target, resume=not args.no_resume, quiet=args.quiet)
+    _print_status(submission)
+    if submission["status"] in {"failed", "cancelled"}:
+        return EXIT_SUBMISSION_FAILED
+    print(f"Follow it with `lb status {submission['id']}`; scores are private until `lb publish "
+          f"{submission['id']}`.")
+    if not args.wait:
+        return 0
+    submission = _wait(client, submission, args.quiet)
+    _print_status(submission)
+    if submission["status"] != "finished":
+        return EXIT_SUBMISSION_FAILED
+    _print_results(submission)
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    submission = _client(args).get(f"submissions/{args.id}")
+    _print_status(submission)
+    return EXIT_SUBMISSION_FAILED if submission["status"] in {"failed", "cancelled"} else 0
+
+
+def cmd_results(args: argparse.Namespace) -> int:
+    submission = _client(args).get(f"submissions/{args.id}")
+    if args.json:
+        print(json.dumps(submission.get("result"), indent=2))
+    else:
+        _print_results(submission)
+    return 0 if submission.get("result") else EXIT_ERROR
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    submission = _client(args).post(f"submissions/{args.id}/publish")
+    print(f"#{submission['id']} {submission['method']} is now the public entry of its method on "
+          f"{submission['track']}/{submission['split']}.")
+    return 0
+
+
+def cmd_quota(args: argparse.Namespace) -> int:
+    client = _client(args)
+    params = {"track": args.track, "split": args.split or "", "team": args.team or ""}
+    q = client.get("quota", params={k: v for k, v in params.items() if v})
+    print(f"{q['team']} on {q['track']}/{q['split']}:")
+    for name in ("per_day", "total", "in_flight", "rejected_per_day"):
+        print(f"  {name.replace('_', ' '):<17} {q[name]['used']:>4} of {q[name]['limit']}")
+    print(f"  the daily counts reset at {q['resets_at']}")
+    return 0
+
+
+def _find_method(client: Client, name: str, team: str | None) -> dict[str, Any]:
+    params = {"name": name, **({"team": team} if team else {})}
+    methods = client.get("my/methods", params=params)["methods"]
+    if not methods:
+        raise ApiError(f"No method {name!r} in your teams (a method is created by its first submission).")
+    if len(methods) > 1:
+        raise ApiError(f"Several teams have a method {name!r}; pick one with --team "
+                       f"({', '.join(m['team'] for m in methods)}).")
+    return methods[0]
+
+
+def _print_method(m: dict[str, Any]) -> None:
+    for field in ("name", "team", "description", "authors", "paper_url", "code_url", "uses_extra_data", "details"):
+        print(f"{field:<16} {m[field] if m[field] not in (None, '') else '—'}")
+    missing = m["missing_for_publishing"]
+    print("ready to publish" if not missing else f"missing for publishing: {', '.join(missing)}")
+
+
+def cmd_method(args: argparse.Namespace) -> int:
+    client = _client(args)
+    method = _find_method(client, args.name, args.team)
+    if args.action == "set":
+        changes = {field: getattr(args, field) for field in
+                   ("description", "authors", "paper_url", "code_url", "details") if getattr(args, field) is not None}
+        if args.rename:
+            changes["name"] = args.rename
+        if args.extra_data is not None:
+            changes["uses_extra_data"] = args.extra_data == "yes"
+        if not changes:
+            raise ApiError("Nothing to change: give --description, --authors, --paper-url, --code-url, "
+                           "--extra-data yes|no, --details or --rename.")
+        method = client.call("PATCH", f"my/methods/{method['id']}", json=changes)
+    _print_method(method)
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="lb", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"lb {__version__}")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    c = sub.add_parser("login", help="store the server URL and an API token")
+    c.add_argument("--server", help="e.g. https://leaderboard.example.org")
+    c.add_argument("--token", help="an API token (asked for when not given)")
+    c.set_defaults(func=cmd_login)
+    sub.add_parser("whoami", help="the token's user and teams").set_defaults(func=cmd_whoami)
+    sub.add_parser("tracks", help="tracks, splits and accepted files").set_defaults(func=cmd_tracks)
+
+    c = sub.add_parser("validate", help="check a predictions file offline with the server's validator")
+    c.add_argument("--track", required=True)
+    c.add_argument("--split", help="default: the track's default split")
+    c.add_argument("--manifest", help="a manifest JSON file instead of the server's (fully offline)")
+    c.add_argument("file")
+    c.set_defaults(func=cmd_validate)
+
+    c = sub.add_parser("submit", help="upload predictions (large files in resumable parts)")
+    c.add_argument("--track", required=True)
+    c.add_argument("--split", help="default: the track's default split")
+    c.add_argument("--method", required=True, help="method name; its submissions share a leaderboard row")
+    c.add_argument("--team", help="team slug (default: your personal team)")
+    c.add_argument("--wait", action="store_true", help="follow scoring and print the scores")
+    c.add_argument("--no-resume", action="store_true", help="start a new upload even if one was interrupted")
+    c.add_argument("file")
+    c.set_defaults(func=cmd_submit)
+
+    for name, func, text in (("status", cmd_status, "a submission's status"),
+                             ("results", cmd_results, "a submission's aggregate scores"),
+                             ("publish", cmd_publish, "make a submission its method's public entry")):
+        c = sub.add_parser(name, help=text)
+        c.add_argument("id", type=int)
+        if name == "results":
+            c.add_argument("--json", action="store_true", help="the result JSON")
+        c.set_defaults(func=func)
+
+    c = sub.add_parser("quota", help="your team's quota on a split")
+    c.add_argument("--track", required=True)
+    c.add_argument("--split")
+    c.add_argument("--team")
+    c.set_defaults(func=cmd_quota)
+
+    c = sub.add_parser("method", help="show or describe a method (publishing needs a description)")
+    c.add_argument("action", choices=["show", "set"])
+    c.add_argument("name")
+    c.add_argument("--team")
+    c.add_argument("--description")
+    c.add_argument("--authors")
+    c.add_argument("--paper-url", dest="paper_url")
+    c.add_argument("--code-url", dest="code_url")
+    c.add_argument("--extra-data", choices=["yes", "no"], help="uses training data beyond the official split")
+    c.add_argument("--details")
+    c.add_argument("--rename", help="a new name for the method")
+    c.set_defaults(func=cmd_method)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except ApiError as exc:
+        print(f"lb: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("\nlb: interrupted; run the same command again to resume the upload.", file=sys.stderr)
+        return 130
