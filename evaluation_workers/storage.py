@@ -2,7 +2,7 @@
 
 Keys are relative paths. Uploads live under ``EVAL_UPLOADS_DIR`` (local
 storage) or in the S3 bucket ``EVAL_S3_BUCKET`` (any S3-compatible store,
-``EVAL_S3_ENDPOINT_URL``); labels always live under ``EVAL_LABELS_DIR``, a
+``EVAL_S3_ENDPOINT_URL``, the same keys the site wrote); labels always live under ``EVAL_LABELS_DIR``, a
 folder only workers read.
 """
 
@@ -35,8 +35,17 @@ def fetched_predictions(key: str) -> Iterator[Path]:
         yield _safe_join(Path(os.environ.get("EVAL_UPLOADS_DIR", "data/uploads")), key)
         return
     import boto3  # only S3-backed workers need it loaded
+    from botocore.config import Config
 
-    client = boto3.client("s3", endpoint_url=os.environ.get("EVAL_S3_ENDPOINT_URL") or None)
+    # Credentials: EVAL_S3_ACCESS_KEY_ID/EVAL_S3_SECRET_ACCESS_KEY, else boto3's own
+    # chain (AWS_* variables, instance roles). Read-only access to the bucket is enough.
+    client = boto3.client(
+        "s3", endpoint_url=os.environ.get("EVAL_S3_ENDPOINT_URL") or None,
+        region_name=os.environ.get("EVAL_S3_REGION") or None,
+        aws_access_key_id=os.environ.get("EVAL_S3_ACCESS_KEY_ID") or None,
+        aws_secret_access_key=os.environ.get("EVAL_S3_SECRET_ACCESS_KEY") or None,
+        config=Config(signature_version="s3v4",
+                      s3={"addressing_style": os.environ.get("EVAL_S3_ADDRESSING_STYLE", "path")}))
     with tempfile.TemporaryDirectory(prefix="eval-") as tmp:
         path = Path(tmp) / PurePosixPath(key).name
         client.download_file(bucket, key, str(path))
