@@ -1,0 +1,113 @@
+"""The ``lb`` client against a live site: login and config, validate, submit, status, publish."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from leaderboard.accounts.services import do_create_token, do_revoke_token
+from leaderboard.accounts.models import ApiToken
+from leaderboard_cli.main import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def logged_in(live_server, owner, lb_config, capsys):
+    assert main(["login", "--server", live_server.url, "--token", do_create_token(owner)]) == 0
+    capsys.readouterr()
+    return lb_config
+
+
+def test_login_stores_server_and_token_privately_and_the_environment_wins(live_server, owner, lb_config, capsys,
+                                                                        outsider, monkeypatch):
+    assert main(["login", "--server", live_server.url, "--token", do_create_token(owner)]) == 0
+    assert "as alice" in capsys.readouterr().out
+    assert json.loads(lb_config.read_text())["server"] == live_server.url
+    assert stat.S_IMODE(lb_config.stat().st_mode) == 0o600
+    monkeypatch.setenv("LB_TOKEN", do_create_token(outsider))
+    assert main(["whoami"]) == 0 and capsys.readouterr().out.startswith("charlie")
+
+
+def test_a_revoked_token_fails_with_the_reason(logged_in, owner, capsys):
+    do_revoke_token(ApiToken.objects.get(user=owner))
+    assert main(["whoami"]) == 1
+    assert "revoked" in capsys.readouterr().err
+
+
+def test_an_unreachable_server_is_a_clear_error(lb_config, monkeypatch, capsys):
+    monkeypatch.setenv("LB_SERVER", "http://127.0.0.1:9")
+    monkeypatch.setenv("LB_TOKEN", "lb_x_y")
+    assert main(["status", "1"]) == 1
+    assert "Cannot reach http://127.0.0.1:9" in capsys.readouterr().err
+
+
+def test_validate_uses_the_servers_validator_offline_with_the_public_manifest(logged_in, sqa3d_split, sqa3d_files,
+                                                                            tmp_path, capsys, monkeypatch):
+    assert main(["validate", "--track", "sqa3d", str(sqa3d_files["predictions"])]) == 0
+    bad = tmp_path / "bad.json"
+    bad.write_text('[{"question_id": 1, "answer": "x"}]')
+    assert main(["validate", "--track", "sqa3d", "--split", "test", str(bad)]) == 4
+    assert "bad.json: invalid" in capsys.readouterr().err
+    monkeypatch.setenv("LB_SERVER", "http://127.0.0.1:9")  # offline: the cached manifest serves
+    assert main(["validate", "--track", "sqa3d", "--split", "test", str(sqa3d_files["predictions"])]) == 0
+
+
+def test_submit_in_parts_through_the_site_then_status(logged_in, sqa3d_split, sqa3d_files, small_parts, sent_tasks,
+                                                      capsys):
+    assert main(["-q", "submit", "--track", "sqa3d", "--method", "CliNet", str(sqa3d_files["predictions"])]) == 0
+    out = capsys.readouterr().out
+    assert "sqa3d/test CliNet (team alice): queued" in out
+    submission_id = out.split("#")[1].split()[0]
+    assert main(["status", submission_id]) == 0
+    assert main(["results", submission_id]) == 1, "no scores yet"
+
+
+def test_a_rejected_file_exits_3_with_the_message(logged_in, sqa3d_split, tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text("not json")
+    assert main(["-q", "submit", "--track", "sqa3d", "--method", "Bad", str(bad)]) == 3
+    assert "invalid input: bad.json" in capsys.readouterr().out
+
+
+def test_the_console_script_is_installed():
+    lb = Path(sys.executable).parent / "lb"
+    if not lb.exists():
+        pytest.skip("run `pip install -e . --no-deps` (deploy/venv.sh does)")
+    result = subprocess.run([str(lb), "--help"], capture_output=True, text=True, cwd=ROOT,
+                            env={**os.environ, "LB_CONFIG": "/nonexistent/config.json"})
+    assert result.returncode == 0 and "submit" in result.stdout
+    result = subprocess.run([sys.executable, "-m", "leaderboard_cli", "status", "1"], capture_output=True,
+                            text=True, cwd=ROOT, env={**os.environ, "LB_CONFIG": "/nonexistent/config.json"})
+    assert result.returncode == 1 and "No API token" in result.stderr
+
+
+@pytest.mark.live
+def test_submit_wait_then_describe_and_publish_reaches_the_leaderboard(live_server, live_pipeline, logged_in,
+                                                                      sqa3d_split, sqa3d_files, method_details,
+                                                                      capsys, client):
+    from evaluation_workers.tracks import get_track
+
+    expected = get_track("sqa3d").score(sqa3d_files["labels"], sqa3d_files["predictions"], lambda f, m="": None)
+    assert main(["-q", "submit", "--track", "sqa3d", "--split", "test", "--method", "WaitNet", "--wait",
+                 str(sqa3d_files["predictions"])]) == 0
+    out = capsys.readouterr().out
+    assert "WaitNet (team alice): finished" in out
+    assert f"{expected['metrics']['EM'] * 100:6.2f}" in out
+    submission_id = out.split("#")[1].split()[0]
+
+    assert main(["publish", submission_id]) == 1
+    assert "Describe the method 'WaitNet' before publishing" in capsys.readouterr().err
+    assert main(["method", "set", "WaitNet", "--description", "Waits well.", "--authors", "A. Lice",
+                 "--extra-data", "no", "--paper-url", "https://example.org/p"]) == 0
+    assert "ready to publish" in capsys.readouterr().out
+    assert main(["publish", submission_id]) == 0
+    board = client.get("/api/v1/leaderboards/sqa3d?split=test").json()
+    [row] = [r for r in board["rows"] if r["method"] == "WaitNet"]
+    assert row["scores"]["EM"] == expected["metrics"]["EM"]
