@@ -24,6 +24,12 @@ def _get(summary: str, *params: dict[str, Any], auth: bool = False, tag: str = "
     return op
 
 
+def _write(summary: str, tag: str, *params: dict[str, Any]) -> dict[str, Any]:
+    return {"summary": summary, "tags": [tag], "parameters": list(params), "security": [{"token": []}],
+            "responses": {"200": {"description": "OK (JSON)"}, "400": {"description": "The reason, in 'error'"},
+                          "401": {"description": "Token refused"}, "404": {"description": "Not yours or absent"}}}
+
+
 TRACK = _param("track", "path", "Track slug: sqa3d, openscan, mmscan-vg")
 SPLIT = _param("split", "query", "Split name (default: the track's default split)")
 VIEW = [SPLIT,
@@ -34,6 +40,7 @@ VIEW = [SPLIT,
         _param("extra", "query", "Training-data filter", {"enum": ["any", "no", "only"]}),
         _param("page", "query", "Page number (50 rows a page)", {"type": "integer", "minimum": 1})]
 SUBMISSION_ID = _param("id", "path", "Submission id", {"type": "integer"})
+UPLOAD_ID = _param("id", "path", "Upload (submission) id", {"type": "integer"})
 
 PATHS: dict[str, dict[str, Any]] = {
     "/api/v1/tracks": {"get": _get("Tracks, their splits, metrics and upload limits", tag="tracks")},
@@ -63,6 +70,41 @@ PATHS: dict[str, dict[str, Any]] = {
         "summary": "Publish a finished submission as its method's row", "tags": ["submissions"],
         "parameters": [SUBMISSION_ID], "security": [{"token": []}],
         "responses": {"200": {"description": "Published"}, "409": {"description": "Not publishable yet"}}}},
+    "/api/v1/me": {"get": _get("Who the token belongs to, and their teams", auth=True, tag="accounts")},
+    "/api/v1/quota": {"get": _get(
+        "Your team's quota on a split and when the daily count resets",
+        _param("track", "query", "Track slug", required=True), SPLIT,
+        _param("team", "query", "Team slug (default: your personal team)"), auth=True, tag="submissions")},
+    "/api/v1/tracks/{track}/{split}/manifest": {"get": _get(
+        "Public manifest of a split's active labels (ids and counts, never labels), for offline validation",
+        TRACK, _param("split", "path", "Split name"), tag="tracks")},
+    "/api/v1/uploads": {
+        "get": _get("How uploads in parts work here (part size, limits, storage)", auth=True, tag="uploads"),
+        "post": _write("Start an upload in parts (JSON or form: track, split, method_name, file_name, size"
+                       "[, team]); returns its id and part size", "uploads")},
+    "/api/v1/uploads/{id}": {
+        "get": _get("An upload and the parts that have arrived (to resume)",
+                    _param("id", "path", "Upload (submission) id", {"type": "integer"}), auth=True, tag="uploads"),
+        "delete": _write("Abandon an upload; it stops counting against quotas", "uploads", UPLOAD_ID)},
+    "/api/v1/uploads/{id}/urls": {"post": _write(
+        "PUT URLs for the given part numbers (presigned S3, or the site itself with local storage)", "uploads",
+        UPLOAD_ID)},
+    "/api/v1/uploads/{id}/parts/{number}": {"put": {
+        "summary": "Upload one part to the site (local storage); the signed URL authorises it",
+        "tags": ["uploads"], "parameters": [UPLOAD_ID, _param("number", "path", "Part number from 1",
+                                                              {"type": "integer", "minimum": 1})],
+        "responses": {"200": {"description": "Stored"}, "403": {"description": "Bad or expired signature"}}}},
+    "/api/v1/uploads/{id}/complete": {"post": _write(
+        "Join the parts and queue the submission; 400 with the reason if the file is refused", "uploads",
+        UPLOAD_ID)},
+    "/api/v1/my/methods": {"get": _get("The methods of your teams",
+                                       _param("name", "query", "Filter by name"),
+                                       _param("team", "query", "Filter by team slug"), auth=True, tag="methods")},
+    "/api/v1/my/methods/{id}": {
+        "get": _get("A method of your team", _param("id", "path", "Method id", {"type": "integer"}), auth=True,
+                    tag="methods"),
+        "patch": _write("Change a method's description, paper, code, authors, extra-data flag, details",
+                        "methods", _param("id", "path", "Method id", {"type": "integer"}))},
 }
 
 
