@@ -151,3 +151,10 @@ def _predictions(
     scores[near] = rng.uniform(0.3, 1.0, int(near.sum()))
     scores[~near] = rng.uniform(0.0, 0.8, int((~near).sum()))
     return boxes, scores
+
+
+def write_demo(folder: Path, split: str) -> tuple[Path, Path]:
+    """Small labels (300 prompts) and predictions for ``manage.py load_demo``."""
+    written = generate(argparse.Namespace(out=Path(folder), samples=300, seed=5, min_preds=10, max_preds=30,
+                                          max_gt=5, empty_fraction=0.02, tilted_fraction=0.15, gzip=False))
+    return Path(written["labels"]), Path(written["predictions"])
