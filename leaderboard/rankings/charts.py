@@ -57,12 +57,15 @@ def radar(axes: Sequence[str], series: Sequence[Series], title: str = "") -> Saf
         anchor = "middle" if abs(math.cos(a)) < 0.3 else ("start" if math.cos(a) > 0 else "end")
         out.append(f'<line x1="{cx}" y1="{cy}" x2="{x:.1f}" y2="{y:.1f}" stroke="#d0d5dd"/>'
                    f'<text x="{lx:.1f}" y="{ly + 4:.1f}" font-size="12" text-anchor="{anchor}">{escape(label)}</text>')
-    for i, (label, values) in enumerate(series):
+    # The first series (the method) is drawn last, on top; references are dashed.
+    for i, (label, values) in reversed(list(enumerate(series))):
         color = PALETTE[i % len(PALETTE)]
+        style = 'fill-opacity="0.15" stroke-width="2.5"' if i == 0 else \
+            'fill-opacity="0.04" stroke-width="1.5" stroke-dasharray="6 3"'
         pts = " ".join(f"{cx + radius * (v or 0) / top * math.cos(a):.1f},"
                        f"{cy + radius * (v or 0) / top * math.sin(a):.1f}" for a, v in zip(angle, values))
-        out.append(f'<polygon points="{pts}" fill="{color}" fill-opacity="0.12" stroke="{color}" '
-                   f'stroke-width="2"><title>{escape(label)}: '
+        out.append(f'<polygon points="{pts}" fill="{color}" {style} stroke="{color}">'
+                   f'<title>{escape(label)}: '
                    f'{escape(", ".join(f"{ax} {_fmt(v)}" for ax, v in zip(axes, values)))}</title></polygon>')
     out.append(_legend(series, 20, size - 8))
     out.append("</svg>")

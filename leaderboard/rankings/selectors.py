@@ -16,7 +16,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from django.db.models import F, FloatField, QuerySet
+from django.db.models import F, FloatField, Q, QuerySet
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 
@@ -92,6 +92,10 @@ def filtered_entries(view: LeaderboardView) -> QuerySet[LeaderboardEntry]:
         entries = entries.filter(is_paper=True)
     if not view.include_paper:
         entries = entries.filter(is_paper=False)
+    else:
+        # A paper row that reports nothing of this metric (e.g. semantic-only
+        # baselines in an AP view) would be a row of dashes.
+        entries = entries.exclude(Q(is_paper=True) & ~Q(scores__has_key=view.metric))
     if view.extra == "no":
         entries = entries.filter(uses_extra_data=False)
     elif view.extra == "only":

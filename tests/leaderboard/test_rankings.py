@@ -163,3 +163,12 @@ def test_embargoed_scores_are_hidden_from_the_public_but_not_from_maintainers(cl
     assert "become visible" in client.get("/benchmarks/sqa3d/").content.decode()
     client.force_login(maintainer)
     assert [r["method"] for r in client.get("/api/v1/leaderboards/sqa3d").json()["rows"]] == ["scored", "paper"]
+
+
+def test_paper_rows_without_the_viewed_metric_are_left_out(split):
+    add(split, "scored", 0.5)
+    LeaderboardEntry.objects.create(split=split, name="semantic-only paper", is_paper=True,
+                                    scores={"EM_R": 0.3})
+    assert [n for _, n in names(LeaderboardView.from_query(split, {}))] == ["scored"]
+    assert [n for _, n in names(LeaderboardView.from_query(split, {"metric": "EM_R"}))] == \
+        ["scored", "semantic-only paper"]
