@@ -147,7 +147,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def _wait(client: Client, submission: dict[str, Any], quiet: bool) -> dict[str, Any]:
     with tqdm(total=100, desc=f"#{submission['id']} {submission['status']}", unit="%", disable=quiet,
-              bar_format="{desc}: {percentage:3.0f}%|{bar}| {elapsed}", dynamic_ncols=True) as bar:
+              bar_format="{desc} {percentage:3.0f}%|{bar}| {elapsed}", dynamic_ncols=True) as bar:
         while submission["status"] not in {"finished", "failed", "cancelled"}:
             time.sleep(1)
             submission = client.get(f"submissions/{submission['id']}")
