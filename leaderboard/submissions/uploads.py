@@ -67,7 +67,9 @@ def check_start_upload(*, user: AbstractBaseUser, track: str, split: str, method
     do_expire_uploads(team=team_obj)  # stale uploads of this team stop counting first
     submission = do_create_counted(user=user, team=team_obj, split=split_obj, method_name=method_name,
                                    file_name=name)
-    part_size = max(settings.UPLOAD_PART_BYTES, math.ceil(size / MAX_PARTS / 2**20) * 2**20)
+    part_size = settings.UPLOAD_PART_BYTES
+    if size > part_size * MAX_PARTS:
+        part_size = math.ceil(size / MAX_PARTS / 2**20) * 2**20
     key = storage_key(submission)
     submission.file_key = key
     submission.save(update_fields=["file_key"])
