@@ -184,13 +184,6 @@ def live_pipeline(transactional_db: None, settings: Any, redis_url: str, queues:
 # Fixtures of the researcher's workflow (issue 5): method details, S3 storage.
 
 
-@pytest.fixture(autouse=True)
-def _method_details_optional(request: pytest.FixtureRequest, settings: Any) -> None:
-    """Publishing needs a described method; tests that publish undescribed methods
-    predate that rule. TODO: remove once their fixtures use ``describe_method``."""
-    settings.PUBLISH_NEEDS_METHOD_DETAILS = "method_details" in request.fixturenames
-
-
 @pytest.fixture
 def method_details(settings: Any) -> dict[str, Any]:
     """Enforce the method-details rule; the values that satisfy it."""

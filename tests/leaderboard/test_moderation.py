@@ -14,6 +14,7 @@ from leaderboard.moderation.models import AuditEntry
 from leaderboard.rankings.models import LeaderboardEntry
 from leaderboard.submissions import services
 from leaderboard.submissions.models import Result, Submission
+from tests.leaderboard.conftest import describe_method
 
 
 @pytest.fixture
@@ -23,6 +24,7 @@ def published(owner, sqa3d_split, sqa3d_files, sent_tasks):
         file=io.BytesIO(sqa3d_files["predictions"].read_bytes()), file_name="p.json")
     result = get_track("sqa3d").score(sqa3d_files["labels"], sqa3d_files["predictions"], lambda f, m="": None)
     services.record_result(submission_id=submission.pk, attempt=1, result=result)
+    describe_method(submission.method)
     services.check_publish(owner, submission)
     submission.refresh_from_db()
     return submission

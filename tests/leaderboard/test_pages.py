@@ -7,6 +7,7 @@ import io
 import pytest
 
 from leaderboard.submissions import services
+from tests.leaderboard.conftest import describe_method
 
 
 @pytest.fixture
@@ -77,8 +78,10 @@ def test_publish_needs_post(client, owner, finished):
     submission, _ = finished
     client.force_login(owner)
     assert client.get(f"/submissions/{submission.pk}/publish/").status_code == 405
+    describe_method(submission.method)
     client.post(f"/submissions/{submission.pk}/publish/", {"publish": "1"})
-    assert "PageNet" in client.get("/benchmarks/sqa3d/").content.decode()
+    page = client.get("/benchmarks/sqa3d/").content.decode()
+    assert f'href="/methods/{submission.method_id}/">PageNet</a>' in page
 
 
 def test_signup_creates_a_user_with_a_personal_team(client, db):

@@ -45,6 +45,13 @@ def test_an_api_submission_reaches_the_leaderboard_with_exact_scores(live_pipeli
     assert done["result"]["breakdown"] == expected["breakdown"]
     assert done["result"]["labels_sha256"] == sqa3d_split.active_labels.sha256
 
+    refused = client.post(f"/api/v1/submissions/{created['id']}/publish", headers=headers)
+    assert refused.status_code == 409 and "Describe the method" in refused.json()["error"]
+    [method] = client.get("/api/v1/my/methods", headers=headers).json()["methods"]
+    described = client.patch(f"/api/v1/my/methods/{method['id']}", data={
+        "description": "Live test method.", "authors": "R. Searcher", "uses_extra_data": False},
+        content_type="application/json", headers=headers)
+    assert described.status_code == 200, described.content
     assert client.post(f"/api/v1/submissions/{created['id']}/publish", headers=headers).status_code == 200
     board = client.get("/api/v1/leaderboards/sqa3d?split=test").json()
     [row] = [r for r in board["rows"] if r["method"] == "LiveNet"]

@@ -12,6 +12,7 @@ from evaluation_workers.tracks import get_track
 from leaderboard.rankings.models import LeaderboardEntry
 from leaderboard.submissions import services
 from leaderboard.submissions.models import Result, Submission
+from tests.leaderboard.conftest import describe_method
 
 
 def create(owner, content: bytes, name: str = "predictions.json", method: str = "MyNet") -> Submission:
@@ -140,6 +141,9 @@ def test_publishing_puts_one_row_per_method_on_the_leaderboard(owner, sqa3d_spli
         services.record_result(submission_id=s.pk, attempt=1, result=result)
     with pytest.raises(services.SubmissionRejected):
         services.check_publish(owner, create(owner, b""))
+    with pytest.raises(services.SubmissionRejected, match="Describe the method"):
+        services.check_publish(owner, first)
+    describe_method(first.method)
     services.check_publish(owner, first)
     services.check_publish(owner, second)
     [entry] = LeaderboardEntry.objects.filter(split=sqa3d_split, is_paper=False)
