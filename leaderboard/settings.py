@@ -74,7 +74,7 @@ WSGI_APPLICATION = "leaderboard.wsgi.application"
 
 DATABASES = {
     "default": dj_database_url.parse(
-        env("DATABASE_URL") or f"sqlite:///{DATA_DIR / 'db.sqlite3'}", conn_max_age=60
+        env("DATABASE_URL") or f"sqlite:///{DATA_DIR / 'db.sqlite3'}", conn_max_age=envint("CONN_MAX_AGE", 60)
     )
 }
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):

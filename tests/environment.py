@@ -5,3 +5,6 @@ import os
 
 os.environ.setdefault("SECRET_KEY", "tests-only-not-secret")
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "leaderboard.settings")
+# Worker and live-server threads close their connections after each task or
+# request, so the test database can be dropped at the end of the run.
+os.environ.setdefault("CONN_MAX_AGE", "0")
