@@ -1,8 +1,9 @@
 """Run the whole service on this machine; one Ctrl-C stops all of it.
 
 Started by deploy/run.sh. Starts Redis when REDIS_URL is not set, migrates,
-loads the demo benchmarks, then runs the site worker (queue ``site``), a
-scoring worker (the eval queues) and the web server on 127.0.0.1:$PORT.
+loads the demo benchmarks, then runs the site worker (queue ``site``, with
+Celery beat's periodic jobs embedded), a scoring worker (the eval queues) and
+the web server on 127.0.0.1:$PORT.
 """
 
 from __future__ import annotations
@@ -59,7 +60,10 @@ def main() -> int:
         queues = ",".join({env.get("EVAL_QUEUE_CPU", "eval-cpu"), env.get("EVAL_QUEUE_GPU", "eval-gpu")})
         celery = [python, "-m", "celery"]
         procs.append(subprocess.Popen([*celery, "-A", "leaderboard", "worker", "-Q", env.get("SITE_QUEUE", "site"),
-                                       "-P", "solo", "-n", "site@%h", "-l", "warning"], env=env, cwd=ROOT))
+                                       "-P", "solo", "-n", "site@%h", "-l", "warning",
+                                       # Embedded beat runs the periodic jobs (expiring abandoned uploads).
+                                       "-B", "--schedule", str(data_dir / "celerybeat-schedule")],
+                                      env=env, cwd=ROOT))
         procs.append(subprocess.Popen([*celery, "-A", "evaluation_workers.app", "worker", "-Q", queues,
                                        "-c", env.get("EVAL_CONCURRENCY", "1"), "-n", "eval@%h", "-l", "info"],
                                       env=env, cwd=ROOT))
