@@ -16,10 +16,29 @@ from leaderboard.submissions.models import Method
 from leaderboard.submissions.selectors import list_submissions_for, submission_as_json
 
 
+# Multipart overhead allowed above UPLOAD_DIRECT_MAX_BYTES in a one-request upload.
+_FORM_OVERHEAD = 1 << 20
+
+
+def _too_large_for_one_request(request: HttpRequest) -> str | None:
+    """Why a one-request upload is refused before its body is read (a 2 GB POST
+    would otherwise be spooled to disk first), or None."""
+    try:
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        length = 0
+    if length <= settings.UPLOAD_DIRECT_MAX_BYTES + _FORM_OVERHEAD:
+        return None
+    return (f"Expected at most {settings.UPLOAD_DIRECT_MAX_BYTES / 2**20:.0f} MiB in one request, but got "
+            f"{length / 2**20:,.0f} MiB: larger files go in parts (`lb submit`, or POST /api/v1/uploads).")
+
+
 @login_required
 def submit(request: HttpRequest, track: str) -> HttpResponse:
     """The upload form; files above UPLOAD_DIRECT_MAX_BYTES go in parts from the browser (API uploads)."""
     benchmark = get_object_or_404(Benchmark, track=track, is_active=True)
+    if request.method == "POST" and (too_large := _too_large_for_one_request(request)):
+        return HttpResponse(too_large, status=413, content_type="text/plain; charset=utf-8")
     teams = list(request.user.teams.order_by("-is_personal", "name"))
     splits = list(benchmark.splits.filter(accepting_submissions=True))
     limit = services.upload_limit(splits[0]) if splits else None
@@ -115,6 +134,8 @@ def api_submissions(request: HttpRequest) -> JsonResponse:
                                              for s in list_submissions_for(request.user)[:100]]})
     if request.method != "POST":
         return api_error("Expected GET or POST.", 405)
+    if too_large := _too_large_for_one_request(request):
+        return api_error(too_large, 413)
     missing = [f for f in ("track", "split", "method_name") if not request.POST.get(f)]
     if "file" not in request.FILES:
         missing.append("file")

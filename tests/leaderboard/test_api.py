@@ -117,3 +117,16 @@ def test_the_leaderboard_is_public_and_ranked(client, sqa3d_split):
 
 def test_an_unknown_leaderboard_is_404(client, db):
     assert client.get("/api/v1/leaderboards/nope").status_code == 404
+
+
+def test_a_one_request_upload_above_the_direct_limit_is_refused_before_it_is_read(owner, client, sqa3d_split,
+                                                                                   settings):
+    settings.UPLOAD_DIRECT_MAX_BYTES = 10
+    body = b"x" * (2 << 20)
+    response = client.generic("POST", "/api/v1/submissions", body, content_type="multipart/form-data; boundary=b",
+                              headers=auth(do_create_token(owner)))
+    assert response.status_code == 413
+    assert "larger files go in parts" in response.json()["error"]
+    client.force_login(owner)
+    page = client.generic("POST", "/submissions/new/sqa3d/", body, content_type="multipart/form-data; boundary=b")
+    assert page.status_code == 413 and b"in parts" in page.content
