@@ -63,7 +63,9 @@ PATHS: dict[str, dict[str, Any]] = {
                                     "file": {"type": "string", "format": "binary"}}}}}},
                  "responses": {"201": {"description": "Created: id and status"},
                                "400": {"description": "Bad request or file; the message names the problem"},
-                               "401": {"description": "Authentication required or token refused"}}}},
+                               "401": {"description": "Authentication required or token refused"},
+                               "413": {"description": "Above UPLOAD_DIRECT_MAX_BYTES: use /api/v1/uploads"},
+                               "429": {"description": "Quota reached; the message says which and when it resets"}}}},
     "/api/v1/submissions/{id}": {"get": _get("Status, progress, error and aggregate result", SUBMISSION_ID,
                                              auth=True, tag="submissions")},
     "/api/v1/submissions/{id}/publish": {"post": {
