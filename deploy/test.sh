@@ -19,4 +19,7 @@ if ! command -v chromium >/dev/null; then
     echo "No chromium on PATH: browser tests will be skipped (install Debian's chromium package)." >&2
   fi
 fi
+# Lint and type checks first (seconds), then the tests.
+.venv/bin/ruff check --quiet .
+.venv/bin/mypy --no-error-summary
 exec .venv/bin/python -m pytest "$@"

@@ -14,8 +14,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from evaluation_workers.errors import SubmissionError
 from evaluation_workers.tracks import get_track, names

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 # Files under these names inside a labels folder are derived (caches, the
 # public manifest); the checksum covers the official files only, so the same

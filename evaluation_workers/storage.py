@@ -11,8 +11,8 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
-from typing import Iterator
 
 
 def _safe_join(root: Path, key: str) -> Path:

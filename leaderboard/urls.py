@@ -1,8 +1,8 @@
 from django.contrib import admin
 from django.urls import include, path
 
-from leaderboard.accounts import views as accounts_views
 from leaderboard import openapi
+from leaderboard.accounts import views as accounts_views
 from leaderboard.benchmarks import views as benchmarks_views
 from leaderboard.submissions import api as submissions_api
 from leaderboard.submissions import views as submissions_views

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 QUESTION_TYPES = ("What", "Is", "How", "Can", "Which", "Others")
 """Breakdown groups, in display order; "Others" takes every other first word."""

@@ -8,9 +8,10 @@ line calls ``validate`` and ``score``. None of these touch Django.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 Manifest = dict[str, Any]
 """Public facts about a labels version (ids, sizes, vocabulary; never labels)."""

@@ -22,9 +22,10 @@ import os
 import shutil
 import tempfile
 import uuid
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import IO, Any, Iterable, Iterator
+from typing import IO, Any
 
 from django.conf import settings
 

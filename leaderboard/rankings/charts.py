@@ -8,8 +8,8 @@ complete ``<svg>`` element as safe markup.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Sequence
 
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe

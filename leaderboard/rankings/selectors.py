@@ -13,8 +13,9 @@ earlier publication, then by the lower row id. Ranks are competition ranks
 from __future__ import annotations
 
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from django.db.models import F, FloatField, Q, QuerySet
 from django.db.models.fields.json import KeyTextTransform

@@ -16,8 +16,14 @@ from leaderboard.benchmarks.permissions import results_embargoed
 from leaderboard.benchmarks.selectors import get_split
 from leaderboard.rankings import charts
 from leaderboard.rankings.models import LeaderboardEntry
-from leaderboard.rankings.selectors import (LeaderboardView, best_over_time, entry_as_json, group_profile,
-                                            leaderboard_page, ordered_entries)
+from leaderboard.rankings.selectors import (
+    LeaderboardView,
+    best_over_time,
+    entry_as_json,
+    group_profile,
+    leaderboard_page,
+    ordered_entries,
+)
 from leaderboard.submissions.models import Method
 
 MAX_EXPORT_ROWS = 10_000

@@ -13,7 +13,7 @@ so that no race lets an extra submission through.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, time, timedelta, timezone as dt_timezone
+from datetime import UTC, datetime, time, timedelta
 
 from django.conf import settings
 from django.db.models import Count, Q
@@ -57,8 +57,8 @@ class Usage:
 
 
 def day_start(now: datetime | None = None) -> datetime:
-    now = (now or timezone.now()).astimezone(dt_timezone.utc)
-    return datetime.combine(now.date(), time.min, tzinfo=dt_timezone.utc)
+    now = (now or timezone.now()).astimezone(UTC)
+    return datetime.combine(now.date(), time.min, tzinfo=UTC)
 
 
 def limits_for(team: Team, split: Split) -> Limits:

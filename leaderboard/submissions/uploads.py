@@ -11,8 +11,8 @@ per part (presigned by the store, or signed by the site for local storage);
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
-from typing import Callable, Iterable
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser

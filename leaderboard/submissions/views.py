@@ -15,7 +15,6 @@ from leaderboard.submissions.forms import MethodForm, SubmissionForm
 from leaderboard.submissions.models import Method
 from leaderboard.submissions.selectors import list_submissions_for, submission_as_json
 
-
 # Multipart overhead allowed above UPLOAD_DIRECT_MAX_BYTES in a one-request upload.
 _FORM_OVERHEAD = 1 << 20
 

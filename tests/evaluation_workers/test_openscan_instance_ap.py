@@ -54,7 +54,7 @@ def reference_ap(scenes: list[dict[str, Any]], n_classes: int) -> np.ndarray:
                                 cur = max(cur, s)
                     if cur is not None:
                         entries.append((cur, True))
-                for m, mask, s in preds:
+                for _m, mask, s in preds:
                     if any((mask & (ids == v)).any() and iou(mask, v) > t for v in insts):
                         continue
                     ignore = int((mask & void).sum()) + sum(

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from leaderboard.accounts.services import do_create_token, do_revoke_token
 from leaderboard.accounts.models import ApiToken
+from leaderboard.accounts.services import do_create_token, do_revoke_token
 from leaderboard_cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]

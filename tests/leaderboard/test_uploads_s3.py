@@ -88,7 +88,9 @@ def test_an_upload_that_never_completes_is_aborted_in_the_store(lb, s3_storage, 
         lb_upload.upload_in_parts(lb, big_file, TARGET, quiet=True, stop_after_parts=2)
     [upload] = Upload.objects.all()
     client, bucket = storage.s3_client(), s3_storage["bucket"]
-    open_ids = lambda: {u["UploadId"] for u in client.list_multipart_uploads(Bucket=bucket).get("Uploads", [])}
+    def open_ids() -> set[str]:
+        return {u["UploadId"] for u in client.list_multipart_uploads(Bucket=bucket).get("Uploads", [])}
+
     assert upload.storage_upload_id in open_ids()
     Upload.objects.update(expires_at=timezone.now() - timedelta(minutes=1))
     assert do_expire_uploads() == 1
