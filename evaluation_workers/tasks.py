@@ -29,6 +29,8 @@ SOFT_TIME_LIMIT = int(os.environ.get("EVAL_SOFT_TIME_LIMIT", 30 * 60))
 TIME_LIMIT = int(os.environ.get("EVAL_TIME_LIMIT", 35 * 60))
 # At most one progress message per this many seconds (the last one always goes).
 PROGRESS_INTERVAL = 0.5
+# The share of the progress bar that stands for fetching the predictions.
+FETCHED = 0.05
 
 
 class Reporter:
@@ -71,11 +73,18 @@ def run_score(request: contracts.ScoreRequest) -> None:
 
     reporter = Reporter(request)
     started = time.monotonic()
-    reporter.progress(0.0, "Starting")
+    reporter.progress(0.0, "Fetching predictions")
     try:
         track = get_track(request["track"])
         with fetched_predictions(request["predictions_key"]) as predictions:
-            result = track.score(labels_path(request["labels_key"]), predictions, reporter.progress)
+            # Fetching a multi-GB file from a bucket takes a while; show it as
+            # the first few percent, and the scorer's own progress after it.
+            reporter.progress(FETCHED, "Scoring")
+
+            def progress(fraction: float, message: str = "") -> None:
+                reporter.progress(FETCHED + (1.0 - FETCHED) * fraction, message)
+
+            result = track.score(labels_path(request["labels_key"]), predictions, progress)
     except SubmissionError as exc:
         reporter.failure("invalid_input", exc.message)
     except SoftTimeLimitExceeded:

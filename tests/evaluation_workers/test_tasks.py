@@ -39,6 +39,9 @@ def test_it_reports_progress_then_the_result(roots, reports):
     tasks.run_score(request())
     names = [name for name, _ in reports]
     assert names[0] == contracts.RECORD_PROGRESS and names[-1] == contracts.RECORD_RESULT
+    fractions = [kw["fraction"] for name, kw in reports if name == contracts.RECORD_PROGRESS]
+    assert reports[0][1]["message"] == "Fetching predictions"
+    assert fractions == sorted(fractions) and fractions[-1] == 1.0
     result = reports[-1][1]
     assert result["submission_id"] == 7 and result["attempt"] == 2 and result["device"] == "cpu"
     assert result["result"]["metrics"]["EM"] == pytest.approx(0.5)
