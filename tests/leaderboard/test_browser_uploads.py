@@ -18,7 +18,6 @@ import hashlib
 import math
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -27,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.leaderboard.conftest import ROOT, _free_port, _reachable
+from tests.leaderboard.conftest import ROOT, rclone_s3
 from tests.leaderboard.test_browser import ARTIFACTS, page  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.browser]
@@ -171,28 +170,8 @@ def test_a_large_file_goes_in_parts_to_the_site_with_a_moving_progress_bar(
 @pytest.fixture(scope="module")
 def cors_s3_server(live_server, tmp_path_factory):
     """``rclone serve s3`` answering CORS for the live server's origin."""
-    rclone = shutil.which("rclone", path=str(Path(sys.executable).parent)) or shutil.which("rclone")
-    if rclone is None:
-        pytest.skip("rclone is not installed (pip install -r requirements-dev.txt)")
-    root = tmp_path_factory.mktemp("s3-cors")
-    (root / "predictions").mkdir()
-    port = _free_port()
-    creds = {"access_key": "lb-cors-access", "secret_key": "lb-cors-secret-" + uuid.uuid4().hex}
-    log = root.parent / "rclone-cors.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen([rclone, "serve", "s3", "--addr", f"127.0.0.1:{port}", "--config", "/dev/null",
-                                 "--auth-key", f"{creds['access_key']},{creds['secret_key']}",
-                                 "--allow-origin", live_server.url, str(root)],
-                                stdout=out, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 30
-    while not _reachable(f"http://127.0.0.1:{port}"):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise RuntimeError(f"rclone serve s3 did not start:\n{log.read_text()[-2000:]}")
-        time.sleep(0.1)
-    yield {"endpoint": f"http://127.0.0.1:{port}", "bucket": "predictions", "root": str(root), **creds}
-    proc.terminate()
-    proc.wait(10)
+    with rclone_s3(tmp_path_factory, "s3-cors", allow_origin=live_server.url) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")
