@@ -137,18 +137,18 @@ def queues() -> dict[str, str]:
     return {"site": f"site-test-{tag}", "eval": f"eval-cpu-test-{tag}"}
 
 
-@pytest.fixture(scope="session")
-def eval_worker(redis_url: str, storage_dirs: dict[str, Path], queues: dict[str, str],
-                tmp_path_factory: pytest.TempPathFactory) -> Iterator[subprocess.Popen[bytes]]:
-    """A real scoring worker process (``celery -A evaluation_workers.app worker``)."""
-    log = tmp_path_factory.mktemp("worker") / "eval-worker.log"
+@contextlib.contextmanager
+def scoring_worker(redis_url: str, storage_dirs: dict[str, Path], queue: str, log: Path,
+                   **env_extra: str) -> Iterator[subprocess.Popen[bytes]]:
+    """A real scoring worker process (``celery -A evaluation_workers.app worker``) on ``queue``,
+    without the site's settings; ``env_extra`` adds EVAL_* variables (e.g. S3)."""
     env = {**os.environ, "REDIS_URL": redis_url, "EVAL_UPLOADS_DIR": str(storage_dirs["uploads"]),
-           "EVAL_LABELS_DIR": str(storage_dirs["labels"]), "EVAL_DEVICE": "cpu"}
+           "EVAL_LABELS_DIR": str(storage_dirs["labels"]), "EVAL_DEVICE": "cpu", **env_extra}
     env.pop("DJANGO_SETTINGS_MODULE", None)
     with open(log, "wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "celery", "-A", "evaluation_workers.app", "worker",
-                                 "-Q", queues["eval"], "-P", "solo", "-n", f"eval-{queues['eval']}@%h",
-                                 "-l", "info", "--without-mingle", "--without-gossip"],
+                                 "-Q", queue, "-P", "solo", "-n", f"{queue}@%h", "-l", "info",
+                                 "--without-mingle", "--without-gossip"],
                                 cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 60
     while b" ready." not in log.read_bytes():
@@ -156,13 +156,23 @@ def eval_worker(redis_url: str, storage_dirs: dict[str, Path], queues: dict[str,
             proc.kill()
             raise RuntimeError(f"Scoring worker did not start:\n{log.read_text()[-3000:]}")
         time.sleep(0.2)
-    proc.log_path = log  # type: ignore[attr-defined]
-    yield proc
-    proc.terminate()
     try:
-        proc.wait(15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@pytest.fixture(scope="session")
+def eval_worker(redis_url: str, storage_dirs: dict[str, Path], queues: dict[str, str],
+                tmp_path_factory: pytest.TempPathFactory) -> Iterator[subprocess.Popen[bytes]]:
+    """The session's scoring worker, reading uploads from local storage."""
+    log = tmp_path_factory.mktemp("worker") / "eval-worker.log"
+    with scoring_worker(redis_url, storage_dirs, queues["eval"], log) as proc:
+        yield proc
 
 
 @pytest.fixture

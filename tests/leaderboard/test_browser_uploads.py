@@ -16,17 +16,14 @@ from __future__ import annotations
 
 import hashlib
 import math
-import os
 import re
-import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
 
 import pytest
 
-from tests.leaderboard.conftest import ROOT, rclone_s3
+from tests.leaderboard.conftest import rclone_s3, scoring_worker
 from tests.leaderboard.test_browser import ARTIFACTS, page  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.browser]
@@ -180,29 +177,11 @@ def s3_eval_worker(cors_s3_server, redis_url, storage_dirs, tmp_path_factory):
     (the session's worker was started for local storage)."""
     queue = f"eval-s3-test-{uuid.uuid4().hex[:8]}"
     log = tmp_path_factory.mktemp("worker-s3") / "eval-worker.log"
-    env = {**os.environ, "REDIS_URL": redis_url, "EVAL_UPLOADS_DIR": str(storage_dirs["uploads"]),
-           "EVAL_LABELS_DIR": str(storage_dirs["labels"]), "EVAL_DEVICE": "cpu",
-           "EVAL_S3_BUCKET": cors_s3_server["bucket"], "EVAL_S3_ENDPOINT_URL": cors_s3_server["endpoint"],
-           "EVAL_S3_ACCESS_KEY_ID": cors_s3_server["access_key"],
-           "EVAL_S3_SECRET_ACCESS_KEY": cors_s3_server["secret_key"]}
-    env.pop("DJANGO_SETTINGS_MODULE", None)
-    with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "celery", "-A", "evaluation_workers.app", "worker",
-                                 "-Q", queue, "-P", "solo", "-n", f"{queue}@%h", "-l", "info",
-                                 "--without-mingle", "--without-gossip"],
-                                cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 60
-    while b" ready." not in log.read_bytes():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise RuntimeError(f"Scoring worker did not start:\n{log.read_text()[-3000:]}")
-        time.sleep(0.2)
-    yield queue
-    proc.terminate()
-    try:
-        proc.wait(15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    with scoring_worker(redis_url, storage_dirs, queue, log, EVAL_S3_BUCKET=cors_s3_server["bucket"],
+                        EVAL_S3_ENDPOINT_URL=cors_s3_server["endpoint"],
+                        EVAL_S3_ACCESS_KEY_ID=cors_s3_server["access_key"],
+                        EVAL_S3_SECRET_ACCESS_KEY=cors_s3_server["secret_key"]):
+        yield queue
 
 
 @pytest.fixture
