@@ -9,12 +9,26 @@ Each track contributes a module ``benchmarks/gpu_<track>.py`` with
 from __future__ import annotations
 
 import importlib
+import math
 import sys
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 CHECKS = ["gpu_openscan", "gpu_mmscan_vg"]
+
+
+def assert_results_equal(a: Any, b: Any, path: str = "") -> None:
+    """Result JSONs (NumPy run ``a``, CuPy run ``b``) equal to 1e-12 in every number."""
+    if isinstance(a, dict):
+        assert a.keys() == b.keys(), f"{path}: keys differ"
+        for k in a:
+            assert_results_equal(a[k], b[k], f"{path}/{k}")
+    elif isinstance(a, float) and isinstance(b, float):
+        assert math.isclose(a, b, rel_tol=0, abs_tol=1e-12), f"{path}: numpy {a} vs cupy {b}"
+    else:
+        assert a == b, f"{path}: numpy {a!r} vs cupy {b!r}"
 
 
 def main() -> int:

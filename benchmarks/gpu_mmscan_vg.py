@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import tempfile
 import time
@@ -21,6 +20,8 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from gpu_check import assert_results_equal  # benchmarks/ is on sys.path: scripts run from here
 
 from evaluation_workers.metrics.iou3d import paired_iou3d
 from evaluation_workers.synthetic.mmscan_vg import make_data
@@ -52,17 +53,6 @@ def _arrays(
         sample=sample, boxes=all_boxes, scores=np.tile(scores, copies), missing=[], entries=n * copies
     )
     return labels_arr, preds_arr
-
-
-def _compare(a: Any, b: Any, path: str = "") -> None:
-    if isinstance(a, dict):
-        assert a.keys() == b.keys(), f"{path}: keys differ"
-        for k in a:
-            _compare(a[k], b[k], f"{path}/{k}")
-    elif isinstance(a, float) and isinstance(b, float):
-        assert math.isclose(a, b, rel_tol=0, abs_tol=1e-12), f"{path}: numpy {a} vs cupy {b}"
-    else:
-        assert a == b, f"{path}: numpy {a!r} vs cupy {b!r}"
 
 
 def _edge_boxes(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -97,7 +87,7 @@ def run(prompts: int = 200_000) -> None:
     lab, pr = _arrays(labels, preds, 1)
     want = mmscan_vg.score_arrays(lab, pr, xn)
     got = mmscan_vg.score_arrays(lab, pr, xc, mmscan_vg.GPU_CHUNK_PAIRS)  # also warms CUDA up
-    _compare(want, got)
+    assert_results_equal(want, got)
     start = time.perf_counter()
     mmscan_vg.score_arrays(lab, pr, xn)
     cpu_s = time.perf_counter() - start

@@ -8,7 +8,6 @@ Target: the full shape in the compact form scores in under 5 s on the GPU.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 import tempfile
@@ -17,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from gpu_check import assert_results_equal  # benchmarks/ is on sys.path: scripts run from here
 
 from evaluation_workers import _xp
 from evaluation_workers.synthetic import openscan as synthetic
@@ -34,17 +35,6 @@ def _score_on(device: str, labels: Path, predictions: Path) -> tuple[dict[str, A
 
         cupy.cuda.Device().synchronize()
     return result, time.perf_counter() - start
-
-
-def _compare(a: Any, b: Any, path: str = "") -> None:
-    if isinstance(a, dict):
-        assert a.keys() == b.keys(), f"{path}: keys differ"
-        for k in a:
-            _compare(a[k], b[k], f"{path}/{k}")
-    elif isinstance(a, float) and isinstance(b, float):
-        assert math.isclose(a, b, rel_tol=0, abs_tol=1e-12), f"{path}: numpy {a} vs cupy {b}"
-    else:
-        assert a == b, f"{path}: numpy {a!r} vs cupy {b!r}"
 
 
 def run(scenes: int = 312, points: int = 150_000, work: Path | None = None) -> None:
@@ -73,7 +63,7 @@ def run(scenes: int = 312, points: int = 150_000, work: Path | None = None) -> N
     _score_on("gpu", written["labels"], written["compact"])  # warm-up: CUDA context, kernel compilation
     gpu, gpu_s = _score_on("gpu", written["labels"], written["compact"])
     for key in ("metrics", "breakdown", "details", "warnings"):
-        _compare(cpu[key], gpu[key], key)
+        assert_results_equal(cpu[key], gpu[key], key)
     print(
         f"openscan: CuPy equals NumPy on every metric, breakdown and per-class value; "
         f"score (load + match, compact, cache): NumPy {cpu_s:.2f} s, CuPy {gpu_s:.2f} s (target < 5 s); "

@@ -187,6 +187,14 @@ def prepare(work: Path, scenes: int, points: int, aspects: list[str], fmt: str) 
     return files
 
 
+def peak_memory_mib(cmd: list[str]) -> float:
+    """Peak RSS of ``cmd`` alone (children's RSS is cumulative, so measure it in a fresh parent)."""
+    probe = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:], capture_output=True, check=True); "
+             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)")
+    out = subprocess.run([sys.executable, "-c", probe, *cmd], capture_output=True, text=True, check=True)
+    return float(out.stdout)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--scenes", type=int, default=50)
@@ -217,36 +225,8 @@ def main() -> int:
         rows[name] = (wall, json.loads(out)["metrics"]["AP"])
         print(f"  {name:40s} {wall:7.2f} s  AP={rows[name][1]:.6f}")
     # peak RSS of children is cumulative (max over all); measure the compact run alone for memory
-    mem = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            (
-                "import resource, subprocess, sys; subprocess.run(sys.argv[1:], capture_output=True, check=True); "
-                "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)"
-            ),
-            *score_cmd(files["cached"], files["compact"]),
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    print(f"  peak memory, ours compact: {float(mem.stdout):.0f} MiB")
-    mem = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            (
-                "import resource, subprocess, sys; subprocess.run(sys.argv[1:], capture_output=True, check=True); "
-                "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)"
-            ),
-            *score_cmd(files["cached"], files["official"]),
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    print(f"  peak memory, ours official zip: {float(mem.stdout):.0f} MiB")
+    print(f"  peak memory, ours compact: {peak_memory_mib(score_cmd(files['cached'], files['compact'])):.0f} MiB")
+    print(f"  peak memory, ours official zip: {peak_memory_mib(score_cmd(files['cached'], files['official'])):.0f} MiB")
     base = rows["ours, compact + label cache"][0]
     if not args.skip_baseline:
         start = time.perf_counter()
