@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.db.models import Prefetch, QuerySet
+from django.http import Http404
 from django.shortcuts import get_object_or_404
 
 from leaderboard.benchmarks.models import Benchmark, Split
@@ -17,7 +18,5 @@ def get_split(track: str, name: str | None) -> Split:
     splits = benchmark.splits.order_by("-is_default", "name")
     split = splits.filter(name=name).first() if name else splits.first()
     if split is None:
-        from django.http import Http404
-
         raise Http404(f"No split {name!r} for {track}.")
     return split

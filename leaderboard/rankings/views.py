@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 
 from leaderboard.benchmarks.models import Split
@@ -112,8 +112,6 @@ def entry_detail(request: HttpRequest, pk: int) -> HttpResponse:
     """A row "reported in paper" (no method page of its own)."""
     entry = get_object_or_404(LeaderboardEntry.objects.select_related("split__benchmark"), pk=pk)
     if entry.method_id:
-        from django.shortcuts import redirect
-
         return redirect("rankings:method", pk=entry.method_id)
     return render(request, "rankings/entry.html", {"entry": entry, "spec": entry.split.benchmark.spec,
                                                    "chart": _entry_chart(entry)})
