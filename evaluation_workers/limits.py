@@ -1,0 +1,235 @@
+"""Budgets on every decoder: a hostile upload never costs more than a legitimate one.
+
+A 1 MB file must never cost gigabytes. Three rules, enforced while reading
+(never after the bytes are in memory):
+
+- **Inflated bytes per submission.** Everything a submission's file expands to
+  (gzip, zip members, ``.npy`` payloads) is drawn from one ``Budget``, sized
+  from the track's largest legitimate file (``inflated_budget``, overridable
+  with ``EVAL_MAX_INFLATED_BYTES_<TRACK>``). Inflating stops at the first byte
+  past it.
+- **Array headers before data.** ``npy_header`` checks an ``.npy`` header's
+  shape (non-negative, no overflow, within the caller's element cap) and dtype
+  (no Python objects) before a byte of payload is read or allocated.
+- **JSON depth.** ``loads_json`` refuses nesting deeper than ``MAX_JSON_DEPTH``
+  (the formats need at most 4 levels) with a message instead of a
+  ``RecursionError``.
+
+Each refusal is a ``PredictionFormatError`` that names the file and the rule.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import zlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+from evaluation_workers.errors import PredictionFormatError
+
+_CHUNK = 1 << 20
+# Deeper than any accepted format (a list of objects of lists of boxes is 4).
+MAX_JSON_DEPTH = 32
+
+# The largest legitimate inflated size of a submission per track, with room to
+# spare; see each track's format notes for the arithmetic.
+#  - openscan: 312 scenes x 8 aspects of dense (V, M) masks; a uint8 official
+#    zip of 312 scenes x ~150k vertices x 200 masks x 8 aspects is ~75 GB, which
+#    is why masks are streamed one member at a time: the budget bounds total
+#    work, the per-member cap (the scene's V x MAX_MASKS_PER_SCENE) bounds memory.
+#  - mmscan-vg: 209,717 prompts x 256 boxes as JSON text, about 16 GB.
+#  - sqa3d: 3,519 answers, a few MB; 256 MiB is generous.
+_DEFAULT_INFLATED = {"openscan": 96 * 2**30, "mmscan-vg": 24 * 2**30, "sqa3d": 256 * 2**20}
+
+
+def inflated_budget(track: str) -> int:
+    """Bytes a submission of ``track`` may inflate to in all (``EVAL_MAX_INFLATED_BYTES_<TRACK>``)."""
+    name = "EVAL_MAX_INFLATED_BYTES_" + track.upper().replace("-", "_")
+    value = os.environ.get(name)
+    if value:
+        try:
+            return int(value)
+        except ValueError:
+            raise ValueError(f"Expected {name} to be a number of bytes, but got {value!r}") from None
+    return _DEFAULT_INFLATED.get(track, 1 << 30)
+
+
+class Budget:
+    """The inflated bytes one submission may still produce.
+
+    ``take(n)`` draws ``n`` bytes or raises, naming ``file`` and the limit.
+    One budget is shared by every decoder that reads the submission.
+    """
+
+    def __init__(self, limit: int, file: str) -> None:
+        self.limit = int(limit)
+        self.file = file
+        self.used = 0
+
+    def take(self, n: int) -> None:
+        self.used += int(n)
+        if self.used > self.limit:
+            raise PredictionFormatError(
+                f"{self.file}: Expected at most {self.limit:,} bytes once decompressed (the largest "
+                f"legitimate submission of this track), but it inflates to more")
+
+    @property
+    def left(self) -> int:
+        return max(0, self.limit - self.used)
+
+
+def unlimited(file: str = "") -> Budget:
+    """A budget that never runs out, for trusted files (labels, tests)."""
+    return Budget(1 << 62, file)
+
+
+def is_gzip(path: Path) -> bool:
+    with open(path, "rb") as f:
+        return f.read(2) == b"\x1f\x8b"
+
+
+def iter_gunzip(f: IO[bytes], budget: Budget) -> Iterator[bytes]:
+    """Inflate a gzip stream (several members allowed) in chunks, drawing each from ``budget``.
+
+    Raises ``PredictionFormatError`` on a truncated or corrupt stream.
+    """
+    decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    pending = b""
+    while True:
+        if not pending:
+            pending = f.read(_CHUNK)
+            if not pending:
+                break
+        # max_length bounds what one call may allocate, whatever the ratio.
+        out = decompressor.decompress(pending, _CHUNK)
+        pending = decompressor.unconsumed_tail
+        if out:
+            budget.take(len(out))
+            yield out
+        if decompressor.eof:
+            rest = decompressor.unused_data + pending
+            pending = b""
+            if not rest.strip(b"\x00"):
+                rest = f.read(_CHUNK)
+                if not rest:
+                    return
+            decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            pending = rest
+    if not decompressor.eof:
+        raise PredictionFormatError(f"{budget.file}: Expected a complete gzip stream, but it is truncated")
+
+
+def read_maybe_gzip(path: Path, budget: Budget) -> bytes:
+    """The file's bytes, gunzipped when it starts with the gzip magic; inflation drawn from ``budget``."""
+    path = Path(path)
+    with open(path, "rb") as f:
+        if f.read(2) != b"\x1f\x8b":
+            f.seek(0)
+            return f.read()
+        f.seek(0)
+        try:
+            return b"".join(iter_gunzip(f, budget))
+        except zlib.error as exc:
+            raise PredictionFormatError(f"{budget.file}: Expected a valid gzip file, but got {exc}") from None
+
+
+def read_exact(f: IO[bytes], n: int, budget: Budget, what: str) -> bytes:
+    """Read exactly ``n`` bytes (drawn from ``budget`` first), or raise for a truncated member."""
+    budget.take(n)
+    data = f.read(n)
+    if len(data) != n:
+        raise PredictionFormatError(f"{what}: Expected {n:,} bytes, but got {len(data):,} (truncated)")
+    return data
+
+
+def npy_header(f: IO[bytes], what: str, max_elements: int) -> tuple[tuple[int, ...], bool, np.dtype[Any]]:
+    """Read and check an ``.npy`` header; returns (shape, fortran_order, dtype).
+
+    Refused before any payload is read: an unknown version, a Python-object
+    dtype (pickle), a shape with a negative or non-integer dimension, and more
+    than ``max_elements`` elements (computed in Python integers: no overflow).
+    """
+    fmt = np.lib.format
+    try:
+        version = fmt.read_magic(f)  # type: ignore[no-untyped-call]
+        if version == (1, 0):
+            shape, fortran, dtype = fmt.read_array_header_1_0(f)  # type: ignore[no-untyped-call]
+        elif version == (2, 0):
+            shape, fortran, dtype = fmt.read_array_header_2_0(f)  # type: ignore[no-untyped-call]
+        else:
+            raise ValueError(f"unsupported .npy version {version}")
+    except (ValueError, OSError, EOFError) as exc:
+        raise PredictionFormatError(f"{what}: Expected a valid .npy array, but got {exc}") from None
+    if dtype.hasobject:
+        raise PredictionFormatError(
+            f"{what}: Expected numbers, but got Python objects (pickled arrays are not accepted)")
+    if not isinstance(shape, tuple) or not all(isinstance(d, int) and d >= 0 for d in shape):
+        raise PredictionFormatError(f"{what}: Expected a shape of non-negative integers, but got {shape}")
+    elements = math.prod(shape)
+    if elements > max_elements:
+        raise PredictionFormatError(
+            f"{what}: Expected at most {max_elements:,} elements, but its header announces "
+            f"{elements:,} {shape}")
+    return shape, bool(fortran), dtype
+
+
+def read_npy(f: IO[bytes], what: str, max_elements: int, budget: Budget) -> np.ndarray:
+    """A whole ``.npy`` stream as an array, header checked first and payload drawn from ``budget``."""
+    shape, fortran, dtype = npy_header(f, what, max_elements)
+    data = read_exact(f, math.prod(shape) * dtype.itemsize, budget, what)
+    return np.frombuffer(data, dtype=dtype).reshape(shape, order="F" if fortran else "C")
+
+
+def json_depth_error(file: str) -> PredictionFormatError:
+    return PredictionFormatError(
+        f"{file}: Expected JSON nested at most {MAX_JSON_DEPTH} levels deep, but it is nested deeper")
+
+
+def _depth_exceeds(data: bytes | str, limit: int) -> bool:
+    """Whether brackets outside strings nest deeper than ``limit`` (one pass, no parse)."""
+    raw = data.encode() if isinstance(data, str) else data
+    if raw.count(b"[") + raw.count(b"{") <= limit:
+        return False
+    arr = np.frombuffer(raw, dtype=np.uint8)
+    quote = arr == ord('"')
+    if quote.any():
+        # A quote is escaped when an odd run of backslashes precedes it.
+        backslash = np.concatenate([[False], arr[:-1] == ord("\\")])
+        if backslash.any():
+            idx = np.flatnonzero(quote)
+            run = np.zeros(len(idx), dtype=np.int64)
+            for k in range(1, 64):  # runs longer than 63 backslashes before a quote: treat as escaped
+                prev = idx - k
+                hit = (prev >= 0) & (arr[np.maximum(prev, 0)] == ord("\\")) & (run == k - 1)
+                if not hit.any():
+                    break
+                run[hit] = k
+            quote[idx[run % 2 == 1]] = False
+        inside = (np.cumsum(quote) % 2).astype(bool)
+        inside &= ~quote
+    else:
+        inside = np.zeros(len(arr), dtype=bool)
+    step = np.zeros(len(arr), dtype=np.int8)
+    step[(arr == ord("[")) | (arr == ord("{"))] = 1
+    step[(arr == ord("]")) | (arr == ord("}"))] = -1
+    step[inside] = 0
+    return bool(np.cumsum(step, dtype=np.int64).max(initial=0) > limit)
+
+
+def loads_json(data: bytes | str, file: str, object_pairs_hook: Callable[..., Any] | None = None) -> Any:
+    """``json.loads`` that refuses nesting deeper than ``MAX_JSON_DEPTH`` (never a RecursionError).
+
+    Other parse errors propagate as ``json.JSONDecodeError``/``ValueError`` for
+    the caller to word.
+    """
+    if _depth_exceeds(data, MAX_JSON_DEPTH):
+        raise json_depth_error(file)
+    try:
+        return json.loads(data, object_pairs_hook=object_pairs_hook)
+    except RecursionError:
+        raise json_depth_error(file) from None

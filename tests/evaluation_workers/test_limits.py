@@ -1,0 +1,84 @@
+"""The decoder budgets: gzip inflation, npy headers, JSON depth."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+
+import numpy as np
+import pytest
+
+from evaluation_workers.errors import PredictionFormatError
+from evaluation_workers.limits import Budget, loads_json, npy_header, read_maybe_gzip, read_npy
+
+
+def test_it_inflates_gzip_within_the_budget(tmp_path):
+    path = tmp_path / "a.json.gz"
+    path.write_bytes(gzip.compress(b"[1, 2, 3]" * 1000) + gzip.compress(b" "))
+    assert read_maybe_gzip(path, Budget(10_000, "a.json.gz")) == b"[1, 2, 3]" * 1000 + b" "
+
+
+def test_it_stops_inflating_at_the_first_byte_past_the_budget(tmp_path):
+    path = tmp_path / "bomb.json.gz"
+    path.write_bytes(gzip.compress(b"\0" * 50_000_000))
+    budget = Budget(5_000_000, "bomb.json.gz")
+    with pytest.raises(PredictionFormatError, match="bomb.json.gz: Expected at most 5,000,000 bytes"):
+        read_maybe_gzip(path, budget)
+    assert budget.used <= 5_000_000 + (1 << 20)
+
+
+def test_it_names_a_truncated_gzip_stream(tmp_path):
+    path = tmp_path / "cut.json.gz"
+    path.write_bytes(gzip.compress(np.random.default_rng(0).bytes(100_000))[:2000])
+    with pytest.raises(PredictionFormatError, match="truncated"):
+        read_maybe_gzip(path, Budget(1 << 20, "cut.json.gz"))
+
+
+def _npy_with_shape(shape: str, dtype: str = "<f8") -> io.BytesIO:
+    header = f"{{'descr': '{dtype}', 'fortran_order': False, 'shape': {shape}, }}"
+    header += " " * (63 - len(header) % 64) + "\n"
+    return io.BytesIO(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode() + b"\0" * 64)
+
+
+@pytest.mark.parametrize("shape, message", [
+    ("(-1,)", "non-negative"),
+    ("(4294967296, 4294967296)", "at most 1,000 elements"),
+    ("(10, 200)", "at most 1,000 elements"),
+])
+def test_it_refuses_npy_headers_before_reading_data(shape, message):
+    with pytest.raises(PredictionFormatError, match=message):
+        npy_header(_npy_with_shape(shape), "x.npz: pred_masks", 1000)
+
+
+def test_it_refuses_pickled_npy():
+    buf = io.BytesIO()
+    np.save(buf, np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    buf.seek(0)
+    with pytest.raises(PredictionFormatError, match="pickled arrays are not accepted"):
+        npy_header(buf, "x.npz: pred_scores", 1000)
+
+
+def test_it_reads_a_valid_npy_and_charges_its_payload():
+    buf = io.BytesIO()
+    np.save(buf, np.arange(12, dtype=np.int32).reshape(3, 4))
+    buf.seek(0)
+    budget = Budget(1000, "x")
+    arr = read_npy(buf, "x", 100, budget)
+    assert arr.tolist() == np.arange(12).reshape(3, 4).tolist() and budget.used == 48
+
+
+def test_a_truncated_npy_payload_is_named():
+    with pytest.raises(PredictionFormatError, match="truncated"):
+        read_npy(_npy_with_shape("(100,)"), "x.npz: pred_scores", 1000, Budget(10_000, "x"))
+
+
+@pytest.mark.parametrize("text", ['[[[["a[", "\\"]]]]"]]]]', '{"a": [1, {"b": "[[[[[[[["}]}'])
+def test_json_depth_ignores_brackets_inside_strings(text):
+    assert loads_json(text, "f.json") == json.loads(text)
+
+
+def test_deep_json_is_refused_with_a_message_not_a_recursion_error():
+    with pytest.raises(PredictionFormatError, match="f.json: Expected JSON nested at most 32 levels"):
+        loads_json("[" * 10_000 + "]" * 10_000, "f.json")
+    assert loads_json("[" * 32 + "]" * 32, "f.json") is not None
