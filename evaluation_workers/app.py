@@ -4,7 +4,7 @@
 
 Variables: ``EVAL_BROKER_URL`` (default ``REDIS_URL``), ``EVAL_UPLOADS_DIR`` and
 ``EVAL_LABELS_DIR`` (the roots that storage keys are relative to),
-``EVAL_DEVICE`` (auto|cpu|gpu). The worker needs no database credentials:
+``EVAL_DEVICE`` (auto|cpu|gpu), ``EVAL_HEARTBEAT_SECONDS`` (default 20). The worker needs no database credentials:
 it reports over the broker to the site queue named in each request.
 """
 
@@ -18,10 +18,14 @@ app = Celery("evaluation_workers", include=["evaluation_workers.tasks"])
 app.conf.update(
     broker_url=os.environ.get("EVAL_BROKER_URL") or os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"),
     # Scoring is idempotent (a re-run overwrites the same result), so a task is
-    # acknowledged only once it has run: a worker that dies mid-task leaves it
-    # to be redelivered instead of lost.
+    # acknowledged only once it has run: a worker that dies whole leaves it
+    # unacknowledged, and the site's sweeper sends a new attempt when its
+    # heartbeats stop. When only the process scoring it dies (killed, out of
+    # memory) the message is acknowledged, not requeued: requeueing would loop
+    # forever on a file that always runs out of memory; the main process
+    # reports the attempt lost instead, and the site decides (tasks._report_lost).
     task_acks_late=True,
-    task_reject_on_worker_lost=True,
+    task_reject_on_worker_lost=False,
     worker_prefetch_multiplier=1,
     worker_concurrency=int(os.environ.get("EVAL_CONCURRENCY", "1")),
     task_ignore_result=True,
@@ -29,5 +33,7 @@ app.conf.update(
     # Longer than the hard time limit, so a running task is not redelivered.
     broker_transport_options={"visibility_timeout": 4 * 3600},
     broker_connection_retry_on_startup=True,
+    broker_connection_retry=True,
+    broker_connection_max_retries=None,  # a worker outlives a broker restart, however long
     worker_hijack_root_logger=False,
 )

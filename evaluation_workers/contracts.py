@@ -2,9 +2,13 @@
 
 The two processes meet only by these task names: the site sends
 ``SCORE_SUBMISSION`` to an eval queue; the worker answers with
-``RECORD_PROGRESS`` and then ``RECORD_RESULT`` or ``RECORD_FAILURE`` on the
-site queue. Payloads are JSON primitives. ``attempt`` counts enqueues of one
-submission, so a late message from an earlier attempt is recognised and dropped.
+``RECORD_PROGRESS`` (and ``RECORD_HEARTBEAT`` every few seconds while it
+scores) and then ``RECORD_RESULT`` or ``RECORD_FAILURE`` on the site queue;
+its main process sends ``RECORD_LOST`` when the process scoring an attempt
+died (killed, out of memory). Payloads are JSON primitives. ``attempt``
+counts enqueues of one submission, so a late message from an earlier attempt
+is recognised and dropped; the site also notes the current attempt in the
+broker under ``attempt_key``, so that a worker skips a stale message unscored.
 """
 
 from __future__ import annotations
@@ -17,8 +21,20 @@ SCORE_SUBMISSION = "evaluation.score_submission"
 RECORD_PROGRESS = "submissions.record_progress"
 RECORD_RESULT = "submissions.record_result"
 RECORD_FAILURE = "submissions.record_failure"
+RECORD_HEARTBEAT = "submissions.record_heartbeat"
+RECORD_LOST = "submissions.record_lost"
 
 FailureKind = Literal["invalid_input", "platform_error"]
+
+
+def attempt_key(submission_id: int) -> str:
+    """Broker key holding a submission's current attempt (0 once it is done or cancelled)."""
+    return f"lb:attempt:{submission_id}"
+
+
+def running_key(submission_id: int, attempt: int) -> str:
+    """Broker key a worker holds (with an expiry it renews) while it scores this attempt."""
+    return f"lb:running:{submission_id}:{attempt}"
 
 
 class ScoreRequest(TypedDict):
@@ -42,6 +58,18 @@ class ProgressReport(TypedDict):
     attempt: int
     fraction: float
     message: str
+
+
+class HeartbeatReport(TypedDict):
+    submission_id: int
+    attempt: int
+    worker: str
+
+
+class LostReport(TypedDict):
+    submission_id: int
+    attempt: int
+    reason: str
 
 
 class ResultReport(TypedDict):

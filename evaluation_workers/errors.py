@@ -24,6 +24,19 @@ class PredictionFormatError(SubmissionError):
     """The predictions file does not follow the track's format."""
 
 
+class PlatformError(Exception):
+    """A fault of the service, not of the file (storage, broker): refunded, and its text is shown.
+
+    The text names no path, host or internal detail; those go to the worker's log.
+    """
+
+    kind = "platform_error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
 class LabelsError(Exception):
     """The hidden labels are unusable: a maintainer's problem, never shown to submitters."""
 

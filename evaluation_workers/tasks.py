@@ -1,25 +1,38 @@
-"""The scoring task: fetch, score, report. Thin on purpose.
+"""The scoring task: claim, fetch, score, report. Thin on purpose.
 
 The task takes ids and storage keys (``contracts.ScoreRequest``), never data.
 Every outcome is reported to the site queue named in the request: progress
-while it runs, then exactly one of result or failure. User-fixable problems
-(``SubmissionError``) are reported with their message; anything else is logged
-here and reported as "Internal evaluation error", so no traceback, path or
-label value reaches a page.
+while it runs (and a heartbeat every ``EVAL_HEARTBEAT_SECONDS`` from a thread,
+so a long inflate or IoU is never mistaken for a dead worker), then exactly
+one of result or failure. User-fixable problems (``SubmissionError``) are
+reported with their message; faults of the service (``PlatformError``: storage)
+with theirs, refunded; anything else is logged here and reported as "Internal
+evaluation error", so no traceback, path or label value reaches a page.
+
+If the process scoring an attempt dies (killed, out of memory), the worker's
+main process reports the attempt lost (``RECORD_LOST``) and the site sends a
+new one; a worker that dies whole stops beating, and the site's sweeper does
+the same. A message of an attempt that is not current any more is dropped
+unscored (``attempts.claim``).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import socket
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
-from celery.exceptions import SoftTimeLimitExceeded
+from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded, WorkerLostError
+from celery.signals import task_failure
 
-from evaluation_workers import contracts
+from evaluation_workers import attempts, contracts
 from evaluation_workers.app import app
-from evaluation_workers.errors import SubmissionError
+from evaluation_workers.errors import PlatformError, SubmissionError
 from evaluation_workers.storage import fetched_predictions, labels_path
 from evaluation_workers.tracks import get_track
 
@@ -27,14 +40,20 @@ log = logging.getLogger(__name__)
 
 SOFT_TIME_LIMIT = int(os.environ.get("EVAL_SOFT_TIME_LIMIT", 30 * 60))
 TIME_LIMIT = int(os.environ.get("EVAL_TIME_LIMIT", 35 * 60))
+HEARTBEAT_SECONDS = float(os.environ.get("EVAL_HEARTBEAT_SECONDS", 20))
+# Fault-injection tests only: hold each attempt this long (beating) before scoring it.
+HOLD_SECONDS = float(os.environ.get("EVAL_FAULT_HOLD_SECONDS", 0))
 # At most one progress message per this many seconds (the last one always goes).
 PROGRESS_INTERVAL = 0.5
 # The share of the progress bar that stands for fetching the predictions.
 FETCHED = 0.05
+# Reports survive a broker restart of a minute or two: the worker keeps trying to send.
+REPORT_RETRY = {"max_retries": 60, "interval_start": 0.5, "interval_step": 0.5, "interval_max": 3}
+WORKER = f"{socket.gethostname()}:{os.getpid()}"
 
 
 class Reporter:
-    """Sends progress, result or failure of one attempt to the site queue."""
+    """Sends progress, heartbeats, result or failure of one attempt to the site queue."""
 
     def __init__(self, request: contracts.ScoreRequest) -> None:
         self.ids = {"submission_id": request["submission_id"], "attempt": request["attempt"]}
@@ -42,19 +61,46 @@ class Reporter:
         self._last = 0.0
 
     def _send(self, name: str, **kwargs: Any) -> None:
-        app.send_task(name, kwargs={**self.ids, **kwargs}, queue=self.queue)
+        app.send_task(name, kwargs={**self.ids, **kwargs}, queue=self.queue, retry=True,
+                      retry_policy=REPORT_RETRY)
 
     def progress(self, fraction: float, message: str = "") -> None:
         now = time.monotonic()
         if now - self._last >= PROGRESS_INTERVAL or fraction >= 1.0:
             self._last = now
-            self._send(contracts.RECORD_PROGRESS, fraction=max(0.0, min(1.0, fraction)), message=message)
+            self._send(contracts.RECORD_PROGRESS, fraction=max(0.0, min(1.0, fraction)), message=message,
+                       worker=WORKER)
+
+    def heartbeat(self) -> None:
+        self._send(contracts.RECORD_HEARTBEAT, worker=WORKER)
 
     def result(self, result: dict[str, Any], seconds: float, device: str) -> None:
         self._send(contracts.RECORD_RESULT, result=result, seconds=seconds, device=device)
 
     def failure(self, kind: contracts.FailureKind, message: str) -> None:
         self._send(contracts.RECORD_FAILURE, kind=kind, message=message)
+
+
+@contextmanager
+def beating(reporter: Reporter, submission_id: int, attempt: int) -> Iterator[None]:
+    """Send a heartbeat (and renew the attempt's claim) every HEARTBEAT_SECONDS until the block ends."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(HEARTBEAT_SECONDS):
+            try:
+                reporter.heartbeat()
+                attempts.renew(submission_id, attempt, 3 * HEARTBEAT_SECONDS)
+            except Exception as exc:  # noqa: BLE001 - a missed beat is retried; the sweeper is patient
+                log.warning("Heartbeat of submission %s failed: %s", submission_id, exc)
+
+    thread = threading.Thread(target=beat, name=f"heartbeat-{submission_id}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(5)
 
 
 @app.task(name=contracts.SCORE_SUBMISSION, acks_late=True, soft_time_limit=SOFT_TIME_LIMIT,
@@ -69,11 +115,26 @@ def score_submission(**request: Any) -> None:
 
 def run_score(request: contracts.ScoreRequest) -> None:
     """Score one submission and report the outcome; never raises for bad input."""
+    submission_id, attempt = request["submission_id"], request["attempt"]
+    claim = attempts.claim(submission_id, attempt, 3 * HEARTBEAT_SECONDS)
+    if claim != "ok":
+        log.info("Skipping submission %s attempt %s: %s", submission_id, attempt, claim)
+        return
+    reporter = Reporter(request)
+    try:
+        with beating(reporter, submission_id, attempt):
+            _score(request, reporter)
+    finally:
+        attempts.release(submission_id, attempt)
+
+
+def _score(request: contracts.ScoreRequest, reporter: Reporter) -> None:
     from evaluation_workers._xp import device_name
 
-    reporter = Reporter(request)
     started = time.monotonic()
     reporter.progress(0.0, "Fetching predictions")
+    if HOLD_SECONDS:
+        time.sleep(HOLD_SECONDS)
     try:
         track = get_track(request["track"])
         with fetched_predictions(request["predictions_key"]) as predictions:
@@ -87,12 +148,37 @@ def run_score(request: contracts.ScoreRequest) -> None:
             result = track.score(labels_path(request["labels_key"]), predictions, progress)
     except SubmissionError as exc:
         reporter.failure("invalid_input", exc.message)
+    except PlatformError as exc:
+        reporter.failure("platform_error", exc.message)
     except SoftTimeLimitExceeded:
-        reporter.failure("platform_error", f"Scoring took longer than the {SOFT_TIME_LIMIT // 60}-minute limit.")
+        reporter.failure("platform_error", f"Scoring took longer than the {SOFT_TIME_LIMIT // 60}-minute limit. "
+                                           "It does not count against your quota.")
+    except MemoryError:
+        log.exception("Scoring submission %s ran out of memory", request["submission_id"])
+        reporter.failure("platform_error", "Scoring ran out of memory. It does not count against your quota; "
+                                           "the maintainers have been told.")
     except Exception:
         log.exception("Scoring submission %s failed", request["submission_id"])
-        reporter.failure("platform_error", "Internal evaluation error.")
+        reporter.failure("platform_error", "Internal evaluation error. It does not count against your quota.")
     else:
         seconds = time.monotonic() - started
         log.info("Scored submission %s (%s) in %.2f s", request["submission_id"], request["track"], seconds)
         reporter.result(result, seconds, device_name())
+
+
+@task_failure.connect
+def _report_lost(sender: Any = None, exception: BaseException | None = None,
+                 kwargs: dict[str, Any] | None = None, **_: Any) -> None:
+    """In the worker's main process: the process scoring an attempt died or hit the hard time limit."""
+    if getattr(sender, "name", None) != contracts.SCORE_SUBMISSION or not kwargs:
+        return
+    ids = {"submission_id": kwargs.get("submission_id"), "attempt": kwargs.get("attempt")}
+    queue = kwargs.get("reply_queue") or "site"
+    if isinstance(exception, TimeLimitExceeded):
+        app.send_task(contracts.RECORD_FAILURE, queue=queue, retry=True, retry_policy=REPORT_RETRY, kwargs={
+            **ids, "kind": "platform_error",
+            "message": f"Scoring took longer than the {TIME_LIMIT // 60}-minute limit and was stopped. "
+                       "It does not count against your quota."})
+    elif isinstance(exception, WorkerLostError):
+        app.send_task(contracts.RECORD_LOST, queue=queue, retry=True, retry_policy=REPORT_RETRY,
+                      kwargs={**ids, "reason": "the scoring process was killed"})

@@ -13,7 +13,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from leaderboard.lib.env import env, envbool, envint, envlist
+from leaderboard.lib.env import env, envbool, envfloat, envint, envlist
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(env("DATA_DIR") or BASE_DIR / "data").resolve()
@@ -82,8 +82,13 @@ DATABASES = {
 }
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     DATA_DIR.mkdir(parents=True, exist_ok=True)  # the embedded default must work on a fresh checkout
-    # Waiting on a lock beats failing when the site worker and a request write at once.
-    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    # Several processes write one file: the web workers, the site worker, beat.
+    # WAL lets readers go on while one writes; IMMEDIATE takes the write lock at
+    # BEGIN, so two writers queue for up to `timeout` seconds instead of one
+    # failing with "database is locked" when it upgrades a read lock.
+    DATABASES["default"].setdefault("OPTIONS", {}).update({
+        "timeout": 30, "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL"})
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -161,13 +166,21 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 4 * 2**20
 
 # Celery (site side). The site sends scoring work by task name to the eval
 # queues and consumes SITE_QUEUE, where workers report progress and results.
-REDIS_URL = env("REDIS_URL", "redis://127.0.0.1:6379/0")
+# The local set-up (deploy/run.sh) starts its own Redis and writes its URL to
+# DATA_DIR/redis/url, so that manage.py in a fresh shell reaches the same one.
+_LOCAL_REDIS_URL = DATA_DIR / "redis" / "url"
+REDIS_URL = env("REDIS_URL") or (_LOCAL_REDIS_URL.read_text().strip() if _LOCAL_REDIS_URL.is_file()
+                                 else "redis://127.0.0.1:6379/0")
 CELERY_BROKER_URL = REDIS_URL
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 4 * 3600}
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_CONNECTION_TIMEOUT = 3
+# A request that queues a submission waits at most about a second for the
+# broker; past that the submission stays queued and the sweeper sends it.
+SEND_RETRY_POLICY = {"max_retries": 2, "interval_start": 0, "interval_step": 0.3, "interval_max": 0.5}
 SITE_QUEUE = env("SITE_QUEUE", "site")
 CELERY_TASK_DEFAULT_QUEUE = SITE_QUEUE
 EVAL_QUEUE_CPU = env("EVAL_QUEUE_CPU", "eval-cpu")
@@ -176,10 +189,25 @@ EVAL_QUEUE_GPU = env("EVAL_QUEUE_GPU", "eval-gpu")
 EVAL_GPU_TRACKS = envlist("EVAL_GPU_TRACKS")
 EVAL_SOFT_TIME_LIMIT = envint("EVAL_SOFT_TIME_LIMIT", 30 * 60)
 EVAL_TIME_LIMIT = envint("EVAL_TIME_LIMIT", 35 * 60)
+# The sweeper (lifecycle.do_sweep) runs every SWEEP_INTERVAL seconds: it sends
+# what the broker never got (after SWEEP_UNSENT_AFTER s), re-sends a queued
+# attempt whose message vanished (checked after SWEEP_QUEUED_AFTER s), re-sends
+# a running one whose worker has not beaten for SWEEP_HEARTBEAT_TIMEOUT s
+# (workers beat every EVAL_HEARTBEAT_SECONDS), and fails a submission as a
+# platform error after SWEEP_MAX_LOST_ATTEMPTS attempts that workers lost.
+SWEEP_INTERVAL = envfloat("SWEEP_INTERVAL", 60)
+SWEEP_UNSENT_AFTER = envfloat("SWEEP_UNSENT_AFTER", 30)
+SWEEP_QUEUED_AFTER = envfloat("SWEEP_QUEUED_AFTER", 300)
+SWEEP_HEARTBEAT_TIMEOUT = envfloat("SWEEP_HEARTBEAT_TIMEOUT", 120)
+SWEEP_STALLED_UPLOAD_AFTER = envfloat("SWEEP_STALLED_UPLOAD_AFTER", 3600)
+SWEEP_MAX_LOST_ATTEMPTS = envint("SWEEP_MAX_LOST_ATTEMPTS", 3)
 CELERY_BEAT_SCHEDULE = {
+    "sweep": {"task": "submissions.sweep", "schedule": SWEEP_INTERVAL},
     # Uploads that never complete are aborted and stop counting against quotas.
     "expire-uploads": {"task": "submissions.expire_uploads", "schedule": 15 * 60},
 }
+# Fault-injection tests only: seconds to wait inside record_result's transaction.
+FAULT_HOLD_IN_RECORD_RESULT = envfloat("FAULT_HOLD_IN_RECORD_RESULT", 0)
 
 LOGGING = {
     "version": 1,

@@ -42,3 +42,13 @@ def envint(name: str, default: int) -> int:
 def envlist(name: str, default: str = "") -> list[str]:
     value = env(name, default) or ""
     return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def envfloat(name: str, default: float) -> float:
+    value = env(name)
+    if value is None or value == "":
+        return default
+    try:
+        return float(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"Unexpected value {name}={value!r}, expected a number") from None

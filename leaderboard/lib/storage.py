@@ -37,6 +37,16 @@ class TooLarge(ValueError):
     """More bytes arrived than allowed; nothing was kept."""
 
 
+class StorageError(OSError):
+    """The store could not be written or read (disk, permissions, an S3 error); nothing was kept."""
+
+
+def _s3_errors() -> tuple[type[BaseException], ...]:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    return (BotoCoreError, ClientError)
+
+
 @dataclass(frozen=True)
 class Part:
     number: int
@@ -101,8 +111,18 @@ def store(chunks: Iterable[bytes], key: str, max_bytes: int) -> tuple[int, str]:
 
     Stops and raises ``TooLarge`` as soon as more than ``max_bytes`` arrive, so
     an oversized upload never fills the disk. Written to a temporary name first,
-    so a broken upload never leaves a partial file under the key.
+    so a broken upload never leaves a partial file under the key. A failure of
+    the store (or of the upload stream) raises ``StorageError``.
     """
+    try:
+        return _store(chunks, key, max_bytes)
+    except TooLarge:
+        raise
+    except (OSError, *_s3_errors()) as exc:
+        raise StorageError(f"could not store {key}: {exc}") from exc
+
+
+def _store(chunks: Iterable[bytes], key: str, max_bytes: int) -> tuple[int, str]:
     if is_s3():
         with tempfile.TemporaryFile(prefix="upload-") as spool:
             digest = hashlib.sha256()

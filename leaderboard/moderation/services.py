@@ -13,7 +13,7 @@ from leaderboard.benchmarks.models import Benchmark, Split
 from leaderboard.benchmarks.permissions import is_maintainer
 from leaderboard.moderation.models import AuditEntry
 from leaderboard.rankings.services import refresh_entry
-from leaderboard.submissions import services as submission_services
+from leaderboard.submissions import lifecycle
 from leaderboard.submissions.models import Submission
 
 Action = AuditEntry.Action
@@ -62,12 +62,13 @@ def check_toggle(user: Any, submission: Submission, kind: str, on: bool, reason:
 
 
 def check_rescore(user: Any, submission: Submission, reason: str = "") -> None:
-    """Queue a submission again; its earlier results stay, the new one carries the scorer version."""
+    """Queue a submission again (a new attempt); its earlier results stay, the new one carries the
+    scorer version. A queued or running one is re-queued: the way to rescue a stuck submission."""
     check_maintainer(user, submission.split.benchmark)
     with transaction.atomic():
         _audit(user, Action.RESCORE, split=submission.split, submission=submission,
-               target=f"submission #{submission.pk}", reason=reason)
-        if submission_services.do_enqueue(submission.pk) is None:
+               target=f"submission #{submission.pk}", reason=reason, was=submission.status)
+        if lifecycle.do_enqueue(submission.pk, requeue=True) is None:
             raise ModerationError(f"Submission #{submission.pk} is {submission.status}; it cannot be re-scored now.")
 
 
@@ -78,7 +79,7 @@ def check_rescore_split(user: Any, split: Split, reason: str) -> int:
         ids = list(Submission.objects.filter(split=split, status__in=["finished", "failed"])
                    .exclude(file_key="").values_list("pk", flat=True))
         _audit(user, Action.RESCORE_ALL, split=split, target=str(split), reason=reason, count=len(ids))
-        return sum(submission_services.do_enqueue(pk) is not None for pk in ids)
+        return sum(lifecycle.do_enqueue(pk) is not None for pk in ids)
 
 
 def check_cancel(user: Any, submission: Submission, reason: str = "") -> None:
@@ -86,9 +87,7 @@ def check_cancel(user: Any, submission: Submission, reason: str = "") -> None:
     with transaction.atomic():
         _audit(user, Action.CANCEL, split=submission.split, submission=submission,
                target=f"submission #{submission.pk}", reason=reason)
-        done = submission_services.do_transition(
-            submission.pk, Submission.Status.CANCELLED,
-            status_detail=f"Cancelled by a maintainer{': ' + reason if reason else ''}.")
+        done = lifecycle.do_cancel(submission.pk, f"Cancelled by a maintainer{': ' + reason if reason else ''}.")
         if done is None:
             raise ModerationError(f"Submission #{submission.pk} is {submission.status}; only queued or running "
                                   "submissions can be cancelled.")

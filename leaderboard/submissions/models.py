@@ -16,10 +16,14 @@ class Method(models.Model):
     paper_url = models.URLField(blank=True)
     code_url = models.URLField(blank=True)
     authors = models.CharField(max_length=500, blank=True)
-    # None until the team answers; publishing needs an answer (services.METHOD_REQUIRED).
+    # None until the team answers; publishing needs an answer (REQUIRED_FOR_PUBLISHING).
     uses_extra_data = models.BooleanField(null=True, blank=True, verbose_name="Uses extra training data")
     details = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    # Fields that must be filled before one of its results is published.
+    # Paper and code URLs stay optional: entries under review may have neither yet.
+    REQUIRED_FOR_PUBLISHING = ("description", "authors", "uses_extra_data")
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["team", "name"], name="unique_method_name")]
@@ -30,17 +34,21 @@ class Method(models.Model):
     @property
     def missing_metadata(self) -> list[str]:
         """Labels of the fields that must be filled before a result of this method is published."""
-        from leaderboard.submissions.services import METHOD_REQUIRED
-
-        return [self._meta.get_field(name).verbose_name for name in METHOD_REQUIRED
+        return [self._meta.get_field(name).verbose_name for name in self.REQUIRED_FOR_PUBLISHING
                 if getattr(self, name) in (None, "")]
 
 
 class Submission(models.Model):
     """One uploaded predictions file and its way through scoring.
 
-    ``status`` changes only through ``services.do_transition`` (row-locked).
+    ``status`` changes only through ``lifecycle.do_transition`` (row-locked).
     Moderation and publishing flags are separate from the status.
+
+    ``attempt`` counts the times it was sent to a scoring queue; every worker
+    report names its attempt, so a late report of an earlier one is dropped.
+    ``sent_at`` is when the current attempt reached the broker (None: not yet,
+    the sweeper sends it); ``heartbeat_at`` the last sign of life of the worker
+    scoring it; ``lost_attempts`` how many attempts a worker started and lost.
     """
 
     class Status(models.TextChoices):
@@ -71,6 +79,11 @@ class Submission(models.Model):
     status_detail = models.TextField(blank=True, help_text="Error or progress message shown to the owner.")
     progress = models.FloatField(default=0.0)
     attempt = models.PositiveIntegerField(default=0, help_text="How often it was queued for scoring.")
+    lost_attempts = models.PositiveIntegerField(default=0, help_text="Attempts a worker started and lost.")
+    queue = models.CharField(max_length=100, blank=True, help_text="The scoring queue of the current attempt.")
+    sent_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    worker = models.CharField(max_length=200, blank=True, help_text="The worker scoring the current attempt.")
     quota = models.CharField(max_length=10, choices=Quota.choices, default=Quota.COUNTED)
 
     file_name = models.CharField(max_length=255)
@@ -98,7 +111,8 @@ class Submission(models.Model):
     class Meta:
         ordering = ["-created_at"]
         indexes = [models.Index(fields=["team", "split", "created_at"]),
-                   models.Index(fields=["team", "split", "quota", "status"])]
+                   models.Index(fields=["team", "split", "quota", "status"]),
+                   models.Index(fields=["status", "queued_at"])]
         constraints = [
             models.UniqueConstraint(fields=["method", "split"], condition=models.Q(is_published=True),
                                     name="one_published_submission_per_method_and_split"),

@@ -1,7 +1,9 @@
-"""Site-side tasks: where scoring workers' reports arrive (queue SITE_QUEUE).
+"""Site-side tasks: where scoring workers' reports arrive (queue SITE_QUEUE), and the sweeper.
 
 Names come from ``evaluation_workers.contracts``; each task only hands its
-keyword arguments to the service that records them.
+keyword arguments to ``lifecycle``. Reports are idempotent (attempt numbers),
+so they are acknowledged only once recorded (``acks_late``), redelivered if the
+site worker dies, and retried with back-off when the database is busy or down.
 """
 
 from __future__ import annotations
@@ -9,29 +11,50 @@ from __future__ import annotations
 from typing import Any
 
 from celery import shared_task
+from django.db import DatabaseError, InterfaceError
 
 from evaluation_workers import contracts
-from leaderboard.submissions import services
+from leaderboard.submissions import lifecycle
+from leaderboard.submissions.uploads import do_expire_uploads
+
+# A locked SQLite file or a restarting PostgreSQL: wait and try again, never drop the report.
+_RETRY = {"autoretry_for": (DatabaseError, InterfaceError), "retry_backoff": 1, "retry_backoff_max": 60,
+          "retry_jitter": True, "max_retries": 20, "acks_late": True, "reject_on_worker_lost": True,
+          "ignore_result": True}
 
 
-@shared_task(name=contracts.RECORD_PROGRESS, ignore_result=True)
+@shared_task(name=contracts.RECORD_PROGRESS, **_RETRY)
 def record_progress(**report: Any) -> None:
-    services.record_progress(**report)
+    lifecycle.record_progress(**report)
 
 
-@shared_task(name=contracts.RECORD_RESULT, ignore_result=True, acks_late=True)
+@shared_task(name=contracts.RECORD_HEARTBEAT, **_RETRY)
+def record_heartbeat(**report: Any) -> None:
+    lifecycle.record_heartbeat(**report)
+
+
+@shared_task(name=contracts.RECORD_RESULT, **_RETRY)
 def record_result(**report: Any) -> None:
-    services.record_result(**report)
+    lifecycle.record_result(**report)
 
 
-@shared_task(name=contracts.RECORD_FAILURE, ignore_result=True, acks_late=True)
+@shared_task(name=contracts.RECORD_FAILURE, **_RETRY)
 def record_failure(**report: Any) -> None:
-    services.record_failure(**report)
+    lifecycle.record_failure(**report)
+
+
+@shared_task(name=contracts.RECORD_LOST, **_RETRY)
+def record_lost(**report: Any) -> None:
+    lifecycle.record_lost(**report)
+
+
+@shared_task(name="submissions.sweep", ignore_result=True)
+def sweep() -> dict[str, int]:
+    """Run by Celery beat every ``SWEEP_INTERVAL`` seconds; ``manage.py sweep`` does the same."""
+    return lifecycle.do_sweep()
 
 
 @shared_task(name="submissions.expire_uploads", ignore_result=True)
 def expire_uploads() -> int:
     """Run by Celery beat (``CELERY_BEAT_SCHEDULE``); ``manage.py expire_uploads`` does the same."""
-    from leaderboard.submissions.uploads import do_expire_uploads
-
     return do_expire_uploads()

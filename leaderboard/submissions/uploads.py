@@ -22,17 +22,21 @@ from django.utils import timezone
 
 from leaderboard.accounts.models import Team
 from leaderboard.lib import storage
-from leaderboard.submissions.models import Submission, Upload
-from leaderboard.submissions.services import (
+from leaderboard.submissions.lifecycle import (
     Kind,
     Quota,
     Status,
+    do_abort_upload,
+    do_fail,
+    do_transition,
+)
+from leaderboard.submissions.models import Submission, Upload
+from leaderboard.submissions.services import (
+    StorageUnavailable,
     SubmissionRejected,
-    _fail,
     clean_file_name,
     do_create_counted,
     do_submit,
-    do_transition,
     resolve_request,
     size_message,
     storage_key,
@@ -163,16 +167,13 @@ def check_complete_upload(upload: Upload) -> Submission:
         try:
             size, sha = storage.complete_multipart(submission.file_key, upload.storage_upload_id, parts, limit)
         except storage.TooLarge:
-            return _fail(submission, Kind.INVALID_INPUT, size_message(submission, limit))
+            return do_fail(submission, Kind.INVALID_INPUT, size_message(submission, limit)) or submission
+        except storage.StorageError as exc:
+            raise StorageUnavailable("The parts could not be joined (storage is unavailable); the upload stays "
+                                     "open: complete it again later.") from exc
         submission.file_size, submission.predictions_sha256 = size, sha
         submission.save(update_fields=["file_size", "predictions_sha256"])
     return do_submit(submission)
-
-
-def do_abort_upload(upload: Upload) -> None:
-    """Drop the parts of an upload that will not complete."""
-    storage.abort_multipart(upload.submission.file_key, upload.storage_upload_id)
-    Upload.objects.filter(pk=upload.pk, completed_at__isnull=True).update(aborted_at=timezone.now())
 
 
 def do_expire_uploads(now: datetime | None = None, team: Team | None = None) -> int:

@@ -9,7 +9,7 @@ import pytest
 
 from evaluation_workers.tracks import get_track
 from leaderboard.accounts.services import do_create_token
-from leaderboard.submissions import services
+from leaderboard.submissions import lifecycle, services
 
 
 @pytest.fixture
@@ -18,7 +18,7 @@ def scored(owner, sqa3d_split, sqa3d_files, sent_tasks):
         user=owner, track="sqa3d", split="test", method_name="DescNet",
         file=io.BytesIO(sqa3d_files["predictions"].read_bytes()), file_name="p.json")
     result = get_track("sqa3d").score(sqa3d_files["labels"], sqa3d_files["predictions"], lambda f, m="": None)
-    services.record_result(submission_id=submission.pk, attempt=1, result=result)
+    lifecycle.record_result(submission_id=submission.pk, attempt=1, result=result)
     submission.refresh_from_db()
     return submission, result
 
@@ -61,14 +61,14 @@ def test_the_submitter_gets_an_email_with_aggregate_scores_only(owner, sqa3d_spl
         file=io.BytesIO(sqa3d_files["predictions"].read_bytes()), file_name="p.json")
     result = get_track("sqa3d").score(sqa3d_files["labels"], sqa3d_files["predictions"], lambda f, m="": None)
     with django_capture_on_commit_callbacks(execute=True):
-        services.record_result(submission_id=submission.pk, attempt=1, result=result)
+        lifecycle.record_result(submission_id=submission.pk, attempt=1, result=result)
     [mail] = mailoutbox
     assert mail.to == ["alice@example.org"] and f"EM {result['metrics']['EM']:.4f}" in mail.subject
     assert f"/submissions/{submission.pk}/" in mail.body and "What" not in mail.body
 
     with django_capture_on_commit_callbacks(execute=True):
-        services.do_enqueue(submission.pk)
-        services.record_failure(submission_id=submission.pk, attempt=2, kind="platform_error", message="Boom.")
+        lifecycle.do_enqueue(submission.pk)
+        lifecycle.record_failure(submission_id=submission.pk, attempt=2, kind="platform_error", message="Boom.")
     assert "failed" in mailoutbox[1].subject and "does not count against your quota" in mailoutbox[1].body
 
 

@@ -12,7 +12,7 @@ from django.utils import timezone
 from evaluation_workers.tracks import get_track
 from leaderboard.moderation.models import AuditEntry
 from leaderboard.rankings.models import LeaderboardEntry
-from leaderboard.submissions import services
+from leaderboard.submissions import lifecycle, services
 from leaderboard.submissions.models import Result, Submission
 from tests.leaderboard.conftest import describe_method
 
@@ -23,7 +23,7 @@ def published(owner, sqa3d_split, sqa3d_files, sent_tasks):
         user=owner, track="sqa3d", split="test", method_name="ModNet",
         file=io.BytesIO(sqa3d_files["predictions"].read_bytes()), file_name="p.json")
     result = get_track("sqa3d").score(sqa3d_files["labels"], sqa3d_files["predictions"], lambda f, m="": None)
-    services.record_result(submission_id=submission.pk, attempt=1, result=result)
+    lifecycle.record_result(submission_id=submission.pk, attempt=1, result=result)
     describe_method(submission.method)
     services.check_publish(owner, submission)
     submission.refresh_from_db()
@@ -84,7 +84,7 @@ def test_rescoring_keeps_old_results_and_queues_again(client, maintainer, publis
     assert published.status == "queued" and published.attempt == 2
     assert sent_tasks[-1]["kwargs"]["attempt"] == 2
     old = Result.objects.get(submission=published)
-    services.record_result(submission_id=published.pk, attempt=2,
+    lifecycle.record_result(submission_id=published.pk, attempt=2,
                            result={**old.as_json(), "scorer_version": "1.0.1", "track": "sqa3d"})
     assert set(Result.objects.filter(submission=published).values_list("scorer_version", flat=True)) == \
         {"1.0.0", "1.0.1"}

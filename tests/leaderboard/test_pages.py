@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from leaderboard.submissions import services
+from leaderboard.submissions import lifecycle, services
 from tests.leaderboard.conftest import describe_method
 
 
@@ -18,7 +18,7 @@ def finished(owner, sqa3d_split, sqa3d_files, sent_tasks):
         user=owner, track="sqa3d", split="test", method_name="PageNet",
         file=io.BytesIO(sqa3d_files["predictions"].read_bytes()), file_name="p.json")
     result = get_track("sqa3d").score(sqa3d_files["labels"], sqa3d_files["predictions"], lambda f, m="": None)
-    services.record_result(submission_id=submission.pk, attempt=1, result=result)
+    lifecycle.record_result(submission_id=submission.pk, attempt=1, result=result)
     return submission, result
 
 

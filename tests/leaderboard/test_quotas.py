@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from evaluation_workers.tracks import get_track
 from leaderboard.accounts.services import do_create_token, personal_team
-from leaderboard.submissions import services
+from leaderboard.submissions import lifecycle, services
 from leaderboard.submissions.models import QuotaOverride, Submission
 
 
@@ -49,9 +49,9 @@ def test_the_total_and_in_flight_limits(owner, sqa3d_split, sqa3d_files, good, s
     with pytest.raises(services.QuotaExceeded, match="still uploading or being scored"):
         create(owner, good)
     result = get_track("sqa3d").score(sqa3d_files["labels"], sqa3d_files["predictions"], lambda f, m="": None)
-    services.record_result(submission_id=first.pk, attempt=1, result=result)
+    lifecycle.record_result(submission_id=first.pk, attempt=1, result=result)
     second = create(owner, good)
-    services.record_result(submission_id=second.pk, attempt=1, result=result)
+    lifecycle.record_result(submission_id=second.pk, attempt=1, result=result)
     with pytest.raises(services.QuotaExceeded, match="2 of 2 submissions in total"):
         create(owner, good)
 
@@ -59,7 +59,7 @@ def test_the_total_and_in_flight_limits(owner, sqa3d_split, sqa3d_files, good, s
 def test_platform_failures_and_cancellations_are_refunded(owner, sqa3d_split, good, sent_tasks, settings):
     settings.QUOTA_PER_DAY, settings.QUOTA_IN_FLIGHT = 1, 5
     crashed = create(owner, good)
-    services.record_failure(submission_id=crashed.pk, attempt=1, kind="platform_error", message="worker died")
+    lifecycle.record_failure(submission_id=crashed.pk, attempt=1, kind="platform_error", message="worker died")
     cancelled = create(owner, good)
     services.check_cancel(owner, cancelled)
     assert create(owner, good).status == "queued"

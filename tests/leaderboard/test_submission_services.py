@@ -10,7 +10,7 @@ import pytest
 from evaluation_workers import contracts
 from evaluation_workers.tracks import get_track
 from leaderboard.rankings.models import LeaderboardEntry
-from leaderboard.submissions import services
+from leaderboard.submissions import lifecycle, services
 from leaderboard.submissions.models import Result, Submission
 from tests.leaderboard.conftest import describe_method
 
@@ -90,18 +90,18 @@ def test_it_names_unknown_question_ids_without_revealing_answers(owner, sqa3d_sp
 def test_it_records_a_result_and_ignores_stale_reports(owner, sqa3d_split, sqa3d_files, sent_tasks):
     submission = create(owner, sqa3d_files["predictions"].read_bytes())
     result = score_offline(sqa3d_files, sqa3d_files["predictions"])
-    services.record_progress(submission_id=submission.pk, attempt=1, fraction=0.5, message="half")
+    lifecycle.record_progress(submission_id=submission.pk, attempt=1, fraction=0.5, message="half")
     submission.refresh_from_db()
     assert (submission.status, submission.progress, submission.status_detail) == ("running", 0.5, "half")
 
-    services.record_result(submission_id=submission.pk, attempt=1, result=result, seconds=0.1, device="cpu")
+    lifecycle.record_result(submission_id=submission.pk, attempt=1, result=result, seconds=0.1, device="cpu")
     submission.refresh_from_db()
     assert submission.status == "finished" and submission.progress == 1.0
     stored = Result.objects.get(submission=submission)
     assert stored.metrics == result["metrics"] and stored.labels_sha256 == sqa3d_split.active_labels.sha256
 
     # A late failure report of the same attempt cannot undo a finished result.
-    services.record_failure(submission_id=submission.pk, attempt=1, kind="platform_error", message="x")
+    lifecycle.record_failure(submission_id=submission.pk, attempt=1, kind="platform_error", message="x")
     submission.refresh_from_db()
     assert submission.status == "finished"
 
@@ -110,14 +110,14 @@ def test_rescoring_overwrites_the_same_scorer_version_and_keeps_older_ones(owner
                                                                            sent_tasks):
     submission = create(owner, sqa3d_files["predictions"].read_bytes())
     result = score_offline(sqa3d_files, sqa3d_files["predictions"])
-    services.record_result(submission_id=submission.pk, attempt=1, result=result)
-    services.do_enqueue(submission.pk)  # re-score: attempt 2
-    services.record_result(submission_id=submission.pk, attempt=1, result={**result, "scorer_version": "0.9"})
+    lifecycle.record_result(submission_id=submission.pk, attempt=1, result=result)
+    lifecycle.do_enqueue(submission.pk)  # re-score: attempt 2
+    lifecycle.record_result(submission_id=submission.pk, attempt=1, result={**result, "scorer_version": "0.9"})
     assert Result.objects.filter(submission=submission).count() == 1, "attempt 1 is stale now"
-    services.record_result(submission_id=submission.pk, attempt=2, result=result)
+    lifecycle.record_result(submission_id=submission.pk, attempt=2, result=result)
     assert Result.objects.filter(submission=submission).count() == 1
-    services.do_enqueue(submission.pk)
-    services.record_result(submission_id=submission.pk, attempt=3, result={**result, "scorer_version": "1.1.0"})
+    lifecycle.do_enqueue(submission.pk)
+    lifecycle.record_result(submission_id=submission.pk, attempt=3, result={**result, "scorer_version": "1.1.0"})
     assert sorted(Result.objects.filter(submission=submission).values_list("scorer_version", flat=True)) == \
         ["1.0.0", "1.1.0"]
 
@@ -125,9 +125,9 @@ def test_rescoring_overwrites_the_same_scorer_version_and_keeps_older_ones(owner
 def test_a_platform_failure_keeps_the_earlier_result(owner, sqa3d_split, sqa3d_files, sent_tasks):
     submission = create(owner, sqa3d_files["predictions"].read_bytes())
     result = score_offline(sqa3d_files, sqa3d_files["predictions"])
-    services.record_result(submission_id=submission.pk, attempt=1, result=result)
-    services.do_enqueue(submission.pk)
-    services.record_failure(submission_id=submission.pk, attempt=2, kind="platform_error",
+    lifecycle.record_result(submission_id=submission.pk, attempt=1, result=result)
+    lifecycle.do_enqueue(submission.pk)
+    lifecycle.record_failure(submission_id=submission.pk, attempt=2, kind="platform_error",
                             message="Internal evaluation error.")
     submission.refresh_from_db()
     assert submission.status == "failed" and submission.failure_kind == "platform_error"
@@ -138,7 +138,7 @@ def test_publishing_puts_one_row_per_method_on_the_leaderboard(owner, sqa3d_spli
     result = score_offline(sqa3d_files, sqa3d_files["predictions"])
     first, second = (create(owner, sqa3d_files["predictions"].read_bytes()) for _ in range(2))
     for s in (first, second):
-        services.record_result(submission_id=s.pk, attempt=1, result=result)
+        lifecycle.record_result(submission_id=s.pk, attempt=1, result=result)
     with pytest.raises(services.SubmissionRejected):
         services.check_publish(owner, create(owner, b""))
     with pytest.raises(services.SubmissionRejected, match="Describe the method"):
@@ -157,7 +157,7 @@ def test_publishing_puts_one_row_per_method_on_the_leaderboard(owner, sqa3d_spli
 def test_a_cancelled_submission_ignores_late_worker_reports(owner, sqa3d_split, sqa3d_files, sent_tasks):
     submission = create(owner, sqa3d_files["predictions"].read_bytes())
     services.check_cancel(owner, submission)
-    services.record_result(submission_id=submission.pk, attempt=1,
+    lifecycle.record_result(submission_id=submission.pk, attempt=1,
                            result=score_offline(sqa3d_files, sqa3d_files["predictions"]))
     submission.refresh_from_db()
     assert submission.status == "cancelled" and not submission.results.exists()

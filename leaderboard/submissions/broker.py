@@ -1,0 +1,93 @@
+"""What the site reads and notes in the broker (Redis) beside Celery's own messages.
+
+- ``note_attempt`` / ``forget_attempt``: the current attempt of a submission,
+  under ``contracts.attempt_key``. A scoring worker skips a message whose
+  attempt is not the current one (a redelivered message of a lost attempt, or
+  of a cancelled submission), so re-sending never costs a second scoring.
+- ``pending_attempts``: which (submission, attempt) messages are still waiting
+  in a queue or held unacknowledged by a worker; the sweeper tells a message
+  that waits for a busy worker from one that was lost.
+- ``queue_lengths``: for the moderation desk.
+
+Kombu's Redis transport keeps a queue as a list under the queue's name and
+messages delivered but not yet acknowledged in the hash ``unacked``; each
+message is JSON whose base64 ``body`` is ``[args, kwargs, embed]``.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import json
+from typing import Any
+
+from django.conf import settings
+
+from evaluation_workers import contracts
+
+_UNACKED = "unacked"
+# Attempt keys outlive any redelivery of their messages (the visibility timeout is 4 hours).
+_ATTEMPT_TTL = 7 * 24 * 3600
+
+
+@functools.lru_cache(maxsize=4)
+def _client(url: str) -> Any:
+    import redis
+
+    return redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
+
+
+def client() -> Any:
+    return _client(settings.CELERY_BROKER_URL)
+
+
+def note_attempt(submission_id: int, attempt: int) -> None:
+    client().set(contracts.attempt_key(submission_id), attempt, ex=_ATTEMPT_TTL)
+
+
+def forget_attempt(submission_id: int) -> None:
+    """The submission is done: no message of it should be scored any more."""
+    try:
+        client().set(contracts.attempt_key(submission_id), 0, ex=_ATTEMPT_TTL)
+    except Exception:  # noqa: BLE001 - a stale message is also dropped by the site; nothing to undo here
+        pass
+
+
+def _score_request(raw: bytes | str) -> tuple[int, int] | None:
+    try:
+        message = json.loads(raw)
+        if isinstance(message, list):  # unacked entries are [message, exchange, routing_key]
+            message = message[0]
+        if message.get("headers", {}).get("task") != contracts.SCORE_SUBMISSION:
+            return None
+        body = message["body"]
+        if message.get("properties", {}).get("body_encoding") == "base64":
+            body = base64.b64decode(body)
+        _, kwargs, _ = json.loads(body)
+        return int(kwargs["submission_id"]), int(kwargs["attempt"])
+    except (ValueError, KeyError, TypeError, IndexError):
+        return None
+
+
+def pending_attempts(queues: set[str]) -> dict[tuple[int, int], str]:
+    """(submission id, attempt) of every score message still in ``queues`` ("queued") or held
+    by a worker that has not acknowledged it ("unacked")."""
+    redis = client()
+    found: dict[tuple[int, int], str] = {}
+    for _, raw in redis.hscan_iter(_UNACKED):
+        if (ids := _score_request(raw)) is not None:
+            found[ids] = "unacked"
+    for queue in queues:
+        for raw in redis.lrange(queue, 0, -1):
+            if (ids := _score_request(raw)) is not None:
+                found[ids] = "queued"
+    return found
+
+
+def queue_lengths(queues: list[str]) -> dict[str, int | None]:
+    """Messages waiting in each queue; None where the broker cannot be read."""
+    try:
+        redis = client()
+        return {q: int(redis.llen(q)) for q in queues}
+    except Exception:  # noqa: BLE001 - shown as "unknown" on the desk
+        return dict.fromkeys(queues)

@@ -1,0 +1,340 @@
+"""The life of a submission once it exists: every status change, send, refund and rescue.
+
+    uploading → submitted → queued → running → finished | failed | cancelled
+
+``services`` (one-request uploads), ``uploads`` (uploads in parts), the API
+and the moderation desk all move submissions through the functions here, and
+the site worker records the scoring workers' reports here (``tasks.py``).
+
+Nothing is lost on the way:
+
+- **Outbox.** ``do_enqueue`` marks a submission ``queued`` (a new attempt) and
+  sends the task only after the transaction commits; when the broker is down
+  the submission simply stays queued with ``sent_at`` empty, and the sweeper
+  sends it later. A request never fails because the broker did.
+- **Attempts.** Every worker report names its attempt; a report of an earlier
+  attempt changes nothing, so sending again is always safe.
+- **Sweeper** (``do_sweep``, Celery beat every ``SWEEP_INTERVAL`` s): sends what
+  was never sent; re-sends a queued attempt whose message vanished from the
+  broker; re-sends a running attempt whose worker stopped beating (a worker
+  beats every ``EVAL_HEARTBEAT_SECONDS`` from a thread, so a long inflate is
+  not a death), and after ``SWEEP_MAX_LOST_ATTEMPTS`` attempts that workers
+  started and lost, fails it as a platform error, refunds it and tells the
+  owner. A submission that waits because no worker serves its queue is never
+  failed for waiting.
+- **Refunds.** A platform failure, a cancellation and an upload that never
+  completes do not count against the quota; a format rejection counts
+  against the separate rejection cap.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from evaluation_workers import contracts
+from leaderboard.celery import app as celery_app
+from leaderboard.lib import storage
+from leaderboard.rankings.services import refresh_entry
+from leaderboard.submissions import broker, notifications
+from leaderboard.submissions.models import Result, Submission, Upload
+
+log = logging.getLogger(__name__)
+Status = Submission.Status
+Kind = Submission.FailureKind
+Quota = Submission.Quota
+DONE = {Status.FINISHED, Status.FAILED, Status.CANCELLED}
+
+# Which status may follow which. A result may arrive before the first progress
+# message is recorded (queued -> finished); a finished or failed submission
+# can be queued again (re-scoring); a queued or running one is queued again as
+# a new attempt when its message or its worker was lost (``requeue``).
+TRANSITIONS: dict[str, set[str]] = {
+    Status.UPLOADING: {Status.SUBMITTED, Status.FAILED, Status.CANCELLED},
+    Status.SUBMITTED: {Status.QUEUED, Status.FAILED, Status.CANCELLED},
+    Status.QUEUED: {Status.QUEUED, Status.RUNNING, Status.FINISHED, Status.FAILED, Status.CANCELLED},
+    Status.RUNNING: {Status.QUEUED, Status.RUNNING, Status.FINISHED, Status.FAILED, Status.CANCELLED},
+    Status.FINISHED: {Status.QUEUED},
+    Status.FAILED: {Status.QUEUED},
+    Status.CANCELLED: {Status.QUEUED},
+}
+
+PLATFORM_REFUND_NOTE = "It does not count against your quota."
+
+
+def do_transition(submission_id: int, to: str, *, attempt: int | None = None,
+                  allow: set[str] | None = None, **fields: Any) -> Submission | None:
+    """Move a submission to ``to`` under a row lock; None if not allowed or stale.
+
+    ``attempt`` (from worker reports) must match the submission's current
+    attempt, so that a late report of an earlier run changes nothing.
+    ``allow`` narrows the statuses it may leave (e.g. only ``submitted``).
+    """
+    with transaction.atomic():
+        submission = Submission.objects.select_for_update().get(pk=submission_id)
+        if attempt is not None and attempt != submission.attempt:
+            log.info("Dropping report for submission %s: attempt %s, current %s",
+                     submission_id, attempt, submission.attempt)
+            return None
+        if to not in TRANSITIONS[submission.status] or (allow is not None and submission.status not in allow):
+            log.info("Ignoring transition of submission %s from %s to %s",
+                     submission_id, submission.status, to)
+            return None
+        now = timezone.now()
+        submission.status = to
+        if to == Status.QUEUED:
+            submission.attempt += 1
+            submission.queued_at, submission.started_at, submission.finished_at = now, None, None
+            submission.sent_at, submission.heartbeat_at, submission.worker = None, None, ""
+            submission.progress, submission.failure_kind, submission.status_detail = 0.0, "", ""
+        elif to == Status.RUNNING and submission.started_at is None:
+            submission.started_at = now
+        elif to in DONE:
+            submission.finished_at = now
+        for name, value in fields.items():
+            setattr(submission, name, value)
+        submission.save()
+        return submission
+
+
+def quota_after_failure(submission: Submission, kind: str) -> str:
+    """Format rejections count against the rejection cap; the platform's failures are refunded.
+
+    A submission that already has a result keeps counting: its scores were seen.
+    """
+    if submission.quota != Quota.COUNTED or submission.results.exists():
+        return submission.quota
+    return Quota.REJECTED if kind == Kind.INVALID_INPUT else Quota.REFUNDED
+
+
+def do_fail(submission: Submission | int, kind: str, message: str, *, attempt: int | None = None,
+            allow: set[str] | None = None, notify: bool = False) -> Submission | None:
+    """Fail a submission with ``message`` (shown to its owner); refunds the platform's failures."""
+    pk = submission if isinstance(submission, int) else submission.pk
+    if kind not in Kind.values:
+        kind = Kind.PLATFORM_ERROR
+    with transaction.atomic():
+        current = Submission.objects.select_for_update().get(pk=pk)
+        failed = do_transition(pk, Status.FAILED, attempt=attempt, allow=allow, failure_kind=kind,
+                               status_detail=message[:5000], quota=quota_after_failure(current, kind))
+        if failed is not None:
+            transaction.on_commit(lambda: broker.forget_attempt(pk))
+            if notify:
+                transaction.on_commit(lambda: notifications.send_outcome(pk))
+    return failed
+
+
+def do_cancel(submission_id: int, detail: str) -> Submission | None:
+    """Cancel a submission that is not done; refunded (no score was seen); an open upload is dropped."""
+    with transaction.atomic():
+        current = Submission.objects.select_for_update().get(pk=submission_id)
+        quota = Quota.REFUNDED if current.quota == Quota.COUNTED and not current.results.exists() \
+            else current.quota
+        cancelled = do_transition(submission_id, Status.CANCELLED, status_detail=detail, quota=quota)
+        if cancelled is None:
+            return None
+        upload = Upload.objects.filter(submission=cancelled, completed_at__isnull=True,
+                                       aborted_at__isnull=True).first()
+        if upload is not None:
+            do_abort_upload(upload)
+        transaction.on_commit(lambda: broker.forget_attempt(submission_id))
+        return cancelled
+
+
+def do_abort_upload(upload: Upload) -> None:
+    """Drop the parts of an upload that will not complete."""
+    storage.abort_multipart(upload.submission.file_key, upload.storage_upload_id)
+    Upload.objects.filter(pk=upload.pk, completed_at__isnull=True).update(aborted_at=timezone.now())
+
+
+def queue_for(track: str) -> str:
+    return settings.EVAL_QUEUE_GPU if track in settings.EVAL_GPU_TRACKS else settings.EVAL_QUEUE_CPU
+
+
+def do_enqueue(submission_id: int, *, requeue: bool = False) -> Submission | None:
+    """Queue a submission for scoring (a new attempt) with its split's active labels.
+
+    Without ``requeue`` it leaves only ``submitted``, ``finished``, ``failed``
+    or ``cancelled``; with it also ``queued`` and ``running`` (a lost message or
+    worker, or a maintainer's re-queue). The task is sent after the surrounding
+    transaction commits; if the broker is unreachable the sweeper sends it.
+    """
+    submission = Submission.objects.select_related("split__benchmark").get(pk=submission_id)
+    labels = submission.split.active_labels
+    if labels is None:
+        return do_fail(submission, Kind.PLATFORM_ERROR,
+                       "No labels are loaded for this split yet; a maintainer will re-score it. "
+                       + PLATFORM_REFUND_NOTE)
+    allow = None if requeue else set(Status) - {Status.QUEUED, Status.RUNNING}
+    queued = do_transition(submission_id, Status.QUEUED, allow=allow, labels=labels,
+                           queue=queue_for(submission.split.benchmark.track))
+    if queued is None:
+        return None
+    transaction.on_commit(lambda: do_send(queued.pk, queued.attempt))
+    return queued
+
+
+def do_send(submission_id: int, attempt: int) -> bool:
+    """Publish the score task of ``attempt`` and note when; False (logged) if the broker is unreachable."""
+    submission = Submission.objects.select_related("split__benchmark", "labels").get(pk=submission_id)
+    if submission.attempt != attempt or submission.status not in {Status.QUEUED, Status.RUNNING}:
+        return False
+    request = contracts.ScoreRequest(
+        schema=contracts.SCHEMA_VERSION, submission_id=submission.pk, attempt=attempt,
+        track=submission.split.benchmark.track, predictions_key=submission.file_key,
+        labels_key=submission.labels.storage_key if submission.labels else "",
+        reply_queue=settings.SITE_QUEUE)
+    try:
+        broker.note_attempt(submission.pk, attempt)
+        celery_app.send_task(contracts.SCORE_SUBMISSION, kwargs=dict(request), queue=submission.queue,
+                             retry=True, retry_policy=settings.SEND_RETRY_POLICY)
+    except Exception as exc:  # the broker's errors are many (kombu, redis, socket): all mean "later"
+        log.warning("Could not send submission %s attempt %s to %s (%s); the sweeper will retry",
+                    submission.pk, attempt, submission.queue, exc)
+        return False
+    Submission.objects.filter(pk=submission.pk, attempt=attempt, sent_at__isnull=True).update(
+        sent_at=timezone.now())
+    return True
+
+
+# Reports of the scoring workers (``tasks.py``).
+
+
+def record_progress(*, submission_id: int, attempt: int, fraction: float, message: str = "",
+                    worker: str = "") -> None:
+    fields: dict[str, Any] = {"progress": max(0.0, min(1.0, float(fraction))), "status_detail": message[:500],
+                              "heartbeat_at": timezone.now()}
+    if worker:
+        fields["worker"] = worker[:200]
+    do_transition(submission_id, Status.RUNNING, attempt=attempt, **fields)
+
+
+def record_heartbeat(*, submission_id: int, attempt: int, worker: str = "") -> None:
+    """A worker is still scoring this attempt (sent every ``EVAL_HEARTBEAT_SECONDS``)."""
+    updated = Submission.objects.filter(pk=submission_id, attempt=attempt, status=Status.RUNNING).update(
+        heartbeat_at=timezone.now(), worker=worker[:200])
+    if not updated:  # the first sign of life of a queued attempt
+        do_transition(submission_id, Status.RUNNING, attempt=attempt, allow={Status.QUEUED},
+                      heartbeat_at=timezone.now(), worker=worker[:200])
+
+
+def record_result(*, submission_id: int, attempt: int, result: dict[str, Any], seconds: float | None = None,
+                  device: str = "") -> Result | None:
+    """Store a worker's result (overwriting the same scorer version's) and finish."""
+    with transaction.atomic():
+        submission = do_transition(submission_id, Status.FINISHED, attempt=attempt, progress=1.0,
+                                   status_detail="")
+        if submission is None:
+            return None
+        if not submission.predictions_sha256:
+            # Files joined by the object store were never read by the site.
+            Submission.objects.filter(pk=submission.pk).update(predictions_sha256=result["predictions_sha256"])
+        stored, _ = Result.objects.update_or_create(
+            submission=submission, scorer_version=result["scorer_version"],
+            defaults={"labels_sha256": result["labels_sha256"],
+                      "predictions_sha256": result["predictions_sha256"],
+                      "metrics": result["metrics"], "breakdown": result["breakdown"],
+                      "details": result.get("details", {}), "warnings": result.get("warnings", []),
+                      "seconds": seconds, "device": device})
+        if submission.is_published:
+            refresh_entry(submission.method, submission.split)
+        if settings.FAULT_HOLD_IN_RECORD_RESULT:  # fault-injection tests only: a kill lands here
+            time.sleep(settings.FAULT_HOLD_IN_RECORD_RESULT)
+        transaction.on_commit(lambda: broker.forget_attempt(submission_id))
+        transaction.on_commit(lambda: notifications.send_outcome(submission.pk))
+    return stored
+
+
+def record_failure(*, submission_id: int, attempt: int, kind: str, message: str) -> None:
+    """A worker's failure report: refunds the platform's failures, counts format rejections apart."""
+    do_fail(submission_id, kind, message, attempt=attempt, notify=True)
+
+
+def record_lost(*, submission_id: int, attempt: int, reason: str) -> None:
+    """A worker's main process saw its scoring process die (killed, out of memory)."""
+    do_retry_lost(submission_id, attempt, reason)
+
+
+def do_retry_lost(submission_id: int, attempt: int, reason: str) -> str:
+    """An attempt that a worker started and lost: send a new one, or fail after too many.
+
+    Returns "requeued", "failed" or "" (the attempt was not current any more).
+    """
+    with transaction.atomic():
+        current = Submission.objects.select_for_update().get(pk=submission_id)
+        if current.attempt != attempt or current.status not in {Status.QUEUED, Status.RUNNING}:
+            return ""
+        lost = current.lost_attempts + 1
+        Submission.objects.filter(pk=submission_id).update(lost_attempts=lost)
+        log.warning("Submission %s lost attempt %s (%s); %s lost in all", submission_id, attempt, reason, lost)
+        if lost >= settings.SWEEP_MAX_LOST_ATTEMPTS:
+            do_fail(submission_id, Kind.PLATFORM_ERROR,
+                    f"Scoring stopped unexpectedly {lost} times (the scoring process was killed or ran out of "
+                    f"memory). {PLATFORM_REFUND_NOTE} The maintainers have been told.", notify=True)
+            return "failed"
+        do_enqueue(submission_id, requeue=True)
+        return "requeued"
+
+
+# The sweeper (Celery beat; ``tasks.sweep``).
+
+
+def do_sweep(now: datetime | None = None) -> dict[str, int]:
+    """Find submissions whose message or worker was lost and send them again; returns counts by action."""
+    now = now or timezone.now()
+    counts = {"sent": 0, "requeued": 0, "failed": 0, "waiting": 0, "submitted": 0, "abandoned": 0}
+    ago = lambda seconds: now - timedelta(seconds=seconds)  # noqa: E731
+    # Stored and checked, but the request died before queueing it.
+    for pk in Submission.objects.filter(status=Status.SUBMITTED, updated_at__lt=ago(settings.SWEEP_UNSENT_AFTER)) \
+            .values_list("pk", flat=True):
+        counts["submitted"] += do_enqueue(pk) is not None
+    # A one-request upload whose request died before the file was stored.
+    for pk in Submission.objects.filter(status=Status.UPLOADING, upload__isnull=True,
+                                        created_at__lt=ago(settings.SWEEP_STALLED_UPLOAD_AFTER)) \
+            .values_list("pk", flat=True):
+        counts["abandoned"] += do_fail(pk, Kind.PLATFORM_ERROR, "The upload was interrupted before the file was "
+                                       f"stored; please submit it again. {PLATFORM_REFUND_NOTE}",
+                                       allow={Status.UPLOADING}) is not None
+    # Never reached the broker (it was down): send the same attempt now.
+    for pk, attempt in Submission.objects.filter(
+            status=Status.QUEUED, sent_at__isnull=True, queued_at__lt=ago(settings.SWEEP_UNSENT_AFTER)) \
+            .values_list("pk", "attempt"):
+        counts["sent"] += do_send(pk, attempt)
+    # Sent, but no worker has started it: still waiting in its queue, or lost?
+    stale = list(Submission.objects.filter(status=Status.QUEUED, sent_at__lt=ago(settings.SWEEP_QUEUED_AFTER))
+                 .values_list("pk", "attempt", "queue"))
+    if stale:
+        try:
+            pending = broker.pending_attempts({q for _, _, q in stale})
+        except Exception as exc:  # broker unreachable: look again next time
+            log.warning("Sweeper could not read the broker: %s", exc)
+            pending = None
+        for pk, attempt, _ in stale:
+            if pending is None:
+                break
+            where = pending.get((pk, attempt))
+            if where == "queued":
+                counts["waiting"] += 1  # a worker will get to it; the desk shows how long it waits
+            elif where == "unacked":  # a worker took it and died before its first heartbeat
+                outcome = do_retry_lost(pk, attempt, "the worker stopped before starting")
+                counts["requeued" if outcome == "requeued" else "failed"] += bool(outcome)
+            else:  # the message is gone (a broker that lost its data)
+                counts["requeued"] += do_enqueue(pk, requeue=True) is not None
+    # Started, but its worker stopped beating.
+    silent = ago(settings.SWEEP_HEARTBEAT_TIMEOUT)
+    for pk, attempt in Submission.objects.filter(
+            Q(heartbeat_at__lt=silent) | Q(heartbeat_at__isnull=True, updated_at__lt=silent),
+            status=Status.RUNNING).values_list("pk", "attempt"):
+        outcome = do_retry_lost(pk, attempt, "the worker stopped sending heartbeats")
+        if outcome:
+            counts["requeued" if outcome == "requeued" else "failed"] += 1
+    if any(v for k, v in counts.items() if k != "waiting"):
+        log.warning("Sweeper: %s", counts)
+    return counts
