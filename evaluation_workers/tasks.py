@@ -25,6 +25,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded, WorkerLostError
@@ -41,8 +42,9 @@ log = logging.getLogger(__name__)
 SOFT_TIME_LIMIT = int(os.environ.get("EVAL_SOFT_TIME_LIMIT", 30 * 60))
 TIME_LIMIT = int(os.environ.get("EVAL_TIME_LIMIT", 35 * 60))
 HEARTBEAT_SECONDS = float(os.environ.get("EVAL_HEARTBEAT_SECONDS", 20))
-# Fault-injection tests only: hold each attempt this long (beating) before scoring it.
-HOLD_SECONDS = float(os.environ.get("EVAL_FAULT_HOLD_SECONDS", 0))
+# Fault-injection tests only: a folder whose file "hold-scoring" holds each attempt
+# (beating) for as many seconds as it says, before scoring it.
+FAULT_DIR = os.environ.get("EVAL_FAULT_DIR", "")
 # At most one progress message per this many seconds (the last one always goes).
 PROGRESS_INTERVAL = 0.5
 # The share of the progress bar that stands for fetching the predictions.
@@ -133,8 +135,11 @@ def _score(request: contracts.ScoreRequest, reporter: Reporter) -> None:
 
     started = time.monotonic()
     reporter.progress(0.0, "Fetching predictions")
-    if HOLD_SECONDS:
-        time.sleep(HOLD_SECONDS)
+    if FAULT_DIR:
+        try:
+            time.sleep(float(Path(FAULT_DIR, "hold-scoring").read_text()))
+        except (OSError, ValueError):
+            pass
     try:
         track = get_track(request["track"])
         with fetched_predictions(request["predictions_key"]) as predictions:

@@ -206,8 +206,8 @@ CELERY_BEAT_SCHEDULE = {
     # Uploads that never complete are aborted and stop counting against quotas.
     "expire-uploads": {"task": "submissions.expire_uploads", "schedule": 15 * 60},
 }
-# Fault-injection tests only: seconds to wait inside record_result's transaction.
-FAULT_HOLD_IN_RECORD_RESULT = envfloat("FAULT_HOLD_IN_RECORD_RESULT", 0)
+# Fault-injection tests only: a folder whose files switch holds on (lifecycle.fault_hold).
+FAULT_DIR = env("FAULT_DIR") or ""
 
 LOGGING = {
     "version": 1,

@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 import importlib
+import os
+import socket
+import sys
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _xp_params() -> list:
@@ -32,3 +39,35 @@ def xp(request):
 
         return compat_cupy
     return importlib.import_module(name)
+
+
+# A real Redis for every test that needs one: REDIS_URL when it answers, else one started here.
+
+
+def _reachable(url: str) -> bool:
+    from urllib.parse import urlparse
+
+    parsed = urlparse(url)
+    try:
+        with socket.create_connection((parsed.hostname or "127.0.0.1", parsed.port or 6379), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    """REDIS_URL when it answers, else a Redis started for this test session."""
+    url = os.environ.get("REDIS_URL")
+    if url and _reachable(url):
+        yield url
+        return
+    sys.path.insert(0, str(ROOT / "deploy"))
+    import local_redis
+
+    proc, url = local_redis.start(Path(os.environ.get("TMPDIR", "/tmp")) / f"lb-test-redis-{os.getpid()}")
+    try:
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)

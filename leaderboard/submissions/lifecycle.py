@@ -32,6 +32,7 @@ from __future__ import annotations
 import logging
 import time
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -67,6 +68,15 @@ TRANSITIONS: dict[str, set[str]] = {
 }
 
 PLATFORM_REFUND_NOTE = "It does not count against your quota."
+
+
+def fault_hold(name: str) -> None:
+    """Fault-injection tests only: wait as many seconds as the file FAULT_DIR/<name> says."""
+    if settings.FAULT_DIR:
+        try:
+            time.sleep(float(Path(settings.FAULT_DIR, name).read_text()))
+        except (OSError, ValueError):
+            pass
 
 
 def do_transition(submission_id: int, to: str, *, attempt: int | None = None,
@@ -193,6 +203,9 @@ def do_send(submission_id: int, attempt: int) -> bool:
         reply_queue=settings.SITE_QUEUE)
     try:
         broker.note_attempt(submission.pk, attempt)
+    except Exception as exc:  # noqa: BLE001 - workers then score a stale copy; the site still drops its report
+        log.warning("Could not note attempt %s of submission %s: %s", attempt, submission.pk, exc)
+    try:
         celery_app.send_task(contracts.SCORE_SUBMISSION, kwargs=dict(request), queue=submission.queue,
                              retry=True, retry_policy=settings.SEND_RETRY_POLICY)
     except Exception as exc:  # the broker's errors are many (kombu, redis, socket): all mean "later"
@@ -245,8 +258,7 @@ def record_result(*, submission_id: int, attempt: int, result: dict[str, Any], s
                       "seconds": seconds, "device": device})
         if submission.is_published:
             refresh_entry(submission.method, submission.split)
-        if settings.FAULT_HOLD_IN_RECORD_RESULT:  # fault-injection tests only: a kill lands here
-            time.sleep(settings.FAULT_HOLD_IN_RECORD_RESULT)
+        fault_hold("record-result")  # fault-injection tests: a kill lands inside the transaction
         transaction.on_commit(lambda: broker.forget_attempt(submission_id))
         transaction.on_commit(lambda: notifications.send_outcome(submission.pk))
     return stored

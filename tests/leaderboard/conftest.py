@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import _reachable
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -26,9 +28,11 @@ def storage_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 @pytest.fixture(autouse=True)
-def _isolated_storage(settings: Any, storage_dirs: dict[str, Path]) -> None:
+def _isolated_storage(settings: Any, storage_dirs: dict[str, Path], redis_url: str) -> None:
     settings.UPLOADS_DIR = storage_dirs["uploads"]
     settings.LABELS_DIR = storage_dirs["labels"]
+    # What the site notes in the broker beside Celery's messages goes to the test session's Redis.
+    settings.CELERY_BROKER_URL = redis_url
 
 
 def _user(django_user_model: Any, username: str, **extra: Any) -> Any:
@@ -99,35 +103,6 @@ def sent_tasks(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
 
 
 # The real pipeline: a Redis server, a scoring worker process, a site worker thread.
-
-
-def _reachable(url: str) -> bool:
-    from urllib.parse import urlparse
-
-    parsed = urlparse(url)
-    try:
-        with socket.create_connection((parsed.hostname or "127.0.0.1", parsed.port or 6379), timeout=1):
-            return True
-    except OSError:
-        return False
-
-
-@pytest.fixture(scope="session")
-def redis_url() -> Iterator[str]:
-    """REDIS_URL when it answers, else a Redis started for this test session."""
-    url = os.environ.get("REDIS_URL")
-    if url and _reachable(url):
-        yield url
-        return
-    sys.path.insert(0, str(ROOT / "deploy"))
-    import local_redis
-
-    proc, url = local_redis.start(Path(os.environ.get("TMPDIR", "/tmp")) / f"lb-test-redis-{os.getpid()}")
-    try:
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 @pytest.fixture(scope="session")
