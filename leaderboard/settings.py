@@ -13,17 +13,16 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from leaderboard.lib.env import env, envbool, envint, envlist
+from leaderboard.lib.env import env, envbool, envint, envlist, generated_secret
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(env("DATA_DIR") or BASE_DIR / "data").resolve()
 
+# Off unless asked for: debug pages show settings and request headers.
 DEBUG = envbool("DEBUG", False)
-SECRET_KEY = env("SECRET_KEY") or ""
-if not SECRET_KEY:
-    if not DEBUG:
-        raise ImproperlyConfigured("SECRET_KEY (or SECRET_KEY_FILE) must be set when DEBUG is off")
-    SECRET_KEY = "---insecure-development-key---"
+# Never a built-in key (anyone could sign sessions and upload URLs with it): SECRET_KEY,
+# SECRET_KEY_FILE, or one generated once into DATA_DIR/secret_key that every process reads.
+SECRET_KEY = env("SECRET_KEY") or generated_secret(DATA_DIR / "secret_key")
 ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "127.0.0.1,localhost")
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS")
 SITE_NAME = env("SITE_NAME", "3D Scene Understanding Leaderboards")

@@ -131,9 +131,11 @@ def api_upload_part(request: HttpRequest, pk: int, number: int) -> HttpResponse:
     """PUT one part to the site (local storage); the signed URL is the authorisation, as on S3."""
     if request.method != "PUT":
         return api_error("Expected PUT.", 405)
-    if not uploads.check_part_signature(pk, number, request.GET.get("signature", "")):
-        return api_error("Invalid or expired part URL; ask for a new one.", 403)
-    upload = get_object_or_404(Upload.objects.select_related("submission"), submission_id=pk)
+    # An unknown upload gets the same answer as a bad signature: the URL is all a caller has.
+    upload = Upload.objects.select_related("submission").filter(submission_id=pk).first()
+    if upload is None or not uploads.check_part_signature(upload, number, request.GET.get("signature", "")):
+        return api_error(f"Invalid or expired URL for part {number} of upload #{pk}; ask for a new one "
+                         f"(POST /api/v1/uploads/{pk}/urls).", 403)
     try:
         declared = int(request.headers.get("Content-Length") or 0)
         if declared > uploads.part_limit(upload, number):
