@@ -27,6 +27,15 @@ from leaderboard.rankings.selectors import (
 from leaderboard.submissions.models import Method
 
 MAX_EXPORT_ROWS = 10_000
+# A spreadsheet runs a cell starting with one of these as a formula (OWASP "CSV injection").
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _csv_cell(value: Any) -> Any:
+    """Text that a spreadsheet would run, quoted with a leading apostrophe; numbers stay numbers."""
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    return value
 
 
 def _view(request: HttpRequest, track: str) -> LeaderboardView:
@@ -72,9 +81,10 @@ def export(request: HttpRequest, track: str, fmt: str) -> HttpResponse:
         writer.writerow(["rank", "method", "team", "reported_in_paper", "uses_extra_data", "verified",
                          "scorer_version", "published_at", *view.all_columns])
         for r in rows:
-            writer.writerow([r["rank"], r["method"], r["team"], r["reported_in_paper"], r["uses_extra_data"],
-                             r["verified"], r["scorer_version"], r["published_at"],
-                             *("" if r["scores"][c] is None else r["scores"][c] for c in view.all_columns)])
+            writer.writerow([_csv_cell(v) for v in (
+                r["rank"], r["method"], r["team"], r["reported_in_paper"], r["uses_extra_data"], r["verified"],
+                r["scorer_version"], r["published_at"],
+                *("" if r["scores"][c] is None else r["scores"][c] for c in view.all_columns))])
         response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{name}.{fmt}"'
     return response

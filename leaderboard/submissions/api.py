@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
@@ -42,11 +43,14 @@ def _rejected(exc: services.SubmissionRejected) -> JsonResponse:
     return api_error(str(exc), getattr(exc, "status", 400))
 
 
-def _upload_of(request: HttpRequest, pk: int) -> Upload:
+def _upload_of(request: HttpRequest, pk: int, write: bool = False) -> Upload:
+    """The upload if ``request.user`` may see it (404 otherwise); ``write``: only its team may change it."""
     submission = services.access_submission(request.user, pk)
     upload = Upload.objects.filter(submission=submission).select_related("submission__team").first()
     if upload is None:
-        raise Http404("This submission was not uploaded in parts.")
+        raise Http404(f"Submission #{pk} was not uploaded in parts.")
+    if write and not submission.team.members.filter(pk=request.user.pk).exists():
+        raise PermissionDenied(f"Only a member of the team {submission.team.name} can change upload #{pk}.")
     return upload
 
 
@@ -94,7 +98,7 @@ def api_uploads(request: HttpRequest) -> JsonResponse:
 @api_auth()
 def api_upload(request: HttpRequest, pk: int) -> JsonResponse:
     """GET: the upload and the parts that have arrived (to resume). DELETE: abandon it."""
-    upload = _upload_of(request, pk)
+    upload = _upload_of(request, pk, write=request.method == "DELETE")
     if request.method == "DELETE":
         services.check_cancel(request.user, upload.submission)
         upload.refresh_from_db()
@@ -110,7 +114,7 @@ def api_upload_urls(request: HttpRequest, pk: int) -> JsonResponse:
     """POST {"parts": [1, 2, ...]}: a PUT URL for each part."""
     if request.method != "POST":
         return api_error("Expected POST.", 405)
-    upload = _upload_of(request, pk)
+    upload = _upload_of(request, pk, write=True)
     try:
         numbers = _body(request).get("parts")
         if not isinstance(numbers, list):
@@ -153,7 +157,7 @@ def api_upload_complete(request: HttpRequest, pk: int) -> JsonResponse:
     """POST: join the parts and queue the submission; 400 with the reason if the file is refused."""
     if request.method != "POST":
         return api_error("Expected POST.", 405)
-    upload = _upload_of(request, pk)
+    upload = _upload_of(request, pk, write=True)
     try:
         submission = uploads.check_complete_upload(upload)
     except services.SubmissionRejected as exc:
