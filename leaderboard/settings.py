@@ -13,7 +13,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from leaderboard.lib.env import env, envbool, envint, envlist, generated_secret
+from leaderboard.lib.env import env, envbool, envint, envlist, envmode, generated_secret
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(env("DATA_DIR") or BASE_DIR / "data").resolve()
@@ -119,6 +119,10 @@ SITE_URL = (env("SITE_URL") or "http://127.0.0.1:8000").rstrip("/")
 # labels: under LABELS_DIR, which only workers read (load_labels writes it).
 UPLOADS_DIR = Path(env("UPLOADS_DIR") or DATA_DIR / "uploads")
 LABELS_DIR = Path(env("LABELS_DIR") or DATA_DIR / "labels")
+# Modes of the files and folders written there (uploads, their parts, labels): the site's
+# user writes, the group (scoring workers running as another user) reads, others nothing.
+FILE_MODE = envmode("FILE_MODE", 0o640)
+DIR_MODE = envmode("DIR_MODE", 0o750)
 # Files up to this size are validated during the upload request, so that
 # obviously bad files are refused at once; larger ones are validated by the worker.
 VALIDATE_AT_UPLOAD_MAX_BYTES = envint("VALIDATE_AT_UPLOAD_MAX_BYTES", 64 * 2**20)

@@ -41,6 +41,20 @@ def envint(name: str, default: int) -> int:
         raise ImproperlyConfigured(f"Unexpected value {name}={value!r}, expected an integer") from None
 
 
+def envmode(name: str, default: int) -> int:
+    """A file mode in octal, as chmod takes it: ``FILE_MODE=0640``."""
+    value = env(name)
+    if value is None or value == "":
+        return default
+    try:
+        mode = int(value, 8)
+    except ValueError:
+        mode = -1
+    if not 0 <= mode <= 0o777:
+        raise ImproperlyConfigured(f"Unexpected value {name}={value!r}, expected an octal file mode such as 0640")
+    return mode
+
+
 def envlist(name: str, default: str = "") -> list[str]:
     value = env(name, default) or ""
     return [item.strip() for item in value.split(",") if item.strip()]
