@@ -8,6 +8,7 @@ services.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -40,6 +41,7 @@ INSTALLED_APPS = [
     "leaderboard.submissions",
     "leaderboard.rankings",
     "leaderboard.moderation",
+    "axes",
 ]
 
 MIDDLEWARE = [
@@ -53,6 +55,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: turns a locked-out login into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "leaderboard.urls"
@@ -90,6 +94,18 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
+# Failed logins are counted per username and client address (in the database, so every
+# web process shares them); LOGIN_FAILURE_LIMIT failures lock that pair out for
+# LOGIN_LOCKOUT_MINUTES, a success resets the count, `manage.py axes_reset` unlocks everyone.
+# Behind a reverse proxy the address is the proxy's unless REMOTE_ADDR is set from it.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = envint("LOGIN_FAILURE_LIMIT", 10)
+AXES_COOLOFF_TIME = timedelta(minutes=envint("LOGIN_LOCKOUT_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+# New API tokens per user and hour on the tokens page (`manage.py issue_token` is exempt).
+TOKENS_PER_HOUR = envint("TOKENS_PER_HOUR", 10)
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "benchmarks:home"
 LOGOUT_REDIRECT_URL = "benchmarks:home"
