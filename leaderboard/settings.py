@@ -45,6 +45,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: every answer under /api/ leaves as {"error": {"code", "message"}}, Django's own 404/500 too.
+    "leaderboard.api_errors.ApiErrorMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Serves /static/ from the app folders in every mode, so gunicorn needs no
     # separate file server (and no collectstatic step) for the few files we have.

@@ -11,6 +11,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 
+from leaderboard.api_errors import api_error
 from leaderboard.benchmarks.models import Split
 from leaderboard.benchmarks.permissions import results_embargoed
 from leaderboard.benchmarks.selectors import get_split
@@ -170,8 +171,8 @@ def api_leaderboard(request: HttpRequest, track: str) -> JsonResponse:
     view = _view(request, track)
     spec = view.split.benchmark.spec
     if request.GET.get("metric") and request.GET["metric"] not in spec.metrics:
-        return JsonResponse({"error": f"Expected metric to be one of {', '.join(spec.metrics)}, "
-                                      f"but got {request.GET['metric']!r}."}, status=400)
+        return api_error(f"Expected metric to be one of {', '.join(spec.metrics)}, "
+                         f"but got {request.GET['metric']!r}.", 400)
     page = leaderboard_page(view)
     return JsonResponse({"track": track, "split": view.split.name, "primary_metric": spec.primary_metric,
                          "metrics": list(spec.metrics), "groups": list(spec.groups), "sort": view.sort,

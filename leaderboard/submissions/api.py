@@ -1,8 +1,8 @@
 """The JSON API of uploads in parts, quotas, methods and public manifests.
 
 The older endpoints (create in one request, status, publish) stay in
-``views.py``. Errors are ``{"error": ...}`` with 400, 401, 404, 409 (the
-upload's state forbids it) or 429 (quota).
+``views.py``. Errors are ``{"error": {"code", "message"}}`` (``leaderboard.api_errors``)
+with 400, 401, 403, 404, 409 (the upload's state forbids it) or 429 (quota).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from leaderboard.accounts.auth import api_auth, api_error
 from leaderboard.accounts.models import Team
+from leaderboard.api_errors import failed_submission
 from leaderboard.benchmarks.selectors import get_split
 from leaderboard.lib import storage
 from leaderboard.submissions import quotas, services, uploads
@@ -163,7 +164,7 @@ def api_upload_complete(request: HttpRequest, pk: int) -> JsonResponse:
     except services.SubmissionRejected as exc:
         return _rejected(exc)
     body = submission_as_json(submission)
-    return JsonResponse(body, status=400 if body["error"] else 200)
+    return failed_submission(body) if body["error"] else JsonResponse(body)
 
 
 @api_auth()
