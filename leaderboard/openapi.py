@@ -8,6 +8,8 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
+from leaderboard.api_errors import CODES, EXTRA_CODES
+
 
 def _param(name: str, where: str, description: str, schema: dict[str, Any] | None = None,
            required: bool = False) -> dict[str, Any]:
@@ -15,19 +17,55 @@ def _param(name: str, where: str, description: str, schema: dict[str, Any] | Non
             "schema": schema or {"type": "string"}}
 
 
-def _get(summary: str, *params: dict[str, Any], auth: bool = False, tag: str = "leaderboards") -> dict[str, Any]:
+ERROR_REF = {"$ref": "#/components/schemas/Error"}
+# What each error status means on this API; an operation may say more.
+ERROR_TEXT = {400: "Bad request; the message names the field or the problem",
+              401: "Missing, malformed, invalid, revoked or expired token; the message says which",
+              403: "Not allowed: a member of the submission's team only (staff included), or a bad CSRF token",
+              404: "Not yours or absent",
+              409: "The state forbids it; the message says what to do",
+              413: "Too large for one request: use /api/v1/uploads",
+              429: "Quota reached; the message says which limit and when it resets",
+              500: "Server error; details are logged, never returned",
+              503: "Storage or the broker is unavailable; nothing was counted: try again later"}
+ERROR_SCHEMA = {
+    "type": "object", "required": ["error"],
+    "description": "Every error under /api/, Django's own 404 and 500 included.",
+    "properties": {"error": {
+        "type": "object", "required": ["code", "message"],
+        "properties": {
+            "code": {"type": "string", "enum": sorted({*CODES.values(), *EXTRA_CODES}),
+                     "description": "Stable slug for programs"},
+            "message": {"type": "string", "description": "For people: names the thing, the rule and the value"},
+            "kind": {"type": "string", "description": "invalid_file/submission_failed only: the failure's kind"}}}},
+}
+
+
+def _responses(ok: dict[str, Any], errors: tuple[int, ...], **texts: str) -> dict[str, Any]:
+    """``ok`` plus each error status (and 500) with the Error schema; ``texts``: ``e409="..."`` overrides."""
+    responses = dict(ok)
+    for status in sorted({*errors, 500}):
+        responses[str(status)] = {"description": texts.get(f"e{status}", ERROR_TEXT[status]),
+                                  "content": {"application/json": {"schema": ERROR_REF}}}
+    return responses
+
+
+def _get(summary: str, *params: dict[str, Any], auth: bool = False, tag: str = "leaderboards",
+         errors: tuple[int, ...] = ()) -> dict[str, Any]:
+    if any(p["in"] == "path" for p in params):
+        errors = (*errors, 404)
     op: dict[str, Any] = {"summary": summary, "tags": [tag], "parameters": list(params),
-                          "responses": {"200": {"description": "OK (JSON)"}, "404": {"description": "Not found"}}}
+                          "responses": _responses({"200": {"description": "OK (JSON)"}},
+                                                  (*errors, 401) if auth else errors)}
     if auth:
         op["security"] = [{"token": []}]
-        op["responses"]["401"] = {"description": "Missing, malformed, invalid, revoked or expired token"}
     return op
 
 
-def _write(summary: str, tag: str, *params: dict[str, Any]) -> dict[str, Any]:
+def _write(summary: str, tag: str, *params: dict[str, Any], errors: tuple[int, ...] = (400, 401, 404),
+           **texts: str) -> dict[str, Any]:
     return {"summary": summary, "tags": [tag], "parameters": list(params), "security": [{"token": []}],
-            "responses": {"200": {"description": "OK (JSON)"}, "400": {"description": "The reason, in 'error'"},
-                          "401": {"description": "Token refused"}, "404": {"description": "Not yours or absent"}}}
+            "responses": _responses({"200": {"description": "OK (JSON)"}}, errors, **texts)}
 
 
 TRACK = _param("track", "path", "Track slug: sqa3d, openscan, mmscan-vg")
@@ -45,7 +83,7 @@ UPLOAD_ID = _param("id", "path", "Upload (submission) id", {"type": "integer"})
 PATHS: dict[str, dict[str, Any]] = {
     "/api/v1/tracks": {"get": _get("Tracks, their splits, metrics and upload limits", tag="tracks")},
     "/api/v1/leaderboards/{track}": {"get": _get(
-        "Ranked rows of one leaderboard view (same parameters as the page)", TRACK, *VIEW)},
+        "Ranked rows of one leaderboard view (same parameters as the page)", TRACK, *VIEW, errors=(400,))},
     "/api/v1/leaderboards/{track}/compare": {"get": _get(
         "2-4 entries side by side", TRACK, SPLIT,
         _param("e", "query", "Entry id (repeat 2-4 times)", {"type": "integer"}, required=True))},
@@ -61,44 +99,51 @@ PATHS: dict[str, dict[str, Any]] = {
                      "properties": {"track": {"type": "string"}, "split": {"type": "string"},
                                     "method_name": {"type": "string"},
                                     "file": {"type": "string", "format": "binary"}}}}}},
-                 "responses": {"201": {"description": "Created: id and status"},
-                               "400": {"description": "Bad request or file; the message names the problem"},
-                               "401": {"description": "Authentication required or token refused"},
-                               "413": {"description": "Above UPLOAD_DIRECT_MAX_BYTES: use /api/v1/uploads"},
-                               "429": {"description": "Quota reached; the message says which and when it resets"}}}},
+                 "responses": _responses(
+                     {"201": {"description": "Created: id and status"}}, (400, 401, 403, 413, 429, 503),
+                     e400="Bad request (invalid_request), or the file was refused (invalid_file: the body is "
+                          "the failed submission, its error has the failure's kind)",
+                     e403="CSRF check failed (session requests without the token)")}},
     "/api/v1/submissions/{id}": {"get": _get("Status, progress, error and aggregate result", SUBMISSION_ID,
                                              auth=True, tag="submissions")},
     "/api/v1/submissions/{id}/publish": {"post": {
         "summary": "Publish a finished submission as its method's row", "tags": ["submissions"],
         "parameters": [SUBMISSION_ID], "security": [{"token": []}],
-        "responses": {"200": {"description": "Published"}, "409": {"description": "Not publishable yet"}}}},
+        "responses": _responses({"200": {"description": "Published"}}, (401, 403, 404, 409),
+                                e409="Not publishable yet: not finished, or the method is not described")}},
     "/api/v1/me": {"get": _get("Who the token belongs to, and their teams", auth=True, tag="accounts")},
     "/api/v1/quota": {"get": _get(
         "Your team's quota on a split and when the daily count resets",
         _param("track", "query", "Track slug", required=True), SPLIT,
-        _param("team", "query", "Team slug (default: your personal team)"), auth=True, tag="submissions")},
+        _param("team", "query", "Team slug (default: your personal team)"), auth=True, tag="submissions",
+        errors=(404,))},
     "/api/v1/tracks/{track}/{split}/manifest": {"get": _get(
         "Public manifest of a split's active labels (ids and counts, never labels), for offline validation",
         TRACK, _param("split", "path", "Split name"), tag="tracks")},
     "/api/v1/uploads": {
         "get": _get("How uploads in parts work here (part size, limits, storage)", auth=True, tag="uploads"),
         "post": _write("Start an upload in parts (JSON or form: track, split, method_name, file_name, size"
-                       "[, team]); returns its id and part size", "uploads")},
+                       "[, team]); returns its id and part size", "uploads", errors=(400, 401, 403, 429))},
     "/api/v1/uploads/{id}": {
         "get": _get("An upload and the parts that have arrived (to resume)",
                     _param("id", "path", "Upload (submission) id", {"type": "integer"}), auth=True, tag="uploads"),
-        "delete": _write("Abandon an upload; it stops counting against quotas", "uploads", UPLOAD_ID)},
+        "delete": _write("Abandon an upload; it stops counting against quotas", "uploads", UPLOAD_ID,
+                         errors=(401, 403, 404))},
     "/api/v1/uploads/{id}/urls": {"post": _write(
         "PUT URLs for the given part numbers (presigned S3, or the site itself with local storage)", "uploads",
-        UPLOAD_ID)},
+        UPLOAD_ID, errors=(400, 401, 403, 404, 409))},
     "/api/v1/uploads/{id}/parts/{number}": {"put": {
         "summary": "Upload one part to the site (local storage); the signed URL authorises it",
         "tags": ["uploads"], "parameters": [UPLOAD_ID, _param("number", "path", "Part number from 1",
                                                               {"type": "integer", "minimum": 1})],
-        "responses": {"200": {"description": "Stored"}, "403": {"description": "Bad or expired signature"}}}},
+        "responses": _responses({"200": {"description": "Stored"}}, (400, 403, 409),
+                                e400="The part is larger than announced, or its number is out of range",
+                                e403="Bad or expired signature, or one made for another upload",
+                                e409="The upload was completed, abandoned or cancelled")}},
     "/api/v1/uploads/{id}/complete": {"post": _write(
         "Join the parts and queue the submission; 400 with the reason if the file is refused", "uploads",
-        UPLOAD_ID)},
+        UPLOAD_ID, errors=(400, 401, 403, 404, 409, 503),
+        e400="The joined file was refused (invalid_file: the body is the failed submission)")},
     "/api/v1/my/methods": {"get": _get("The methods of your teams",
                                        _param("name", "query", "Filter by name"),
                                        _param("team", "query", "Filter by team slug"), auth=True, tag="methods")},
@@ -116,9 +161,11 @@ def schema(paths: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
         "info": {"title": "3D scene-understanding leaderboards API", "version": "1",
                  "description": "Read endpoints are anonymous. Writes take 'Authorization: Token <key>' "
                                 "(python manage.py issue_token, or the API tokens page). Scores are "
-                                "fractions in [0, 1]; undefined values are null."},
+                                "fractions in [0, 1]; undefined values are null. Every error is "
+                                "{\"error\": {\"code\", \"message\"}} (components.schemas.Error)."},
         "components": {"securitySchemes": {"token": {"type": "apiKey", "in": "header", "name": "Authorization",
-                                                     "description": "Token <key>"}}},
+                                                     "description": "Token <key>"}},
+                       "schemas": {"Error": ERROR_SCHEMA}},
         "paths": paths or PATHS,
     }
 

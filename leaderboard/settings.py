@@ -8,22 +8,22 @@ services.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from leaderboard.lib.env import env, envbool, envfloat, envint, envlist
+from leaderboard.lib.env import env, envbool, envfloat, envint, envlist, envmode, generated_secret
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(env("DATA_DIR") or BASE_DIR / "data").resolve()
 
+# Off unless asked for: debug pages show settings and request headers.
 DEBUG = envbool("DEBUG", False)
-SECRET_KEY = env("SECRET_KEY") or ""
-if not SECRET_KEY:
-    if not DEBUG:
-        raise ImproperlyConfigured("SECRET_KEY (or SECRET_KEY_FILE) must be set when DEBUG is off")
-    SECRET_KEY = "---insecure-development-key---"
+# Never a built-in key (anyone could sign sessions and upload URLs with it): SECRET_KEY,
+# SECRET_KEY_FILE, or one generated once into DATA_DIR/secret_key that every process reads.
+SECRET_KEY = env("SECRET_KEY") or generated_secret(DATA_DIR / "secret_key")
 ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "127.0.0.1,localhost")
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS")
 SITE_NAME = env("SITE_NAME", "3D Scene Understanding Leaderboards")
@@ -41,9 +41,12 @@ INSTALLED_APPS = [
     "leaderboard.submissions",
     "leaderboard.rankings",
     "leaderboard.moderation",
+    "axes",
 ]
 
 MIDDLEWARE = [
+    # First: every answer under /api/ leaves as {"error": {"code", "message"}}, Django's own 404/500 too.
+    "leaderboard.api_errors.ApiErrorMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Serves /static/ from the app folders in every mode, so gunicorn needs no
     # separate file server (and no collectstatic step) for the few files we have.
@@ -54,6 +57,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: turns a locked-out login into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "leaderboard.urls"
@@ -96,6 +101,18 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
+# Failed logins are counted per username and client address (in the database, so every
+# web process shares them); LOGIN_FAILURE_LIMIT failures lock that pair out for
+# LOGIN_LOCKOUT_MINUTES, a success resets the count, `manage.py axes_reset` unlocks everyone.
+# Behind a reverse proxy the address is the proxy's unless REMOTE_ADDR is set from it.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = envint("LOGIN_FAILURE_LIMIT", 10)
+AXES_COOLOFF_TIME = timedelta(minutes=envint("LOGIN_LOCKOUT_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+# New API tokens per user and hour on the tokens page (`manage.py issue_token` is exempt).
+TOKENS_PER_HOUR = envint("TOKENS_PER_HOUR", 10)
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "benchmarks:home"
 LOGOUT_REDIRECT_URL = "benchmarks:home"
@@ -125,6 +142,10 @@ SITE_URL = (env("SITE_URL") or "http://127.0.0.1:8000").rstrip("/")
 # labels: under LABELS_DIR, which only workers read (load_labels writes it).
 UPLOADS_DIR = Path(env("UPLOADS_DIR") or DATA_DIR / "uploads")
 LABELS_DIR = Path(env("LABELS_DIR") or DATA_DIR / "labels")
+# Modes of the files and folders written there (uploads, their parts, labels): the site's
+# user writes, the group (scoring workers running as another user) reads, others nothing.
+FILE_MODE = envmode("FILE_MODE", 0o640)
+DIR_MODE = envmode("DIR_MODE", 0o750)
 # Files up to this size are validated during the upload request, so that
 # obviously bad files are refused at once; larger ones are validated by the worker.
 VALIDATE_AT_UPLOAD_MAX_BYTES = envint("VALIDATE_AT_UPLOAD_MAX_BYTES", 64 * 2**20)

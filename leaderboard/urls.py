@@ -26,6 +26,9 @@ api_v1 = [
     path("openapi.json", openapi.openapi_json, name="api-openapi"),
 ]
 
+# JSON under /api/ (leaderboard.api_errors), the site's page elsewhere.
+handler500 = "leaderboard.api_errors.server_error"
+
 urlpatterns = [
     path("", include("leaderboard.benchmarks.urls")),
     path("", include("leaderboard.rankings.urls")),

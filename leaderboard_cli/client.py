@@ -18,6 +18,14 @@ class ApiError(Exception):
         self.body = body or {}
 
 
+def error_message(body: Any) -> str | None:
+    """The message of the API's error answer ``{"error": {"code", "message"}}``, if that is what ``body`` is."""
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict):
+        return str(error.get("message") or error.get("code") or "") or None
+    return str(error) if error else None  # an older server: {"error": "..."}
+
+
 class Client:
     def __init__(self, server: str, token: str | None, timeout: float = 60) -> None:
         if not server:
@@ -44,10 +52,7 @@ class Client:
         except ValueError:
             body = {}
         if response.status_code not in ok:
-            message = body.get("error") if isinstance(body, dict) else None
-            if isinstance(message, dict):  # a failed submission: {"kind", "message"}
-                message = message.get("message")
-            raise ApiError(message or f"HTTP {response.status_code} from {response.url}",
+            raise ApiError(error_message(body) or f"HTTP {response.status_code} from {response.url}",
                            response.status_code, body if isinstance(body, dict) else {})
         return body
 

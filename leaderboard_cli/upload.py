@@ -23,7 +23,7 @@ import requests
 from tqdm import tqdm
 
 from leaderboard_cli import config
-from leaderboard_cli.client import ApiError, Client
+from leaderboard_cli.client import ApiError, Client, error_message
 
 URL_BATCH = 16
 PART_ATTEMPTS = 4
@@ -102,7 +102,11 @@ def _put_part(url: str, path: Path, offset: int, size: int, bar: tqdm) -> None:
             response = requests.put(url, data=reader, timeout=600)
             if response.status_code < 300:
                 return
-            problem = f"HTTP {response.status_code}: {response.text[:300]}"
+            try:
+                detail = error_message(response.json())
+            except ValueError:  # the object store answers in XML
+                detail = None
+            problem = f"HTTP {response.status_code}: {detail or response.text[:300]}"
             if response.status_code in (400, 403, 404):
                 raise ApiError(f"The store refused a part ({problem}); run the same command again to resume "
                                f"with fresh URLs.", response.status_code)

@@ -6,14 +6,13 @@ from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest
 from django.middleware.csrf import CsrfViewMiddleware
 
 from leaderboard.accounts.services import TokenError, authenticate_key
+from leaderboard.api_errors import api_error
 
-
-def api_error(message: str, status: int, **extra: Any) -> JsonResponse:
-    return JsonResponse({"error": message, **extra}, status=status)
+__all__ = ["api_auth", "api_error"]
 
 
 def api_auth(required: bool = True) -> Callable:

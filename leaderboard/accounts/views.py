@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import get_user_model, login
 from django.contrib.auth.decorators import login_required
@@ -40,15 +41,22 @@ def signup(request: HttpRequest) -> HttpResponse:
 def tokens(request: HttpRequest) -> HttpResponse:
     """List the user's API tokens; a POST creates one and shows its key once."""
     form = TokenForm(request.POST or None)
-    new_key = None
+    new_key, status = None, 200
     if request.method == "POST" and form.is_valid():
-        days = form.cleaned_data["expires_days"]
-        expires_at = timezone.now() + timedelta(days=days) if days else None
-        new_key = do_create_token(request.user, name=form.cleaned_data["name"], expires_at=expires_at)
-        form = TokenForm()
+        # Revoked tokens count too, so that creating and revoking cannot go round the cap.
+        recent = request.user.api_tokens.filter(created_at__gte=timezone.now() - timedelta(hours=1)).count()
+        if recent >= settings.TOKENS_PER_HOUR:
+            form.add_error(None, f"You created {recent} API tokens in the last hour; at most "
+                                 f"{settings.TOKENS_PER_HOUR} an hour are allowed. Try again later.")
+            status = 429
+        else:
+            days = form.cleaned_data["expires_days"]
+            expires_at = timezone.now() + timedelta(days=days) if days else None
+            new_key = do_create_token(request.user, name=form.cleaned_data["name"], expires_at=expires_at)
+            form = TokenForm()
     context = {"form": form, "new_key": new_key,
                "tokens": request.user.api_tokens.order_by("-created_at")}
-    return render(request, "accounts/tokens.html", context)
+    return render(request, "accounts/tokens.html", context, status=status)
 
 
 @login_required

@@ -12,6 +12,7 @@ from django.db import transaction
 from evaluation_workers.results import sha256_tree
 from evaluation_workers.tracks import all_tracks
 from leaderboard.benchmarks.models import Benchmark, LabelSet, Split
+from leaderboard.lib.files import make_dirs, restrict_tree
 
 # The splits each track is scored on; the first is shown by default.
 TRACK_SPLITS = {"sqa3d": ["test"], "openscan": ["val"], "mmscan-vg": ["val", "test"]}
@@ -47,12 +48,13 @@ def do_load_labels(split: Split, source: Path, loaded_by: str = "") -> tuple[Lab
     if existing is None:
         key = f"{split.benchmark.track}/{split.name}/{sha}"
         dest = Path(settings.LABELS_DIR) / key
-        dest.parent.mkdir(parents=True, exist_ok=True)
+        make_dirs(Path(settings.LABELS_DIR), dest.parent)
         # Prepare into a temporary sibling and rename, so a crash never leaves a
         # half-written version under its final name.
         with tempfile.TemporaryDirectory(dir=dest.parent, prefix=".loading-") as tmp:
             staging = Path(tmp) / "labels"
             manifest = track.prepare_labels(source, staging)
+            restrict_tree(staging)  # FILE_MODE/DIR_MODE: readable by the workers' group only
             if dest.exists():
                 shutil.rmtree(dest)
             staging.rename(dest)

@@ -29,6 +29,8 @@ from typing import IO, Any
 
 from django.conf import settings
 
+from leaderboard.lib.files import make_dirs, open_private
+
 _CHUNK = 1 << 20
 _MULTIPART_DIR = ".multipart"
 
@@ -131,11 +133,11 @@ def _store(chunks: Iterable[bytes], key: str, max_bytes: int) -> tuple[int, str]
             s3_client().upload_fileobj(spool, settings.S3_BUCKET, key)
         return size, digest.hexdigest()
     path = path_for(key)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(Path(settings.UPLOADS_DIR), path.parent)
     partial = path.with_name(path.name + ".partial")
     digest = hashlib.sha256()
     try:
-        with open(partial, "wb") as out:
+        with open_private(partial) as out:
             size = _write_limited(chunks, out, max_bytes, digest)
         os.replace(partial, path)
     finally:
@@ -185,7 +187,7 @@ def start_multipart(key: str) -> str:
     if is_s3():
         return str(s3_client().create_multipart_upload(Bucket=settings.S3_BUCKET, Key=key)["UploadId"])
     upload_id = uuid.uuid4().hex
-    _parts_dir(upload_id).mkdir(parents=True)
+    make_dirs(Path(settings.UPLOADS_DIR), _parts_dir(upload_id))
     return upload_id
 
 
@@ -205,7 +207,7 @@ def write_part(upload_id: str, number: int, chunks: Iterable[bytes], max_bytes: 
     partial = folder / f"{number:05d}.partial"
     md5 = hashlib.md5(usedforsecurity=False)
     try:
-        with open(partial, "wb") as out:
+        with open_private(partial) as out:
             size = _write_limited(chunks, out, max_bytes, md5)
         os.replace(partial, final)
     finally:

@@ -11,6 +11,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 
+from leaderboard.api_errors import api_error
 from leaderboard.benchmarks.models import Split
 from leaderboard.benchmarks.permissions import results_embargoed
 from leaderboard.benchmarks.selectors import get_split
@@ -27,6 +28,15 @@ from leaderboard.rankings.selectors import (
 from leaderboard.submissions.models import Method
 
 MAX_EXPORT_ROWS = 10_000
+# A spreadsheet runs a cell starting with one of these as a formula (OWASP "CSV injection").
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _csv_cell(value: Any) -> Any:
+    """Text that a spreadsheet would run, quoted with a leading apostrophe; numbers stay numbers."""
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    return value
 
 
 def _view(request: HttpRequest, track: str) -> LeaderboardView:
@@ -72,9 +82,10 @@ def export(request: HttpRequest, track: str, fmt: str) -> HttpResponse:
         writer.writerow(["rank", "method", "team", "reported_in_paper", "uses_extra_data", "verified",
                          "scorer_version", "published_at", *view.all_columns])
         for r in rows:
-            writer.writerow([r["rank"], r["method"], r["team"], r["reported_in_paper"], r["uses_extra_data"],
-                             r["verified"], r["scorer_version"], r["published_at"],
-                             *("" if r["scores"][c] is None else r["scores"][c] for c in view.all_columns)])
+            writer.writerow([_csv_cell(v) for v in (
+                r["rank"], r["method"], r["team"], r["reported_in_paper"], r["uses_extra_data"], r["verified"],
+                r["scorer_version"], r["published_at"],
+                *("" if r["scores"][c] is None else r["scores"][c] for c in view.all_columns))])
         response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{name}.{fmt}"'
     return response
@@ -160,8 +171,8 @@ def api_leaderboard(request: HttpRequest, track: str) -> JsonResponse:
     view = _view(request, track)
     spec = view.split.benchmark.spec
     if request.GET.get("metric") and request.GET["metric"] not in spec.metrics:
-        return JsonResponse({"error": f"Expected metric to be one of {', '.join(spec.metrics)}, "
-                                      f"but got {request.GET['metric']!r}."}, status=400)
+        return api_error(f"Expected metric to be one of {', '.join(spec.metrics)}, "
+                         f"but got {request.GET['metric']!r}.", 400)
     page = leaderboard_page(view)
     return JsonResponse({"track": track, "split": view.split.name, "primary_metric": spec.primary_metric,
                          "metrics": list(spec.metrics), "groups": list(spec.groups), "sort": view.sort,

@@ -1,8 +1,8 @@
 """The JSON API of uploads in parts, quotas, methods and public manifests.
 
 The older endpoints (create in one request, status, publish) stay in
-``views.py``. Errors are ``{"error": ...}`` with 400, 401, 404, 409 (the
-upload's state forbids it) or 429 (quota).
+``views.py``. Errors are ``{"error": {"code", "message"}}`` (``leaderboard.api_errors``)
+with 400, 401, 403, 404, 409 (the upload's state forbids it) or 429 (quota).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
@@ -18,6 +19,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from leaderboard.accounts.auth import api_auth, api_error
 from leaderboard.accounts.models import Team
+from leaderboard.api_errors import failed_submission
 from leaderboard.benchmarks.selectors import get_split
 from leaderboard.lib import storage
 from leaderboard.submissions import quotas, services, uploads
@@ -42,11 +44,14 @@ def _rejected(exc: services.SubmissionRejected) -> JsonResponse:
     return api_error(str(exc), getattr(exc, "status", 400))
 
 
-def _upload_of(request: HttpRequest, pk: int) -> Upload:
+def _upload_of(request: HttpRequest, pk: int, write: bool = False) -> Upload:
+    """The upload if ``request.user`` may see it (404 otherwise); ``write``: only its team may change it."""
     submission = services.access_submission(request.user, pk)
     upload = Upload.objects.filter(submission=submission).select_related("submission__team").first()
     if upload is None:
-        raise Http404("This submission was not uploaded in parts.")
+        raise Http404(f"Submission #{pk} was not uploaded in parts.")
+    if write and not submission.team.members.filter(pk=request.user.pk).exists():
+        raise PermissionDenied(f"Only a member of the team {submission.team.name} can change upload #{pk}.")
     return upload
 
 
@@ -94,7 +99,7 @@ def api_uploads(request: HttpRequest) -> JsonResponse:
 @api_auth()
 def api_upload(request: HttpRequest, pk: int) -> JsonResponse:
     """GET: the upload and the parts that have arrived (to resume). DELETE: abandon it."""
-    upload = _upload_of(request, pk)
+    upload = _upload_of(request, pk, write=request.method == "DELETE")
     if request.method == "DELETE":
         services.check_cancel(request.user, upload.submission)
         upload.refresh_from_db()
@@ -110,7 +115,7 @@ def api_upload_urls(request: HttpRequest, pk: int) -> JsonResponse:
     """POST {"parts": [1, 2, ...]}: a PUT URL for each part."""
     if request.method != "POST":
         return api_error("Expected POST.", 405)
-    upload = _upload_of(request, pk)
+    upload = _upload_of(request, pk, write=True)
     try:
         numbers = _body(request).get("parts")
         if not isinstance(numbers, list):
@@ -131,9 +136,11 @@ def api_upload_part(request: HttpRequest, pk: int, number: int) -> HttpResponse:
     """PUT one part to the site (local storage); the signed URL is the authorisation, as on S3."""
     if request.method != "PUT":
         return api_error("Expected PUT.", 405)
-    if not uploads.check_part_signature(pk, number, request.GET.get("signature", "")):
-        return api_error("Invalid or expired part URL; ask for a new one.", 403)
-    upload = get_object_or_404(Upload.objects.select_related("submission"), submission_id=pk)
+    # An unknown upload gets the same answer as a bad signature: the URL is all a caller has.
+    upload = Upload.objects.select_related("submission").filter(submission_id=pk).first()
+    if upload is None or not uploads.check_part_signature(upload, number, request.GET.get("signature", "")):
+        return api_error(f"Invalid or expired URL for part {number} of upload #{pk}; ask for a new one "
+                         f"(POST /api/v1/uploads/{pk}/urls).", 403)
     try:
         declared = int(request.headers.get("Content-Length") or 0)
         if declared > uploads.part_limit(upload, number):
@@ -151,13 +158,13 @@ def api_upload_complete(request: HttpRequest, pk: int) -> JsonResponse:
     """POST: join the parts and queue the submission; 400 with the reason if the file is refused."""
     if request.method != "POST":
         return api_error("Expected POST.", 405)
-    upload = _upload_of(request, pk)
+    upload = _upload_of(request, pk, write=True)
     try:
         submission = uploads.check_complete_upload(upload)
     except services.SubmissionRejected as exc:
         return _rejected(exc)
     body = submission_as_json(submission)
-    return JsonResponse(body, status=400 if body["error"] else 200)
+    return failed_submission(body) if body["error"] else JsonResponse(body)
 
 
 @api_auth()

@@ -110,14 +110,20 @@ def part_urls(upload: Upload, numbers: Iterable[int], local_url: Callable[[int, 
         return [{"part_number": n, "url": storage.presigned_part_url(key, upload.storage_upload_id, n, expiry)}
                 for n in numbers]
     signer = signing.TimestampSigner(salt=_SIGNER_SALT)
-    return [{"part_number": n, "url": local_url(n, signer.sign(f"{upload.submission_id}.{n}").split(":", 1)[1])}
+    return [{"part_number": n, "url": local_url(n, signer.sign(_signed_value(upload, n)).split(":", 1)[1])}
             for n in numbers]
 
 
-def check_part_signature(submission_id: int, number: int, signature: str) -> bool:
+def _signed_value(upload: Upload, number: int) -> str:
+    # The upload's random id is part of what is signed (it never leaves the site), so a
+    # signature fits one upload only: not another one, nor one that reuses the submission id.
+    return f"{upload.submission_id}.{number}.{upload.storage_upload_id}"
+
+
+def check_part_signature(upload: Upload, number: int, signature: str) -> bool:
     signer = signing.TimestampSigner(salt=_SIGNER_SALT)
     try:
-        signer.unsign(f"{submission_id}.{number}:{signature}", max_age=settings.UPLOAD_URL_EXPIRY)
+        signer.unsign(f"{_signed_value(upload, number)}:{signature}", max_age=settings.UPLOAD_URL_EXPIRY)
     except signing.BadSignature:
         return False
     return True

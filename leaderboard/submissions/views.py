@@ -9,6 +9,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from leaderboard.accounts.auth import api_auth, api_error
+from leaderboard.api_errors import failed_submission
 from leaderboard.benchmarks.models import Benchmark
 from leaderboard.submissions import quotas, services
 from leaderboard.submissions.forms import MethodForm, SubmissionForm
@@ -150,7 +151,7 @@ def api_submissions(request: HttpRequest) -> JsonResponse:
         return api_error(str(exc), exc.status)
     body = submission_as_json(submission)
     if submission.status == submission.Status.FAILED:
-        return JsonResponse({**body, "error": body["error"]}, status=400)
+        return failed_submission(body)
     return JsonResponse(body, status=201)
 
 

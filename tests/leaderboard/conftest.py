@@ -69,6 +69,17 @@ def maintainer(db: None, django_user_model: Any) -> Any:
     return _user(django_user_model, "mallory", is_staff=True)
 
 
+@pytest.fixture
+def track_maintainer(db: None, django_user_model: Any) -> Any:
+    """A member of the group ``maintainers:sqa3d`` (not staff): maintains that track only."""
+    from django.contrib.auth.models import Group
+
+    user = _user(django_user_model, "trackie")
+    group, _ = Group.objects.get_or_create(name="maintainers:sqa3d")
+    user.groups.add(group)
+    return user
+
+
 @pytest.fixture(scope="session")
 def sqa3d_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Synthetic SQA3D labels (300 questions) and predictions of 60 % exact match."""

@@ -46,7 +46,7 @@ def test_a_user_may_hold_several_tokens(owner, client, sqa3d_split):
 def test_a_bad_token_gets_a_401_that_says_why(owner, client, mangle, reason):
     key = mangle(owner, do_create_token(owner))
     response = client.get("/api/v1/submissions", headers=auth(key))
-    assert response.status_code == 401 and reason in response.json()["error"]
+    assert response.status_code == 401 and reason in response.json()["error"]["message"]
 
 
 def test_it_requires_authentication_to_submit(client, sqa3d_split, sqa3d_files):
@@ -78,12 +78,12 @@ def test_it_answers_400_with_the_reason_for_a_bad_file(owner, client, sqa3d_spli
 def test_it_names_missing_fields(owner, client, sqa3d_split):
     response = client.post("/api/v1/submissions", {"track": "sqa3d"}, headers=auth(do_create_token(owner)))
     assert response.status_code == 400
-    assert response.json()["error"] == "Missing multipart field(s): split, method_name, file."
+    assert response.json()["error"]["message"] == "Missing multipart field(s): split, method_name, file."
 
 
 def test_it_rejects_an_unknown_track(owner, client, sqa3d_split, sqa3d_files):
     response = post_submission(client, auth(do_create_token(owner)), sqa3d_files["predictions"], track="nope")
-    assert response.status_code == 400 and "Unknown track/split" in response.json()["error"]
+    assert response.status_code == 400 and "Unknown track/split" in response.json()["error"]["message"]
 
 
 def test_session_posts_to_the_api_need_csrf(owner, sqa3d_split, sqa3d_files):
@@ -126,7 +126,7 @@ def test_a_one_request_upload_above_the_direct_limit_is_refused_before_it_is_rea
     response = client.generic("POST", "/api/v1/submissions", body, content_type="multipart/form-data; boundary=b",
                               headers=auth(do_create_token(owner)))
     assert response.status_code == 413
-    assert "larger files go in parts" in response.json()["error"]
+    assert "larger files go in parts" in response.json()["error"]["message"]
     client.force_login(owner)
     page = client.generic("POST", "/submissions/new/sqa3d/", body, content_type="multipart/form-data; boundary=b")
     assert page.status_code == 413 and b"in parts" in page.content

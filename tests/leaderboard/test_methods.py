@@ -47,7 +47,7 @@ def test_the_api_changes_only_the_given_fields(client, owner, outsider, scored):
     assert body["authors"] == "A. Lice" and body["name"] == "DescNet"
     assert body["missing_for_publishing"] == ["description", "Uses extra training data"]
     bad = client.patch(url, json.dumps({"paper_url": "not a url"}), content_type="application/json", headers=headers)
-    assert bad.status_code == 400 and "paper_url" in bad.json()["error"]
+    assert bad.status_code == 400 and "paper_url" in bad.json()["error"]["message"]
     other = {"Authorization": f"Token {do_create_token(outsider)}"}
     assert client.get(url, headers=other).status_code == 404
 

@@ -6,7 +6,6 @@ import io
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth.models import Group
 from django.utils import timezone
 
 from evaluation_workers.tracks import get_track
@@ -28,14 +27,6 @@ def published(owner, sqa3d_split, sqa3d_files, sent_tasks):
     services.check_publish(owner, submission)
     submission.refresh_from_db()
     return submission
-
-
-@pytest.fixture
-def track_maintainer(db, django_user_model):
-    user = django_user_model.objects.create_user("trackie", password="x")
-    group, _ = Group.objects.get_or_create(name="maintainers:sqa3d")
-    user.groups.add(group)
-    return user
 
 
 def act(client, submission, action, **data):

@@ -39,3 +39,24 @@ def test_the_schema_is_served_and_the_docs_page_lists_it(client, db):
             assert named == declared, (path, method)
     page = client.get("/api/").content.decode()
     assert "/api/v1/submissions/{id}/publish" in page
+
+
+def test_every_operation_lists_its_error_responses_with_the_error_schema(client, db):
+    body = client.get("/api/v1/openapi.json").json()
+    error = body["components"]["schemas"]["Error"]
+    assert error["properties"]["error"]["required"] == ["code", "message"]
+    codes = set(error["properties"]["error"]["properties"]["code"]["enum"])
+    assert {"not_found", "forbidden", "method_not_allowed", "invalid_request", "invalid_file", "unauthorized",
+            "conflict", "quota_exceeded", "too_large", "server_error"} <= codes
+    for path, methods in body["paths"].items():
+        for method, op in methods.items():
+            errors = {s: r for s, r in op["responses"].items() if int(s) >= 400}
+            where = f"{method.upper()} {path}"
+            assert "500" in errors, where
+            if op.get("security"):
+                assert "401" in errors, where
+            if "{id}" in path and not path.endswith("/parts/{number}"):
+                assert "404" in errors, where
+            for status, response in errors.items():
+                schema = response["content"]["application/json"]["schema"]
+                assert schema == {"$ref": "#/components/schemas/Error"}, (where, status)

@@ -46,7 +46,7 @@ def test_an_api_submission_reaches_the_leaderboard_with_exact_scores(live_pipeli
     assert done["result"]["labels_sha256"] == sqa3d_split.active_labels.sha256
 
     refused = client.post(f"/api/v1/submissions/{created['id']}/publish", headers=headers)
-    assert refused.status_code == 409 and "Describe the method" in refused.json()["error"]
+    assert refused.status_code == 409 and "Describe the method" in refused.json()["error"]["message"]
     [method] = client.get("/api/v1/my/methods", headers=headers).json()["methods"]
     described = client.patch(f"/api/v1/my/methods/{method['id']}", data={
         "description": "Live test method.", "authors": "R. Searcher", "uses_extra_data": False},

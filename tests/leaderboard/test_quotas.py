@@ -38,7 +38,7 @@ def test_the_daily_quota_refuses_with_the_reset_time_and_counts_anew_the_next_ut
     with open(__file__, "rb") as f:
         response = client.post("/api/v1/submissions", {"track": "sqa3d", "split": "test", "method_name": "Q",
                                                         "file": f}, headers=headers)
-    assert response.status_code == 429 and "Quota reached" in response.json()["error"]
+    assert response.status_code == 429 and "Quota reached" in response.json()["error"]["message"]
     Submission.objects.filter(pk=first.pk).update(created_at=timezone.now() - timedelta(days=1))
     assert create(owner, good).status == "queued"
 

@@ -172,3 +172,41 @@ def test_paper_rows_without_the_viewed_metric_are_left_out(split):
     assert [n for _, n in names(LeaderboardView.from_query(split, {}))] == ["scored"]
     assert [n for _, n in names(LeaderboardView.from_query(split, {"metric": "EM_R"}))] == \
         ["scored", "semantic-only paper"]
+
+
+def test_csv_cells_that_a_spreadsheet_would_run_are_quoted_and_numbers_stay_numbers(client, owner, sqa3d_split,
+                                                                                    sqa3d_files, sent_tasks,
+                                                                                    settings):
+    """Formula injection: a method or team named '=...' must reach a spreadsheet as text."""
+    import csv
+    import io
+
+    from evaluation_workers.tracks import get_track
+    from leaderboard.accounts.services import do_create_team
+    from leaderboard.rankings.models import LeaderboardEntry
+    from leaderboard.submissions import services
+    from tests.leaderboard.conftest import describe_method
+
+    settings.QUOTA_PER_DAY = 10
+    team = do_create_team(owner, "@Lab")
+    result = get_track("sqa3d").score(sqa3d_files["labels"], sqa3d_files["predictions"], lambda f, m="": None)
+    names = ['=HYPERLINK("http://evil","x")', "+1+1", "-2+3", "@SUM(A1)", "Plain"]
+    for name in names:
+        submission = services.check_create_submission(
+            user=owner, track="sqa3d", split="test", method_name=name, team=team,
+            file=io.BytesIO(sqa3d_files["predictions"].read_bytes()), file_name="p.json")
+        services.record_result(submission_id=submission.pk, attempt=1, result=result)
+        describe_method(submission.method)
+        services.check_publish(owner, submission)
+    entry = LeaderboardEntry.objects.get(name="Plain")
+    entry.scores = {**entry.scores, "EM": -0.25}
+    entry.save()
+    rows = list(csv.DictReader(io.StringIO(client.get("/benchmarks/sqa3d/export.csv").content.decode())))
+    by_method = {r["method"]: r for r in rows}
+    assert set(by_method) == {"'" + n for n in names[:-1]} | {"Plain"}
+    assert {r["team"] for r in rows} == {"'@Lab"}
+    assert by_method["Plain"]["EM"] == "-0.25"
+    # Method and team names are stripped on the way in; tabs and CRs are quoted wherever they come from.
+    from leaderboard.rankings.views import _csv_cell
+
+    assert [_csv_cell(v) for v in ("\tx", "\rx", -1.5, 0, "a=b")] == ["'\tx", "'\rx", -1.5, 0, "a=b"]

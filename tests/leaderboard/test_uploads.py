@@ -74,7 +74,7 @@ def test_it_lists_arrived_parts_to_resume_and_names_the_missing_ones(client, api
     state = api("get", f"uploads/{upload['id']}").json()
     assert [(p["part_number"], p["size"]) for p in state["parts"]] == [(1, 4096), (3, 4096)]
     refused = api("post", f"uploads/{upload['id']}/complete")
-    assert refused.status_code == 409 and "Parts missing: 2, 4" in refused.json()["error"]
+    assert refused.status_code == 409 and "Parts missing: 2, 4" in refused.json()["error"]["message"]
     put_parts(client, api, upload, data, [n for n in range(1, upload["part_count"] + 1) if n not in (1, 3)])
     assert api("post", f"uploads/{upload['id']}/complete").json()["status"] == "queued"
 
@@ -82,7 +82,7 @@ def test_it_lists_arrived_parts_to_resume_and_names_the_missing_ones(client, api
 def test_it_refuses_a_declared_size_over_the_limit_before_anything_counts(api, sqa3d_split, settings):
     settings.UPLOAD_MAX_BYTES = {"sqa3d": 2000}
     response = start(api, b"x" * 2001)
-    assert response.status_code == 400 and "expected at most" in response.json()["error"]
+    assert response.status_code == 400 and "expected at most" in response.json()["error"]["message"]
     assert start(api, b"x" * 10, name="p.txt").status_code == 400
     assert not Submission.objects.exists()
 
@@ -91,7 +91,7 @@ def test_a_part_larger_than_announced_is_refused(client, api, sqa3d_split, small
     upload = start(api, b"x" * 5000).json()
     url = urlsplit(api("post", f"uploads/{upload['id']}/urls", {"parts": [2]}).json()["urls"][0]["url"])
     response = client.put(f"{url.path}?{url.query}", b"x" * 1000, content_type="application/octet-stream")
-    assert response.status_code == 400 and "larger than 904 bytes" in response.json()["error"]
+    assert response.status_code == 400 and "larger than 904 bytes" in response.json()["error"]["message"]
 
 
 def test_an_upload_that_never_completes_is_dropped_and_refunded(client, api, sqa3d_split, small_parts, settings):
