@@ -29,7 +29,7 @@ from leaderboard.accounts.models import ApiToken, Membership
 from leaderboard.accounts.services import do_create_team, do_create_token
 from leaderboard.openapi import PATHS
 from leaderboard.rankings.models import LeaderboardEntry
-from leaderboard.submissions import services, uploads
+from leaderboard.submissions import lifecycle, services, uploads
 from leaderboard.submissions.models import Submission
 from tests.leaderboard.conftest import describe_method
 
@@ -212,7 +212,7 @@ class World:
         def scored(name: str) -> Submission:
             s = services.check_create_submission(user=owner, track="sqa3d", split="test", method_name=name,
                                                  file=io.BytesIO(self.predictions), file_name="p.json")
-            services.record_result(submission_id=s.pk, attempt=1, result=result)
+            lifecycle.record_result(submission_id=s.pk, attempt=1, result=result)
             describe_method(s.method)
             return Submission.objects.select_related("method").get(pk=s.pk)
 

@@ -184,7 +184,7 @@ def test_csv_cells_that_a_spreadsheet_would_run_are_quoted_and_numbers_stay_numb
     from evaluation_workers.tracks import get_track
     from leaderboard.accounts.services import do_create_team
     from leaderboard.rankings.models import LeaderboardEntry
-    from leaderboard.submissions import services
+    from leaderboard.submissions import lifecycle, services
     from tests.leaderboard.conftest import describe_method
 
     settings.QUOTA_PER_DAY = 10
@@ -195,7 +195,7 @@ def test_csv_cells_that_a_spreadsheet_would_run_are_quoted_and_numbers_stay_numb
         submission = services.check_create_submission(
             user=owner, track="sqa3d", split="test", method_name=name, team=team,
             file=io.BytesIO(sqa3d_files["predictions"].read_bytes()), file_name="p.json")
-        services.record_result(submission_id=submission.pk, attempt=1, result=result)
+        lifecycle.record_result(submission_id=submission.pk, attempt=1, result=result)
         describe_method(submission.method)
         services.check_publish(owner, submission)
     entry = LeaderboardEntry.objects.get(name="Plain")

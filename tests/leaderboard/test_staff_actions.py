@@ -11,7 +11,7 @@ from evaluation_workers.tracks import get_track
 from leaderboard.accounts.services import do_create_token
 from leaderboard.moderation.models import AuditEntry
 from leaderboard.rankings.models import LeaderboardEntry
-from leaderboard.submissions import services
+from leaderboard.submissions import lifecycle, services
 from leaderboard.submissions.models import Submission
 from tests.leaderboard.conftest import describe_method
 
@@ -23,7 +23,7 @@ def finished(owner, sqa3d_split, sqa3d_files, sent_tasks):
         user=owner, track="sqa3d", split="test", method_name="PrivateNet",
         file=io.BytesIO(sqa3d_files["predictions"].read_bytes()), file_name="p.json")
     result = get_track("sqa3d").score(sqa3d_files["labels"], sqa3d_files["predictions"], lambda f, m="": None)
-    services.record_result(submission_id=submission.pk, attempt=1, result=result)
+    lifecycle.record_result(submission_id=submission.pk, attempt=1, result=result)
     describe_method(submission.method)
     return Submission.objects.get(pk=submission.pk)
 
