@@ -19,6 +19,7 @@ import io
 import math
 import stat
 import struct
+import tempfile
 import zipfile
 import zlib
 from collections.abc import Callable
@@ -80,13 +81,13 @@ class Archive:
     """A zip's checked directory and budgeted member reads.
 
     Args:
-        source: a path, or the bytes of a zip held in memory.
+        source: a path, the bytes of a zip held in memory, or an open file (closed by ``close``).
         file: how messages name the archive ("predictions.zip: material/scene0000_00.npz").
         budget: the submission's inflated-bytes budget.
         max_members: the most entries a legitimate archive of this layout has.
     """
 
-    def __init__(self, source: Path | bytes, file: str, budget: Budget, max_members: int) -> None:
+    def __init__(self, source: Path | bytes | IO[bytes], file: str, budget: Budget, max_members: int) -> None:
         self.file = file
         self.budget = budget
         self._buffer: memoryview | None = None
@@ -96,9 +97,12 @@ class Archive:
                 self._buffer = memoryview(source)
                 stream: IO[bytes] = io.BytesIO(source)
                 size = len(source)
-            else:
+            elif isinstance(source, Path):
                 self._handle = stream = open(source, "rb")  # noqa: SIM115  # closed by close()
-                size = Path(source).stat().st_size
+                size = source.stat().st_size
+            else:
+                self._handle = stream = source
+                size = stream.seek(0, 2)
             count = member_count(stream, size)
             if count is not None and count > max_members:
                 raise PredictionFormatError(
@@ -189,6 +193,30 @@ class Archive:
                 f"{what}: Expected at most {cap:,} bytes once decompressed for this scene, but it inflates to more")
         return data
 
+    def spill(self, name: str, cap: int, what: str) -> bytes | IO[bytes]:
+        """The member as bytes when stored, else inflated a chunk at a time into a temporary file.
+
+        For members that are archives themselves (the per-scene ``.npz``): a deflate
+        bomb costs disk up to ``cap`` (and the budget), never memory.
+        """
+        stream = self.open(name, what, cap)
+        if stream.deflated is False:
+            return bytes(stream.read_up_to(cap + 1))
+        spool = tempfile.TemporaryFile()
+        total = 0
+        while True:
+            chunk = stream.read_up_to(_CHUNK)
+            if not chunk:
+                break
+            total += len(chunk)
+            if total > cap:
+                spool.close()
+                raise PredictionFormatError(
+                    f"{what}: Expected at most {cap:,} bytes once decompressed for this scene, but it inflates to more")
+            spool.write(chunk)
+        spool.seek(0)
+        return spool
+
     def npy(self, name: str, what: str, max_elements: int,
             check: Callable[[tuple[int, ...], np.dtype[Any]], None] | None = None,
             max_itemsize: int = 8,
@@ -200,9 +228,14 @@ class Archive:
         as it is inflated and may refuse it before the rest is inflated.
         """
         stream = self.open(name, what, max_elements * max_itemsize + _HEADER_BYTES)
-        shape, fortran, dtype = npy_header(cast(IO[bytes], stream), what, max_elements)
+        # the caller's shape rules speak more plainly than an element count, so they go first
+        shape, fortran, dtype = npy_header(cast(IO[bytes], stream), what, 1 << 128)
         if check is not None:
             check(shape, dtype)
+        if math.prod(shape) > max_elements:
+            raise PredictionFormatError(
+                f"{what}: Expected at most {max_elements:,} elements, but its header announces "
+                f"{math.prod(shape):,} {shape}")
         if dtype.itemsize > max_itemsize:
             raise PredictionFormatError(
                 f"{what}: Expected at most {max_itemsize} bytes per element, but got dtype {dtype}")
@@ -243,6 +276,7 @@ class MemberStream:
         self._data = data
         self._pos = 0
         self._inflate = zlib.decompressobj(-zlib.MAX_WBITS) if deflated else None
+        self.deflated = deflated
         self.what = what
         self.budget = budget
 

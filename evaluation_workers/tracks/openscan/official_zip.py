@@ -86,10 +86,18 @@ class OfficialReader:
         loc = where(self.file, f"{aspect}/{scene}.npz")
         n_vertices = int(self.manifest["scenes"][scene])
         n_classes = len(self.manifest["vocabulary"][aspect])
-        blob = bytes(self.archive.read(self.members[(aspect, scene)], scene_file_cap(n_vertices, self.max_masks), loc))
-        if not blob:
+        name = self.members[(aspect, scene)]
+        if self.archive.infos[name].file_size == 0 and self.archive.infos[name].compress_size <= 2:
             raise PredictionFormatError(f"{loc}: Expected an .npz file, but got an empty (0-byte) file")
-        inner = Archive(blob, loc, self.budget, max_members=64)
+        inner = Archive(self.archive.spill(name, scene_file_cap(n_vertices, self.max_masks), loc), loc,
+                        self.budget, max_members=64)
+        try:
+            return self._read_npz(inner, aspect, scene, loc, n_vertices, n_classes)
+        finally:
+            inner.close()
+
+    def _read_npz(self, inner: Archive, aspect: str, scene: str, loc: str, n_vertices: int,
+                  n_classes: int) -> ScenePrediction:
         keys: dict[str, str] = {}
         for name in inner.files():
             if not name.endswith(".npy") or "/" in name:
@@ -120,9 +128,9 @@ class OfficialReader:
         proposals = memberships(masks)
         del masks
         scores = check_scores(
-            check_shape(inner.npy(keys[score_key], f"{loc}: `{score_key}`", n), loc, score_key, (n,)), loc, score_key)
+            check_shape(inner.npy(keys[score_key], f"{loc}: `{score_key}`", self.max_masks), loc, score_key, (n,)), loc, score_key)
         classes = check_ids(
-            check_shape(inner.npy(keys["pred_classes"], f"{loc}: `pred_classes`", n), loc, "pred_classes", (n,)),
+            check_shape(inner.npy(keys["pred_classes"], f"{loc}: `pred_classes`", self.max_masks), loc, "pred_classes", (n,)),
             loc, "pred_classes")
         sem = None
         if "sem_pred" in keys:
