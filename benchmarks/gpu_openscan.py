@@ -22,7 +22,7 @@ from gpu_check import assert_results_equal  # benchmarks/ is on sys.path: script
 from evaluation_workers import _xp
 from evaluation_workers.synthetic import openscan as synthetic
 from evaluation_workers.tracks.openscan import score
-from evaluation_workers.tracks.openscan_labels import ASPECTS, build_cache
+from evaluation_workers.tracks.openscan.labels import ASPECTS, build_cache
 
 
 def _score_on(device: str, labels: Path, predictions: Path) -> tuple[dict[str, Any], float]:

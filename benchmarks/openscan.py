@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np
 
 from evaluation_workers.synthetic import openscan as synthetic
-from evaluation_workers.tracks.openscan_labels import ASPECTS, build_cache
+from evaluation_workers.tracks.openscan.labels import ASPECTS, build_cache
 
 THRESHOLDS = np.append(np.arange(0.5, 0.95, 0.05), 0.25)
 

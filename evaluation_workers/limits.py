@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import tokenize
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -163,7 +164,8 @@ def npy_header(f: IO[bytes], what: str, max_elements: int) -> tuple[tuple[int, .
             shape, fortran, dtype = fmt.read_array_header_2_0(f)  # type: ignore[no-untyped-call]
         else:
             raise ValueError(f"unsupported .npy version {version}")
-    except (ValueError, OSError, EOFError) as exc:
+    except (ValueError, OSError, EOFError, SyntaxError, TypeError, tokenize.TokenError) as exc:
+        # numpy parses the header dict with ast/tokenize: a corrupt one raises their errors
         raise PredictionFormatError(f"{what}: Expected a valid .npy array, but got {exc}") from None
     if dtype.hasobject:
         raise PredictionFormatError(

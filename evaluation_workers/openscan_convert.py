@@ -20,8 +20,10 @@ from typing import Any
 import numpy as np
 
 from evaluation_workers.errors import PredictionFormatError, SubmissionError, where
-from evaluation_workers.tracks.openscan_labels import manifest as labels_manifest
-from evaluation_workers.tracks.openscan_predictions import COMPACT_FORMAT, OfficialReader, Proposals
+from evaluation_workers.tracks.openscan.common import Proposals
+from evaluation_workers.tracks.openscan.compact import COMPACT_FORMAT
+from evaluation_workers.tracks.openscan.labels import manifest as labels_manifest
+from evaluation_workers.tracks.openscan.reader import open_predictions
 
 
 def mask_runs(proposals: Proposals) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -41,8 +43,8 @@ def mask_runs(proposals: Proposals) -> list[tuple[np.ndarray, np.ndarray]]:
 
 
 def convert(source: Path, manifest: dict[str, Any]) -> dict[str, np.ndarray]:
-    """The compact arrays for an official zip (see docs/openscan-format.md)."""
-    reader = OfficialReader(source, manifest)
+    """The compact arrays for an official or text-layout zip (see docs/openscan-format.md)."""
+    reader = open_predictions(source, manifest)
     scenes = reader.scenes()
     aspects = [a for a in manifest["aspects"] if reader.present(a)]
     run_starts, run_lengths, run_counts, prop_counts = [], [], [], []
@@ -64,7 +66,8 @@ def convert(source: Path, manifest: dict[str, Any]) -> dict[str, np.ndarray]:
                 acc["sem_given"].append(None)
                 continue
             rows = []
-            for s, n in mask_runs(pred.proposals):
+            runs = mask_runs(pred.proposals)
+            for s, n in (runs[int(m)] for m in pred.rows):  # masks the reader kept (known class ids)
                 key = s.astype(np.int64).tobytes() + b"|" + n.astype(np.int64).tobytes()
                 if key not in index:
                     index[key] = len(index)

@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from evaluation_workers.tracks.openscan_labels import ASPECTS, DEFAULT_VOCABULARY
-from evaluation_workers.tracks.openscan_predictions import COMPACT_FORMAT
+from evaluation_workers.tracks.openscan.compact import COMPACT_FORMAT
+from evaluation_workers.tracks.openscan.labels import ASPECTS, DEFAULT_VOCABULARY
 
 # share of objects that carry an attribute of the aspect (Table 2: annotations per object)
 COVERAGE = {

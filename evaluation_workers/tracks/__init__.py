@@ -14,7 +14,7 @@ from evaluation_workers.tracks.base import Track
 _MODULES = {
     "sqa3d": "evaluation_workers.tracks.sqa3d",
     "mmscan-vg": "evaluation_workers.tracks.mmscan_vg",
-    "openscan": "evaluation_workers.tracks.openscan",
+    "openscan": "evaluation_workers.tracks.openscan",  # a package: see its __init__
 }
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from evaluation_workers.metrics.instance_ap import IOU_THRESHOLDS, instance_ap, intersection_counts
-from evaluation_workers.tracks.openscan_labels import scene_instances
+from evaluation_workers.tracks.openscan.labels import scene_instances
 
 # ---- slow, obvious reference (METRICS.md, read literally) -------------------------------------
 

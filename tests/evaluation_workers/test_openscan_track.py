@@ -18,7 +18,7 @@ from evaluation_workers.errors import PredictionFormatError
 from evaluation_workers.synthetic import openscan as synthetic
 from evaluation_workers.tracks import get_track
 from evaluation_workers.tracks.openscan import TRACK, class_keys, score, validate
-from evaluation_workers.tracks.openscan_labels import CACHE_FILE, manifest, prepare_labels
+from evaluation_workers.tracks.openscan.labels import CACHE_FILE, manifest, prepare_labels
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -140,10 +140,28 @@ def test_it_rejects_scores_that_are_not_finite(data: dict[str, Path], tmp_path: 
     assert "`pred_scores`" in msg and "finite" in msg and "mask 1" in msg
 
 
-@pytest.mark.parametrize("value", [0, 11])
-def test_it_rejects_class_ids_out_of_range(data: dict[str, Path], tmp_path: Path, value: int) -> None:
-    msg = _bad(data, tmp_path, pred_classes=np.array([1, value]))
-    assert "`pred_classes`" in msg and "1..10" in msg and str(value) in msg
+@pytest.mark.parametrize("value", [0, 11, -3, 10**6])
+def test_it_drops_masks_whose_class_id_is_not_an_attribute_id(
+    data: dict[str, Path], tmp_path: Path, value: int
+) -> None:
+    """METRICS.md: MaskClustering's 0 and OpenMask3D's K+1 (`other`) are dropped, as the official code does."""
+    scene, n_vertices = _scene(data)
+    masks = np.zeros((n_vertices, 3), np.uint8)
+    masks[:500, 0] = masks[500:1500, 1] = masks[1500:2500, 2] = 1
+    with_unknown = {
+        "pred_masks": masks,
+        "pred_scores": np.array([0.5, 0.9, 0.4]),
+        "pred_classes": np.array([1, value, 2]),
+    }
+    without = {"pred_masks": masks[:, [0, 2]], "pred_scores": np.array([0.5, 0.4]), "pred_classes": np.array([1, 2])}
+    dropped = score(data["labels"], _zip(tmp_path / "a.zip", {f"material/{scene}.npz": _npz(**with_unknown)}))
+    clean = score(data["labels"], _zip(tmp_path / "b.zip", {f"material/{scene}.npz": _npz(**without)}))
+    assert dropped["details"]["per_class"] == clean["details"]["per_class"]
+    assert [w for w in dropped["warnings"] if "dropped" in w] == [
+        "material: dropped 1 masks in 1 of 3 scenes whose class id is not an attribute id 1..10 "
+        "(0 = unlabelled, 11 = other), as the official evaluator drops them"
+    ]
+    assert not any("dropped" in w for w in clean["warnings"])
 
 
 def test_it_accepts_an_out_of_range_sem_pred_as_a_miss(data: dict[str, Path], tmp_path: Path) -> None:

@@ -29,7 +29,7 @@ ASPECTS = ("affordance", "property", "type", "manner", "synonym", "requirement",
 VOCABULARY_FILE = "vocabulary.json"
 CACHE_FILE = Path(".cache") / "openscan_labels.npz"
 CACHE_VERSION = 1
-DEFAULT_VOCABULARY = Path(__file__).resolve().parents[1] / "data" / "openscan_vocabulary.json"
+DEFAULT_VOCABULARY = Path(__file__).resolve().parents[2] / "data" / "openscan_vocabulary.json"
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,6 @@
 """OpenScan: per-aspect 3D instance AP and semantic mIoU (METRICS.md, "OpenScan").
 
-Labels: see ``openscan_labels``; predictions: see ``openscan_predictions`` and
-docs/openscan-format.md. Scoring streams the predictions scene by scene: each
+Labels: see ``labels``; predictions: see ``reader`` and docs/openscan-format.md. Scoring streams the predictions scene by scene: each
 scene's masks become (vertex, mask) memberships once, and for each aspect one
 bincount gives the masks' overlaps with that aspect's instances and void. The
 matching and PR curves then run once per aspect over all scenes
@@ -26,13 +25,12 @@ from evaluation_workers.metrics.instance_ap import (
 )
 from evaluation_workers.metrics.semseg import confusion, iou_and_accuracy
 from evaluation_workers.results import make_result, sha256_file
-from evaluation_workers.tracks import openscan_labels
-from evaluation_workers.tracks.base import Manifest, Progress, Result, Track, no_progress
-from evaluation_workers.tracks.openscan_labels import ASPECTS, AspectLabels, load_labels, load_vocabulary
-from evaluation_workers.tracks.openscan_predictions import CompactReader, Proposals, open_predictions
+from evaluation_workers.tracks.base import Manifest, Progress, Result, no_progress
+from evaluation_workers.tracks.openscan.common import Proposals
+from evaluation_workers.tracks.openscan.labels import AspectLabels, load_labels, load_vocabulary
+from evaluation_workers.tracks.openscan.reader import open_predictions
 
 SCORER_VERSION = "1.0.0"
-COMPACT_SUFFIX = ".npz"
 _SHOWN = 5
 
 
@@ -96,7 +94,7 @@ def _vertex_class(xp: Any, state: _AspectState) -> Any:
 
 
 def score(labels_path: Path, predictions_path: Path, progress: Progress = no_progress) -> Result:
-    """Score a predictions file (official zip or compact .npz) against a labels folder."""
+    """Score a predictions file (official zip, text zip or compact .npz) against a labels folder."""
     labels_path, predictions_path = Path(labels_path), Path(predictions_path)
     labels, labels_sha = load_labels(labels_path)
     vocabulary = load_vocabulary(labels_path)
@@ -185,6 +183,7 @@ def score(labels_path: Path, predictions_path: Path, progress: Progress = no_pro
         "mIoU": _nanmean(np.concatenate(all_iou)) if all_iou else None,
         "mAcc": _nanmean(np.concatenate(all_acc)) if all_acc else None,
     }
+    warnings += reader.dropped.warnings(vocabulary, {a: len(lab.scene_ids) for a, lab in labels.items()})
     progress(1.0, "done")
     return make_result(
         track="openscan",
@@ -196,7 +195,7 @@ def score(labels_path: Path, predictions_path: Path, progress: Progress = no_pro
         details={
             "per_class": per_class,
             "semantic_per_class": semantic_per_class,
-            "format": "compact" if isinstance(reader, CompactReader) else "official",
+            "format": reader.format,
             "scenes_with_predictions": len(scenes),
         },
         warnings=warnings,
@@ -249,31 +248,8 @@ def validate(predictions_path: Path, manifest: Manifest) -> dict[str, Any]:
                 f"scene of the aspect or in none, but got a mix"
             )
     return {
-        "format": "compact" if isinstance(reader, CompactReader) else "official",
+        "format": reader.format,
+        "dropped_masks": dict(reader.dropped.masks),
         "scenes": {a: len(reader.present(a)) for a in manifest["aspects"]},
         "expected_scenes": {a: len(s) for a, s in manifest["aspects"].items()},
     }
-
-
-TRACK = Track(
-    name="openscan",
-    title="OpenScan",
-    scorer_version=SCORER_VERSION,
-    metrics=("AP", "AP50", "AP25", "mIoU", "mAcc"),
-    primary_metric="AP",
-    groups=ASPECTS,
-    group_label="Aspect",
-    upload_suffixes=(".zip", COMPACT_SUFFIX),
-    max_upload_bytes=8 * 2**30,
-    prepare_labels=openscan_labels.prepare_labels,
-    validate=validate,
-    score=score,
-    manifest=openscan_labels.manifest,
-    wants_gpu=True,
-    description=(
-        "Generalized open-vocabulary 3D instance segmentation on ScanNet200 val (312 scenes): "
-        "8 linguistic aspects, 341 attributes. ScanNet's instance AP per aspect; semantic "
-        "mIoU/mAcc when per-vertex predictions are given."
-    ),
-    metric_families=(("AP", "AP50", "AP25"), ("mIoU", "mAcc")),
-)

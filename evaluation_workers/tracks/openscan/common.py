@@ -1,0 +1,176 @@
+"""What every OpenScan prediction form reads into, and the checks they share.
+
+A reader yields, per scene, ``{aspect: ScenePrediction}``; masks are given as
+(vertex, mask) memberships so that intersections are one bincount. Masks whose
+class id is not one of the aspect's ids (0, K+1 for ``other``, anything outside
+1..K) are dropped, as the official evaluator drops them, and counted in
+``Dropped`` for the result's warnings (METRICS.md, OpenScan).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from evaluation_workers.errors import PredictionFormatError
+
+# Real methods emit 100-600 masks per scene and aspect; this bounds what a
+# header may announce (EVAL_OPENSCAN_MAX_MASKS_PER_SCENE overrides it).
+DEFAULT_MAX_MASKS_PER_SCENE = 2000
+ID_KINDS = "iuf"  # integer-valued numbers; bool is refused where ids are expected
+MASK_KINDS = "biuf"
+
+
+def max_masks_per_scene() -> int:
+    name = "EVAL_OPENSCAN_MAX_MASKS_PER_SCENE"
+    value = os.environ.get(name)
+    if not value:
+        return DEFAULT_MAX_MASKS_PER_SCENE
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"Expected {name} to be a number of masks, but got {value!r}") from None
+
+
+@dataclass
+class Proposals:
+    """Masks of one scene as memberships: vertex[e] is in mask[e]. (E,) int64 each; n masks."""
+
+    vertex: np.ndarray
+    mask: np.ndarray
+    n: int
+
+
+@dataclass
+class ScenePrediction:
+    """One scene's predictions for one aspect.
+
+    Attributes:
+        proposals: the scene's masks (shared between aspects in the compact form).
+        rows: (N,) int64, which proposal each kept prediction uses (file order).
+        scores: (N,) float64.
+        classes: (N,) int64, 1..K.
+        sem_pred: (V,) int64 or None.
+    """
+
+    proposals: Proposals
+    rows: np.ndarray
+    scores: np.ndarray
+    classes: np.ndarray
+    sem_pred: np.ndarray | None
+
+
+@dataclass
+class Dropped:
+    """Masks dropped for a class id outside 1..K, per aspect: masks and scenes."""
+
+    masks: dict[str, int] = field(default_factory=dict)
+    scenes: dict[str, int] = field(default_factory=dict)
+
+    def add(self, aspect: str, n: int) -> None:
+        if n:
+            self.masks[aspect] = self.masks.get(aspect, 0) + n
+            self.scenes[aspect] = self.scenes.get(aspect, 0) + 1
+
+    def warnings(self, vocabulary: dict[str, list[str]], n_scenes: dict[str, int]) -> list[str]:
+        out = []
+        for aspect, n in self.masks.items():
+            k = len(vocabulary[aspect])
+            out.append(
+                f"{aspect}: dropped {n} masks in {self.scenes[aspect]} of {n_scenes.get(aspect, 0)} scenes "
+                f"whose class id is not an attribute id 1..{k} (0 = unlabelled, {k + 1} = other), "
+                f"as the official evaluator drops them")
+        return out
+
+
+def memberships(masks: np.ndarray) -> Proposals:
+    """(vertex, mask) pairs of a (V, M) mask array, non-zero = in (NaN counts as in, as `!= 0` does)."""
+    n_vertices, n = masks.shape
+    if n == 0 or n_vertices == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return Proposals(empty, empty.copy(), n)
+    if masks.flags.c_contiguous:
+        flat = np.flatnonzero(masks)  # ravel of a C array is a view: one pass, no (V, M) temporary
+        vertex = flat // n
+        return Proposals(vertex, flat - vertex * n, n)
+    flat = np.flatnonzero(masks.T)  # Fortran order: the transpose is the C view
+    mask = flat // n_vertices
+    return Proposals(flat - mask * n_vertices, mask, n)
+
+
+def check_kind(arr: np.ndarray, kinds: str, loc: str, field_name: str) -> np.ndarray:
+    if arr.dtype.kind not in kinds:
+        expected = "numbers" if kinds == MASK_KINDS else "integer or float numbers (not bool)"
+        raise PredictionFormatError(f"{loc}: Expected `{field_name}` to hold {expected}, but got dtype {arr.dtype}")
+    return arr
+
+
+def check_shape(arr: np.ndarray, loc: str, field_name: str, shape: tuple[int, ...]) -> np.ndarray:
+    if arr.shape != shape:
+        raise PredictionFormatError(f"{loc}: Expected `{field_name}` to have shape {shape}, but got {arr.shape}")
+    return arr
+
+
+def check_scores(scores: np.ndarray, loc: str, field_name: str = "pred_scores") -> np.ndarray:
+    check_kind(scores, ID_KINDS, loc, field_name)
+    scores = scores.astype(np.float64)
+    bad = ~np.isfinite(scores)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise PredictionFormatError(f"{loc}: Expected `{field_name}` to be finite, but got {scores[i]} at mask {i}")
+    return scores
+
+
+def check_ids(values: np.ndarray, loc: str, field_name: str) -> np.ndarray:
+    """(N,) int64 of integer-valued numbers (any integer; the caller decides what is in range)."""
+    check_kind(values, ID_KINDS, loc, field_name)
+    if values.dtype.kind == "f":
+        ok = np.isfinite(values) & (values == np.round(values))
+        if not ok.all():
+            i = int(np.argmax(~ok))
+            raise PredictionFormatError(f"{loc}: Expected `{field_name}` to hold integers, but got {values[i]} at {i}")
+        if np.abs(values).max(initial=0) > 2**62:
+            raise PredictionFormatError(f"{loc}: Expected `{field_name}` to hold ids, but got {np.abs(values).max()}")
+    elif values.dtype.kind == "u" and values.dtype.itemsize == 8 and values.max(initial=0) > 2**62:
+        raise PredictionFormatError(f"{loc}: Expected `{field_name}` to hold ids, but got {values.max()}")
+    return values.astype(np.int64)
+
+
+def known_classes(classes: np.ndarray, n_classes: int) -> np.ndarray:
+    """(N,) bool: which predictions carry an attribute id 1..K (the others are dropped)."""
+    result: np.ndarray = (classes >= 1) & (classes <= n_classes)
+    return result
+
+
+def scene_prediction(
+    proposals: Proposals,
+    rows: np.ndarray,
+    scores: np.ndarray,
+    classes: np.ndarray,
+    sem_pred: np.ndarray | None,
+    n_classes: int,
+    dropped: Dropped,
+    aspect: str,
+) -> ScenePrediction:
+    """The prediction with masks of unknown class ids dropped (and counted)."""
+    keep = known_classes(classes, n_classes)
+    if not keep.all():
+        dropped.add(aspect, int((~keep).sum()))
+        rows, scores, classes = rows[keep], scores[keep], classes[keep]
+    return ScenePrediction(proposals, rows, scores, classes, sem_pred)
+
+
+def split_prefix(parts: list[tuple[str, ...]], aspects: Any) -> tuple[str, list[tuple[str, ...]]]:
+    """Strip one top folder shared by every member (zips made of a folder), unless it is an aspect."""
+    heads = {p[0] for p in parts}
+    if len(heads) == 1 and all(len(p) >= 3 for p in parts) and next(iter(heads)) not in aspects:
+        return next(iter(heads)) + "/", [p[1:] for p in parts]
+    return "", parts
+
+
+def ignorable(parts: tuple[str, ...]) -> bool:
+    """macOS metadata and hidden files that archivers add."""
+    return parts[0] == "__MACOSX" or any(p.startswith(".") for p in parts)

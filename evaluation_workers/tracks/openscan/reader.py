@@ -1,0 +1,62 @@
+"""Open OpenScan predictions in whichever of the three forms they are, told apart by content.
+
+A zip with a ``format.npy`` member is the compact form; one with ``.npz``
+members the official layout; one with ``.txt`` members ScanNet's text layout.
+Every reader draws from one inflated-bytes ``Budget`` for the submission.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Protocol
+
+from evaluation_workers.errors import PredictionFormatError
+from evaluation_workers.limits import Budget, inflated_budget
+from evaluation_workers.tracks.openscan import compact, text_zip
+from evaluation_workers.tracks.openscan.common import Dropped, ScenePrediction, ignorable
+from evaluation_workers.tracks.openscan.compact import CompactReader
+from evaluation_workers.tracks.openscan.members import Archive
+from evaluation_workers.tracks.openscan.official_zip import OfficialReader
+from evaluation_workers.tracks.openscan.text_zip import TextReader
+
+
+class Reader(Protocol):
+    format: str
+    dropped: Dropped
+
+    def scenes(self) -> list[str]: ...
+
+    def present(self, aspect: str) -> set[str]: ...
+
+    def read(self, scene: str) -> dict[str, ScenePrediction]: ...
+
+
+def open_predictions(path: Path, manifest: dict[str, Any], budget: Budget | None = None) -> Reader:
+    """A reader for the file's form; ``budget`` defaults to the track's (``limits.inflated_budget``)."""
+    path = Path(path)
+    if not path.is_file() or path.stat().st_size == 0:
+        raise PredictionFormatError(f"{path.name}: Expected a zip or .npz file, but got an empty or missing file")
+    budget = budget or Budget(inflated_budget("openscan"), path.name)
+    cap = max(text_zip.max_members(manifest), compact.max_members(manifest))
+    archive = Archive(path, path.name, budget, cap)
+    names = [n for n in archive.files() if not ignorable(tuple(n.split("/")))]
+    if "format.npy" in names:
+        return CompactReader(archive, manifest)
+    suffixes = {n.rsplit(".", 1)[-1].lower() for n in names if "." in n.rsplit("/", 1)[-1]}
+    if "npz" in suffixes and "txt" in suffixes:
+        raise PredictionFormatError(
+            f"{path.name}: Expected one layout (.npz per scene, or ScanNet's .txt files), but got both")
+    if "txt" in suffixes:
+        return TextReader(archive, manifest, budget)
+    official_cap = 2 * sum(len(s) for s in manifest["aspects"].values()) + 64
+    if len(archive.infos) > official_cap:
+        raise PredictionFormatError(
+            f"{path.name}: Expected at most {official_cap:,} members (one .npz per scene and aspect), "
+            f"but got {len(archive.infos):,}")
+    return OfficialReader(archive, manifest, budget)
+
+
+def iter_scenes(reader: Reader) -> Iterator[tuple[str, dict[str, ScenePrediction]]]:
+    for scene in reader.scenes():
+        yield scene, reader.read(scene)
