@@ -31,7 +31,8 @@ app.conf.update(
     task_ignore_result=True,
     task_default_queue=os.environ.get("EVAL_QUEUE_CPU", "eval-cpu"),
     # Longer than the hard time limit, so a running task is not redelivered.
-    broker_transport_options={"visibility_timeout": 4 * 3600},
+    broker_transport_options={"visibility_timeout": 4 * 3600, "socket_timeout": 10,
+                              "socket_connect_timeout": 5},
     broker_connection_retry_on_startup=True,
     broker_connection_retry=True,
     broker_connection_max_retries=None,  # a worker outlives a broker restart, however long

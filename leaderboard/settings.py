@@ -197,7 +197,10 @@ _LOCAL_REDIS_URL = DATA_DIR / "redis" / "url"
 REDIS_URL = env("REDIS_URL") or (_LOCAL_REDIS_URL.read_text().strip() if _LOCAL_REDIS_URL.is_file()
                                  else "redis://127.0.0.1:6379/0")
 CELERY_BROKER_URL = REDIS_URL
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 4 * 3600}
+# A broker that hangs (not only one that refuses) must not hang a request: every
+# socket gives up after a few seconds, and the outbox sends the message later.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 4 * 3600, "socket_timeout": 5,
+                                   "socket_connect_timeout": 3}
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1

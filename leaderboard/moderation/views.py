@@ -6,11 +6,13 @@ from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.timezone import make_aware
@@ -20,6 +22,7 @@ from leaderboard.benchmarks.models import Benchmark, Split
 from leaderboard.benchmarks.permissions import is_maintainer
 from leaderboard.moderation import services
 from leaderboard.moderation.models import AuditEntry
+from leaderboard.submissions import broker
 from leaderboard.submissions.models import Submission
 
 QUEUES = {
@@ -53,9 +56,12 @@ def desk(request: HttpRequest) -> HttpResponse:
     benchmarks = _maintained(request)
     submissions = (Submission.objects.filter(QUEUES[queue][1], split__benchmark__in=benchmarks)
                    .select_related("method", "team", "split__benchmark").order_by("-updated_at")[:200])
+    # Work waiting for a worker is never failed for waiting; here is where it shows.
+    broker_queues = sorted({settings.EVAL_QUEUE_CPU, settings.EVAL_QUEUE_GPU, settings.SITE_QUEUE})
     return render(request, "moderation/desk.html", {
         "queue": queue, "queues": [(k, v[0]) for k, v in QUEUES.items()], "submissions": submissions,
-        "benchmarks": benchmarks})
+        "benchmarks": benchmarks, "now": timezone.now(),
+        "queue_lengths": broker.queue_lengths(broker_queues) if queue == "running" else {}})
 
 
 @maintainer_required

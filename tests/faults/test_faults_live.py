@@ -150,6 +150,24 @@ def test_redis_stopped_and_started_again_with_submissions_queued_and_running(ser
     assert_exact_and_once(service, demo, ids, done)
 
 
+def test_an_upload_while_redis_hangs_is_accepted_and_sent_once_redis_answers(service, demo):
+    """SIGSTOP: the broker accepts connections but never answers (worse than refusing them)."""
+    redis = service.pid("redis")
+    os.kill(redis, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        response = service.submit(demo["predictions"], "hung-broker")
+        took = time.monotonic() - started
+    finally:
+        os.kill(redis, signal.SIGCONT)
+    assert response.status_code == 201, response.text
+    assert response.json()["status"] == "queued"
+    assert took < 30, took
+    pk = response.json()["id"]
+    done = service.wait_done([pk], BOUND)
+    assert_exact_and_once(service, demo, [pk], done)
+
+
 def test_an_upload_taken_away_before_scoring_fails_as_the_platforms_fault_and_is_refunded(service, demo):
     service.hold("hold-scoring", 3)
     try:

@@ -237,3 +237,16 @@ def test_a_token_request_writes_the_token_at_most_once_a_minute(client, owner, s
     with CaptureQueriesContext(connection) as queries:
         assert client.get("/api/v1/me", headers=headers).status_code == 200
     assert not [q for q in queries.captured_queries if q["sql"].lstrip().upper().startswith("UPDATE")]
+
+
+def test_the_desk_shows_where_queued_and_running_work_is(client, maintainer, owner, sqa3d_split, sqa3d_files,
+                                                          real_broker, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        waiting, running = create(owner, sqa3d_files, "W"), create(owner, sqa3d_files, "R")
+    lifecycle.record_heartbeat(submission_id=running.pk, attempt=1, worker="gpu-host:42")
+    client.force_login(maintainer)
+    page = client.get("/moderation/?queue=running").content.decode()
+    assert f"waiting on <code>{real_broker}</code>" in page
+    assert "gpu-host:42, heard from" in page
+    assert f"<code>{real_broker}</code> 2" in page  # both messages still in the broker
+    assert page.count("Re-queue") == 2 and waiting.pk != running.pk
