@@ -118,6 +118,25 @@ def test_sigkill_of_the_scoring_worker_main_process_mid_scoring(service, demo):
     assert service.rows(ids)[ids[0]]["attempt"] >= 1
 
 
+def test_the_scoring_process_killed_as_the_oom_killer_would_is_reported_lost_and_scored_again(service, demo):
+    service.hold("hold-scoring", 3)
+    try:
+        [pk] = submit_many(service, demo, 1, "oom")
+        service.wait_status(pk, "running")
+        main = service.pid("scoring-worker")
+        [child] = [int(p) for p in Path(f"/proc/{main}/task/{main}/children").read_text().split()]
+        os.kill(child, signal.SIGKILL)  # the pool process, not the worker: its main process sees it die
+        deadline = time.monotonic() + 30
+        while service.rows([pk])[pk]["lost"] < 1:
+            assert time.monotonic() < deadline, "the lost attempt was never reported"
+            time.sleep(0.5)
+    finally:
+        service.hold("hold-scoring", 0)
+    done = service.wait_done([pk], BOUND)
+    assert_exact_and_once(service, demo, [pk], done)
+    assert service.rows([pk])[pk]["attempt"] == 2
+
+
 def test_sigkill_of_the_site_worker_inside_record_result(service, demo):
     service.hold("record-result", 3)
     try:
