@@ -33,7 +33,7 @@ import numpy as np
 from evaluation_workers import _xp
 from evaluation_workers.metrics.iou3d import indexed_iou3d
 from evaluation_workers.synthetic.mmscan_vg import make_data
-from evaluation_workers.tracks import mmscan_io, mmscan_vg
+from evaluation_workers.tracks import mmscan_vg
 
 DEVKIT_RUNNER = r"""
 import json, sys, time, numpy, torch
@@ -117,9 +117,9 @@ def main() -> int:
     xp = _xp.backend()
     score_s, _ = _timed(lambda: mmscan_vg.score(labels_path, preds_path))
 
-    def read() -> tuple[mmscan_io.Labels, mmscan_io.Predictions]:
-        lab = mmscan_io.load_labels(labels_path)
-        return lab, mmscan_io.load_predictions(preds_path, lab.index)
+    def read() -> tuple[mmscan_vg.Labels, mmscan_vg.Predictions]:
+        lab = mmscan_vg.load_labels(labels_path)
+        return lab, mmscan_vg.load_predictions(preds_path, lab.index)
 
     load_s, (lab, pr) = _timed(read)
     arrays_s, _ = _timed(lambda: mmscan_vg.score_arrays(lab, pr, xp))

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from evaluation_workers.errors import LabelsError, PredictionFormatError
-from evaluation_workers.tracks import get_track, mmscan_io
+from evaluation_workers.tracks import get_track, mmscan_vg
 
 BOX = [0.0, 0.0, 0.5, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0]
 LABELS = [
@@ -90,7 +90,7 @@ def test_it_accepts_an_object_keyed_by_sample_id_and_gzip(tmp_path: Path, labels
         ([_entry(scores=[0.5, 0.4])], "one score per box"),
         ([_entry("scene9999_00__0")], "unknown"),
         ([_entry(), _entry()], "appears twice"),
-        ([_entry(boxes=[BOX] * (mmscan_io.MAX_BOXES_PER_PROMPT + 1))], "at most"),
+        ([_entry(boxes=[BOX] * (mmscan_vg.MAX_BOXES_PER_PROMPT + 1))], "at most"),
         ([{"sample_id": "scene0000_00__0", "pred_bboxes": BOX, "pred_scores": 0.5}], "pred_scores"),
         ([3], "Expected an object"),
         ("[{", "does not parse"),
@@ -123,11 +123,11 @@ def test_it_refuses_bad_labels(tmp_path: Path) -> None:
     bad = [dict(LABELS[0], sub_class="VG_Unknown")]
     (tmp_path / "l.json").write_text(json.dumps(bad))
     with pytest.raises(LabelsError, match="sub_class"):
-        mmscan_io.load_labels(tmp_path / "l.json")
+        mmscan_vg.load_labels(tmp_path / "l.json")
     bad = [dict(LABELS[0], gt_bboxes=[[0, 0, 0, 0, 1, 1, 0, 0, 0]])]
     (tmp_path / "l.json").write_text(json.dumps(bad))
     with pytest.raises(LabelsError, match="size"):
-        mmscan_io.load_labels(tmp_path / "l.json")
+        mmscan_vg.load_labels(tmp_path / "l.json")
 
 
 def test_it_writes_a_manifest_without_boxes_and_scores_from_a_prepared_folder(
@@ -198,7 +198,7 @@ def test_it_generates_synthetic_files_that_score(tmp_path: Path) -> None:
     written = json.loads(out.stdout)
     labels = json.loads(Path(written["labels"]).read_text())
     assert len(labels) == 40
-    assert {x["sub_class"] for x in labels} <= set(mmscan_io.SUB_CLASS_GROUP)
+    assert {x["sub_class"] for x in labels} <= set(mmscan_vg.SUB_CLASS_GROUP)
     assert all(1 <= len(x["gt_bboxes"]) <= 5 for x in labels)
     result = TRACK.score(Path(written["labels"]), Path(written["predictions"]), lambda f, m="": None)
     assert 0 < result["metrics"]["gTop-5@0.25"] <= 1
