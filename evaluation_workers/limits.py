@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import tokenize
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -188,8 +189,10 @@ def npy_header(f: IO[bytes], what: str, max_elements: int) -> tuple[tuple[int, .
             shape, fortran, dtype = fmt.read_array_header_2_0(f)  # type: ignore[no-untyped-call]
         else:
             raise ValueError(f"unsupported .npy version {version}")
-    except (ValueError, OSError, EOFError) as exc:
-        raise PredictionFormatError(f"{what}: Expected a valid .npy array, but got {exc}") from None
+    # numpy parses a mangled header with ast and tokenize: SyntaxError and
+    # TokenError (found by the property tests), TypeError for odd descr values.
+    except (ValueError, OSError, EOFError, SyntaxError, TypeError, tokenize.TokenError) as exc:
+        raise PredictionFormatError(f"{what}: Expected a valid .npy array, but got {str(exc)[:200]}") from None
     if dtype.hasobject:
         raise PredictionFormatError(
             f"{what}: Expected numbers, but got Python objects (pickled arrays are not accepted)")
