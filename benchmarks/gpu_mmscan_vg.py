@@ -25,16 +25,16 @@ from gpu_check import assert_results_equal  # benchmarks/ is on sys.path: script
 
 from evaluation_workers.metrics.iou3d import paired_iou3d
 from evaluation_workers.synthetic.mmscan_vg import make_data
-from evaluation_workers.tracks import mmscan_io, mmscan_vg
+from evaluation_workers.tracks import mmscan_vg
 
 
 def _arrays(
     labels: list[dict[str, Any]], preds: list[dict[str, Any]], copies: int
-) -> tuple[mmscan_io.Labels, mmscan_io.Predictions]:
+) -> tuple[mmscan_vg.Labels, mmscan_vg.Predictions]:
     """Labels and predictions as arrays, the prompts repeated ``copies`` times (each copy shifted)."""
     gt_count = np.array([len(x["gt_bboxes"]) for x in labels])
     gt = np.array([b for x in labels for b in x["gt_bboxes"]], dtype=float)
-    group = np.array([mmscan_io.GROUPS.index(mmscan_io.SUB_CLASS_GROUP[x["sub_class"]]) for x in labels])
+    group = np.array([mmscan_vg.GROUPS.index(mmscan_vg.SUB_CLASS_GROUP[x["sub_class"]]) for x in labels])
     counts = np.array([len(p["pred_scores"]) for p in preds])
     boxes = np.array([b for p in preds for b in p["pred_bboxes"]], dtype=float).reshape(-1, 9)
     scores = np.array([s for p in preds for s in p["pred_scores"]], dtype=float)
@@ -42,14 +42,14 @@ def _arrays(
     rng = np.random.default_rng(1)
     all_gt = np.tile(gt, (copies, 1))  # copies share the geometry; predictions are jittered
     all_boxes = np.concatenate([boxes + rng.normal(0, 1e-3, boxes.shape) * (c > 0) for c in range(copies)])
-    labels_arr = mmscan_io.Labels(
+    labels_arr = mmscan_vg.Labels(
         sample_ids=[str(i) for i in range(n * copies)],
         group=np.tile(group, copies),
         gt_count=np.tile(gt_count, copies),
         gt_boxes=all_gt,
     )
     sample = np.concatenate([np.repeat(np.arange(n) + c * n, counts) for c in range(copies)])
-    preds_arr = mmscan_io.Predictions(
+    preds_arr = mmscan_vg.Predictions(
         sample=sample, boxes=all_boxes, scores=np.tile(scores, copies), missing=[], entries=n * copies
     )
     return labels_arr, preds_arr
@@ -97,8 +97,8 @@ def run(prompts: int = 200_000) -> None:
     (work / "labels.json").write_text(json.dumps(labels))
     (work / "predictions.json").write_text(json.dumps(preds))
     start = time.perf_counter()
-    loaded = mmscan_io.load_labels(work / "labels.json")
-    mmscan_io.load_predictions(work / "predictions.json", loaded.index)
+    loaded = mmscan_vg.load_labels(work / "labels.json")
+    mmscan_vg.load_predictions(work / "predictions.json", loaded.index)
     print(f"mmscan-vg reading {base} prompts' JSON (host): {time.perf_counter() - start:.2f} s")
 
     copies = max(1, prompts // base)

@@ -2,6 +2,12 @@
 
     nice .venv/bin/python benchmarks/mmscan_vg.py [--samples 5000]
         [--devkit DIR --devkit-python PYTHON]
+    nice .venv/bin/python benchmarks/mmscan_vg.py --full-test-shape [--preds 100]
+
+``--full-test-shape``: the binary form of the full test split (209,717
+prompts x ``--preds`` float32 boxes, stored .npz), scored by ``python -m
+evaluation_workers score`` in a fresh process; prints its wall time and peak
+resident memory (the child's ru_maxrss).
 
 Synthetic data: ``evaluation_workers.synthetic.mmscan_vg`` with 10-50
 predictions and 1-5 boxes per prompt and no empty prompt (the devkit crashes
@@ -33,7 +39,7 @@ import numpy as np
 from evaluation_workers import _xp
 from evaluation_workers.metrics.iou3d import indexed_iou3d
 from evaluation_workers.synthetic.mmscan_vg import make_data
-from evaluation_workers.tracks import mmscan_io, mmscan_vg
+from evaluation_workers.tracks import mmscan_vg
 
 DEVKIT_RUNNER = r"""
 import json, sys, time, numpy, torch
@@ -71,13 +77,50 @@ def _timed(fn, repeat: int = 3):  # type: ignore[no-untyped-def]
     return best, value
 
 
+def full_test_shape(preds: int, max_gt: int) -> int:
+    """Wall time and peak memory of scoring the full test split's shape in the binary form."""
+    import resource
+
+    from evaluation_workers.synthetic.mmscan_vg import make_arrays, write_npz
+
+    prompts = 209_717
+    start = time.perf_counter()
+    labels, arrays = make_arrays(prompts, seed=0, min_preds=preds, max_preds=preds, max_gt=max_gt,
+                                 empty_fraction=0.0)
+    work = Path(tempfile.mkdtemp(prefix="mmscan_vg_full_"))
+    (work / "labels.json").write_text(json.dumps(labels))
+    del labels
+    write_npz(work / "predictions.npz", arrays)
+    n_boxes = int(arrays["offsets"][-1])
+    del arrays
+    size = (work / "predictions.npz").stat().st_size
+    print(f"{prompts:,} prompts x {preds} boxes = {n_boxes:,} float32 boxes, 1-{max_gt} true boxes per prompt; "
+          f"predictions.npz {size / 2**20:,.0f} MiB (generated in {time.perf_counter() - start:.0f} s)")
+    cmd = [sys.executable, "-m", "evaluation_workers", "score", "--track", "mmscan-vg",
+           "--labels", str(work / "labels.json"), "--predictions", str(work / "predictions.npz"), "--quiet"]
+    start = time.perf_counter()
+    out = subprocess.run(cmd, env=dict(os.environ, EVAL_DEVICE="cpu"), cwd=ROOT, capture_output=True,
+                         text=True, check=True).stdout
+    seconds = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20  # KiB -> GiB
+    metrics = json.loads(out)["metrics"]
+    print(f"score, fresh process, CPU: {seconds:.1f} s, peak resident memory {peak:.2f} GiB; "
+          f"gTop-1@0.25={metrics['gTop-1@0.25']:.6f}")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
+    parser.add_argument("--full-test-shape", action="store_true", help="the binary form at full test-split size")
+    parser.add_argument("--preds", type=int, default=100, help="boxes per prompt with --full-test-shape")
+    parser.add_argument("--max-gt", type=int, default=5, help="true boxes per prompt (1..max) with --full-test-shape")
     parser.add_argument("--samples", type=int, default=5000)
     parser.add_argument("--devkit", type=Path, help="folder holding the devkit's mmscan package")
     parser.add_argument("--devkit-python", default=sys.executable)
     parser.add_argument("--reference-pairs", type=int, default=2000, help="scipy IoU sample size")
     args = parser.parse_args()
+    if args.full_test_shape:
+        return full_test_shape(args.preds, args.max_gt)
 
     labels, preds = make_data(args.samples, seed=0, empty_fraction=0.0)
     work = Path(tempfile.mkdtemp(prefix="mmscan_vg_bench_"))
@@ -117,9 +160,9 @@ def main() -> int:
     xp = _xp.backend()
     score_s, _ = _timed(lambda: mmscan_vg.score(labels_path, preds_path))
 
-    def read() -> tuple[mmscan_io.Labels, mmscan_io.Predictions]:
-        lab = mmscan_io.load_labels(labels_path)
-        return lab, mmscan_io.load_predictions(preds_path, lab.index)
+    def read() -> tuple[mmscan_vg.Labels, mmscan_vg.Predictions]:
+        lab = mmscan_vg.load_labels(labels_path)
+        return lab, mmscan_vg.load_predictions(preds_path, lab.index)
 
     load_s, (lab, pr) = _timed(read)
     arrays_s, _ = _timed(lambda: mmscan_vg.score_arrays(lab, pr, xp))

@@ -34,6 +34,10 @@ import numpy as np
 from evaluation_workers.errors import PredictionFormatError
 
 _CHUNK = 1 << 20
+# Any stream may inflate this much whatever its ratio (``check_ratio``).
+RATIO_FLOOR = 16 << 20
+# Compression ratio past which a stream is a bomb, not predictions.
+MAX_RATIO = 100.0
 # Deeper than any accepted format (a list of objects of lists of boxes is 4).
 MAX_JSON_DEPTH = 32
 
@@ -94,13 +98,30 @@ def is_gzip(path: Path) -> bool:
         return f.read(2) == b"\x1f\x8b"
 
 
-def iter_gunzip(f: IO[bytes], budget: Budget) -> Iterator[bytes]:
+def check_ratio(inflated: int, compressed: int, file: str, max_ratio: float | None) -> None:
+    """Refuse output past ``RATIO_FLOOR`` bytes that outgrows ``max_ratio`` times its compressed input.
+
+    A budget sized for the largest legitimate submission still lets a 1 MB bomb
+    inflate to gigabytes; real prediction files (decimal numbers, float arrays)
+    compress about 1.1-4 to 1, bombs about 1000 to 1.
+    """
+    if max_ratio is not None and inflated > RATIO_FLOOR and inflated > max_ratio * compressed:
+        raise PredictionFormatError(
+            f"{file}: Expected a compression ratio of at most {max_ratio:g} to 1 (real predictions "
+            f"compress about 3 to 1), but {compressed:,} compressed bytes inflate to more than "
+            f"{inflated:,}")
+
+
+def iter_gunzip(f: IO[bytes], budget: Budget, max_ratio: float | None = None) -> Iterator[bytes]:
     """Inflate a gzip stream (several members allowed) in chunks, drawing each from ``budget``.
 
+    With ``max_ratio``, output past ``RATIO_FLOOR`` bytes may be at most
+    ``max_ratio`` times the compressed bytes consumed so far (``check_ratio``).
     Raises ``PredictionFormatError`` on a truncated or corrupt stream.
     """
     decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS)
     pending = b""
+    consumed = inflated = 0
     while True:
         if not pending:
             pending = f.read(_CHUNK)
@@ -108,11 +129,15 @@ def iter_gunzip(f: IO[bytes], budget: Budget) -> Iterator[bytes]:
                 break
         # max_length bounds what one call may allocate, whatever the ratio.
         out = decompressor.decompress(pending, _CHUNK)
+        consumed += len(pending) - len(decompressor.unconsumed_tail)
         pending = decompressor.unconsumed_tail
         if out:
+            inflated += len(out)
+            check_ratio(inflated, consumed, budget.file, max_ratio)
             budget.take(len(out))
             yield out
         if decompressor.eof:
+            consumed -= len(decompressor.unused_data)  # counted again as the next member's input
             rest = decompressor.unused_data + pending
             pending = b""
             if not rest.strip(b"\x00"):
@@ -164,9 +189,10 @@ def npy_header(f: IO[bytes], what: str, max_elements: int) -> tuple[tuple[int, .
             shape, fortran, dtype = fmt.read_array_header_2_0(f)  # type: ignore[no-untyped-call]
         else:
             raise ValueError(f"unsupported .npy version {version}")
+    # numpy parses a mangled header with ast and tokenize: SyntaxError and
+    # TokenError (found by the property tests), TypeError for odd descr values.
     except (ValueError, OSError, EOFError, SyntaxError, TypeError, tokenize.TokenError) as exc:
-        # numpy parses the header dict with ast/tokenize: a corrupt one raises their errors
-        raise PredictionFormatError(f"{what}: Expected a valid .npy array, but got {exc}") from None
+        raise PredictionFormatError(f"{what}: Expected a valid .npy array, but got {str(exc)[:200]}") from None
     if dtype.hasobject:
         raise PredictionFormatError(
             f"{what}: Expected numbers, but got Python objects (pickled arrays are not accepted)")

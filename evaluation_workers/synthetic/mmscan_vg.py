@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,40 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--tilted-fraction", type=float, default=0.15, help="share of boxes with a full 3D rotation"
     )
     parser.add_argument("--gzip", action="store_true", help="write predictions.json.gz")
+    parser.add_argument("--format", choices=("json", "npz"), default="json",
+                        help="npz: the binary form (float32), predictions.npz")
+
+
+def _samples(
+    samples: int,
+    seed: int,
+    min_preds: int,
+    max_preds: int,
+    max_gt: int,
+    empty_fraction: float,
+    tilted_fraction: float,
+    objects_per_scene: int,
+) -> Iterator[tuple[dict[str, Any], np.ndarray, np.ndarray]]:
+    """Each prompt's label and its predicted boxes (n, 9) and scores (n,), in one random stream."""
+    rng = np.random.default_rng(seed)
+    n_scenes = max(1, samples // 10)
+    scenes = [_scene(rng, objects_per_scene, tilted_fraction) for _ in range(n_scenes)]
+    for i in range(samples):
+        scene_id = int(rng.integers(n_scenes))
+        objects = scenes[scene_id]
+        n_gt = int(rng.integers(1, max_gt + 1))
+        targets = rng.choice(objects.shape[0], size=n_gt, replace=False)
+        gt = objects[targets]
+        label = {
+            "sample_id": f"scene{scene_id:04d}_00__{i:06d}",
+            "scan_id": f"scene{scene_id:04d}_00",
+            "text": f"find the object(s) number {i}",
+            "sub_class": SUB_CLASSES[int(rng.integers(len(SUB_CLASSES)))],
+            "gt_bboxes": gt.tolist(),
+        }
+        n_pred = 0 if rng.random() < empty_fraction else int(rng.integers(min_preds, max_preds + 1))
+        boxes, scores = _predictions(rng, gt, objects, n_pred, tilted_fraction)
+        yield label, boxes, scores
 
 
 def make_data(
@@ -54,48 +89,62 @@ def make_data(
     objects_per_scene: int = 20,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Labels and predictions as JSON-ready lists (see the module docstring)."""
-    rng = np.random.default_rng(seed)
-    n_scenes = max(1, samples // 10)
-    scenes = [_scene(rng, objects_per_scene, tilted_fraction) for _ in range(n_scenes)]
     labels: list[dict[str, Any]] = []
     predictions: list[dict[str, Any]] = []
-    for i in range(samples):
-        scene_id = int(rng.integers(n_scenes))
-        objects = scenes[scene_id]
-        n_gt = int(rng.integers(1, max_gt + 1))
-        targets = rng.choice(objects.shape[0], size=n_gt, replace=False)
-        gt = objects[targets]
-        sample_id = f"scene{scene_id:04d}_00__{i:06d}"
-        labels.append(
-            {
-                "sample_id": sample_id,
-                "scan_id": f"scene{scene_id:04d}_00",
-                "text": f"find the object(s) number {i}",
-                "sub_class": SUB_CLASSES[int(rng.integers(len(SUB_CLASSES)))],
-                "gt_bboxes": gt.tolist(),
-            }
-        )
-        n_pred = 0 if rng.random() < empty_fraction else int(rng.integers(min_preds, max_preds + 1))
-        boxes, scores = _predictions(rng, gt, objects, n_pred, tilted_fraction)
+    for label, boxes, scores in _samples(samples, seed, min_preds, max_preds, max_gt, empty_fraction,
+                                         tilted_fraction, objects_per_scene):
+        labels.append(label)
         predictions.append(
-            {"sample_id": sample_id, "pred_bboxes": boxes.tolist(), "pred_scores": scores.tolist()}
+            {"sample_id": label["sample_id"], "pred_bboxes": boxes.tolist(), "pred_scores": scores.tolist()}
         )
     return labels, predictions
 
 
+def make_arrays(
+    samples: int,
+    seed: int = 0,
+    min_preds: int = 10,
+    max_preds: int = 50,
+    max_gt: int = 5,
+    empty_fraction: float = 0.02,
+    tilted_fraction: float = 0.15,
+    objects_per_scene: int = 20,
+    dtype: type[np.floating[Any]] = np.float32,
+) -> tuple[list[dict[str, Any]], dict[str, np.ndarray]]:
+    """The same content as ``make_data``, predictions as the binary form's arrays (no per-box objects)."""
+    labels: list[dict[str, Any]] = []
+    counts = np.zeros(samples + 1, dtype=np.int64)
+    box_parts: list[np.ndarray] = []
+    score_parts: list[np.ndarray] = []
+    for i, (label, boxes, scores) in enumerate(
+        _samples(samples, seed, min_preds, max_preds, max_gt, empty_fraction, tilted_fraction, objects_per_scene)
+    ):
+        labels.append(label)
+        counts[i + 1] = len(scores)
+        box_parts.append(boxes.astype(dtype))
+        score_parts.append(scores.astype(dtype))
+    arrays = {
+        "sample_id": np.array([x["sample_id"] for x in labels]),
+        "offsets": np.cumsum(counts),
+        "pred_bboxes": np.concatenate(box_parts) if box_parts else np.zeros((0, 9), dtype=dtype),
+        "pred_scores": np.concatenate(score_parts) if score_parts else np.zeros(0, dtype=dtype),
+    }
+    return labels, arrays
+
+
 def generate(args: argparse.Namespace) -> dict[str, str]:
-    labels, predictions = make_data(
-        args.samples,
-        args.seed,
-        args.min_preds,
-        args.max_preds,
-        args.max_gt,
-        args.empty_fraction,
-        args.tilted_fraction,
-    )
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     labels_path = out / "labels.json"
+    options = (args.samples, args.seed, args.min_preds, args.max_preds, args.max_gt, args.empty_fraction,
+               args.tilted_fraction)
+    if getattr(args, "format", "json") == "npz":
+        labels, arrays = make_arrays(*options)
+        labels_path.write_text(json.dumps(labels))
+        pred_path = out / "predictions.npz"
+        write_npz(pred_path, arrays)
+        return {"labels": str(labels_path), "predictions": str(pred_path)}
+    labels, predictions = make_data(*options)
     labels_path.write_text(json.dumps(labels))
     text = json.dumps(predictions).encode()
     if args.gzip:
@@ -105,6 +154,11 @@ def generate(args: argparse.Namespace) -> dict[str, str]:
         pred_path = out / "predictions.json"
         pred_path.write_bytes(text)
     return {"labels": str(labels_path), "predictions": str(pred_path)}
+
+
+def write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    """The binary form, stored (not deflated: float boxes hardly compress, and stored members map)."""
+    np.savez(path, **arrays)  # type: ignore[arg-type]
 
 
 def _random_boxes(rng: np.random.Generator, n: int, tilted_fraction: float, room: float = 8.0) -> np.ndarray:

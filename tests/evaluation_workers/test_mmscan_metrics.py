@@ -12,7 +12,7 @@ from array_api_compat import numpy as compat
 from evaluation_workers.metrics import grounding
 from evaluation_workers.metrics.iou3d import box_iou3d
 from evaluation_workers.synthetic.mmscan_vg import make_data
-from evaluation_workers.tracks import mmscan_io, mmscan_vg
+from evaluation_workers.tracks import mmscan_vg
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "mmscan_vg"
 GROUP_OF_DEVKIT = {
@@ -92,9 +92,9 @@ def reference_score(labels: list[dict], predictions: dict[str, dict]) -> dict[st
                 name = {"AP": "AP_sample", "AR": "AR"}.get(key, key)
                 metrics[f"{name}@{t}"] = value
             pooled.append([(-scores[rank[r]], order, r, tp[r]) for r in range(len(rank))])
-        rows.append((mmscan_io.SUB_CLASS_GROUP[lab["sub_class"]], metrics, pooled, len(gt)))
+        rows.append((mmscan_vg.SUB_CLASS_GROUP[lab["sub_class"]], metrics, pooled, len(gt)))
     result: dict[str, dict[str, float]] = {}
-    for group in (None, *mmscan_io.GROUPS):
+    for group in (None, *mmscan_vg.GROUPS):
         members = [r for r in rows if group is None or r[0] == group]
         if not members:
             continue
@@ -110,7 +110,7 @@ def reference_score(labels: list[dict], predictions: dict[str, dict]) -> dict[st
     for t in (0.25, 0.5):
         for key in (f"AP_box@{t}", f"AR_box@{t}"):
             result["overall"][key] = sum(
-                result[g][key] * sum(1 for r in rows if r[0] == g) for g in mmscan_io.GROUPS if g in result
+                result[g][key] * sum(1 for r in rows if r[0] == g) for g in mmscan_vg.GROUPS if g in result
             ) / len(rows)
     return result
 
@@ -282,15 +282,15 @@ def test_it_matches_the_slow_loop_on_random_prompts(tmp_path: Path, seed: int) -
 
 def test_it_gives_the_same_numbers_under_array_api_strict(xp) -> None:
     labels, preds = _random_case(5)
-    lab = mmscan_io.Labels(
+    lab = mmscan_vg.Labels(
         sample_ids=[x["sample_id"] for x in labels],
-        group=np.array([mmscan_io.GROUPS.index(mmscan_io.SUB_CLASS_GROUP[x["sub_class"]]) for x in labels]),
+        group=np.array([mmscan_vg.GROUPS.index(mmscan_vg.SUB_CLASS_GROUP[x["sub_class"]]) for x in labels]),
         gt_count=np.array([len(x["gt_bboxes"]) for x in labels]),
         gt_boxes=np.array([b for x in labels for b in x["gt_bboxes"]], dtype=float).reshape(-1, 9),
     )
     index = lab.index
     sample = np.concatenate([[index[s]] * len(p["pred_scores"]) for s, p in preds.items()]).astype(np.int64)
-    pr = mmscan_io.Predictions(
+    pr = mmscan_vg.Predictions(
         sample=sample,
         boxes=np.array([b for p in preds.values() for b in p["pred_bboxes"]], dtype=float).reshape(-1, 9),
         scores=np.array([s for p in preds.values() for s in p["pred_scores"]], dtype=float),

@@ -230,7 +230,6 @@ MANIFEST = {"track": "sqa3d", "question_ids": [11, 12, 13, 14, 15, 16], "count":
     ("p.json", b'[{"question_id": 11}]', "p.json: item 1: Expected keys `question_id` and `answer`, "
                                           "but `answer` is missing"),
     ("p.json", b'[{"id": 11, "answer": "x"}]', "but `question_id` is missing"),
-    ("p.json", b'[{"question_id": 11, "answer": "x", "gt": "y"}]', "but got also `gt`"),
     ("p.json", b'[{"question_id": "11", "answer": "x"}]',
      'Expected `question_id` to be an integer, but got "11"'),
     ("p.json", b'[{"question_id": 11.0, "answer": "x"}]', "but got 11.0"),
@@ -286,6 +285,17 @@ def test_it_accepts_each_form_and_counts_missing_questions(tmp_path: Path, name:
     assert summary["format"] == form
     assert summary["missing"] == 6 - answered
     assert summary["warnings"] == [f"{6 - answered} of 6 questions have no prediction; they count as wrong."]
+
+
+def test_it_ignores_other_keys_and_lists_them_once(tmp_path: Path) -> None:
+    path = write_json(tmp_path / "p.json", [{"question_id": q, "answer": "x", "scene_id": "scene0000_00",
+                                            "situation": "I am sitting"} for q in (11, 12)]
+                      + [{"question_id": 13, "answer": "x", "gt": "y"}])
+    summary = TRACK.validate(path, MANIFEST)
+    assert summary["answered"] == 3
+    assert summary["warnings"][0] == "p.json: ignored unknown keys in 3 items: gt, scene_id, situation"
+    one_line = write_json(tmp_path / "one.json", {"question_id": 11, "answer": "x", "scene_id": "s"})
+    assert TRACK.validate(one_line, MANIFEST)["format"] == "jsonl"
 
 
 def _cli(*args: str | Path) -> subprocess.CompletedProcess[str]:

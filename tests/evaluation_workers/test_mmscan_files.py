@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from evaluation_workers.errors import LabelsError, PredictionFormatError
-from evaluation_workers.tracks import get_track, mmscan_io
+from evaluation_workers.tracks import get_track, mmscan_vg
 
 BOX = [0.0, 0.0, 0.5, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0]
 LABELS = [
@@ -90,7 +90,7 @@ def test_it_accepts_an_object_keyed_by_sample_id_and_gzip(tmp_path: Path, labels
         ([_entry(scores=[0.5, 0.4])], "one score per box"),
         ([_entry("scene9999_00__0")], "unknown"),
         ([_entry(), _entry()], "appears twice"),
-        ([_entry(boxes=[BOX] * (mmscan_io.MAX_BOXES_PER_PROMPT + 1))], "at most"),
+        ([_entry(boxes=[BOX] * (mmscan_vg.MAX_BOXES_PER_PROMPT + 1))], "at most"),
         ([{"sample_id": "scene0000_00__0", "pred_bboxes": BOX, "pred_scores": 0.5}], "pred_scores"),
         ([3], "Expected an object"),
         ("[{", "does not parse"),
@@ -123,11 +123,11 @@ def test_it_refuses_bad_labels(tmp_path: Path) -> None:
     bad = [dict(LABELS[0], sub_class="VG_Unknown")]
     (tmp_path / "l.json").write_text(json.dumps(bad))
     with pytest.raises(LabelsError, match="sub_class"):
-        mmscan_io.load_labels(tmp_path / "l.json")
+        mmscan_vg.load_labels(tmp_path / "l.json")
     bad = [dict(LABELS[0], gt_bboxes=[[0, 0, 0, 0, 1, 1, 0, 0, 0]])]
     (tmp_path / "l.json").write_text(json.dumps(bad))
     with pytest.raises(LabelsError, match="size"):
-        mmscan_io.load_labels(tmp_path / "l.json")
+        mmscan_vg.load_labels(tmp_path / "l.json")
 
 
 def test_it_writes_a_manifest_without_boxes_and_scores_from_a_prepared_folder(
@@ -198,7 +198,62 @@ def test_it_generates_synthetic_files_that_score(tmp_path: Path) -> None:
     written = json.loads(out.stdout)
     labels = json.loads(Path(written["labels"]).read_text())
     assert len(labels) == 40
-    assert {x["sub_class"] for x in labels} <= set(mmscan_io.SUB_CLASS_GROUP)
+    assert {x["sub_class"] for x in labels} <= set(mmscan_vg.SUB_CLASS_GROUP)
     assert all(1 <= len(x["gt_bboxes"]) <= 5 for x in labels)
     result = TRACK.score(Path(written["labels"]), Path(written["predictions"]), lambda f, m="": None)
     assert 0 < result["metrics"]["gTop-5@0.25"] <= 1
+
+
+def test_it_scores_every_form_of_the_same_content_identically(tmp_path: Path) -> None:
+    """JSON, .json.gz, the devkit's shape (N, 1 scores, extra keys) and .npz: the same numbers, to the bit."""
+    import numpy as np
+
+    from evaluation_workers.synthetic.mmscan_vg import make_arrays, make_data, write_npz
+
+    labels, preds = make_data(60, seed=3, min_preds=0, max_preds=12, empty_fraction=0.1)
+    labels_path = tmp_path / "labels.json"
+    labels_path.write_text(json.dumps(labels))
+    forms = {"plain.json": json.dumps(preds).encode()}
+    forms["packed.json.gz"] = gzip.compress(forms["plain.json"])
+    devkit = [dict(p, pred_scores=[[s] for s in p["pred_scores"]], scan_id="x", text="y") for p in preds]
+    forms["devkit.json"] = json.dumps(devkit).encode()
+    results = {}
+    for name, data in forms.items():
+        (tmp_path / name).write_bytes(data)
+        results[name] = TRACK.score(labels_path, tmp_path / name, lambda f, m="": None)
+    _, arrays = make_arrays(60, seed=3, min_preds=0, max_preds=12, empty_fraction=0.1, dtype=np.float64)
+    write_npz(tmp_path / "binary.npz", arrays)
+    results["binary.npz"] = TRACK.score(labels_path, tmp_path / "binary.npz", lambda f, m="": None)
+    want = results["plain.json"]
+    for name, got in results.items():
+        assert (got["metrics"], got["breakdown"], got["details"]) == (
+            want["metrics"], want["breakdown"], want["details"]), name
+    assert results["devkit.json"]["warnings"][0] == "devkit.json: ignored unknown keys in 60 items: scan_id, text"
+
+
+def test_it_widens_float32_binary_boxes_as_their_json_decimals(tmp_path: Path) -> None:
+    import numpy as np
+
+    from evaluation_workers.synthetic.mmscan_vg import make_arrays, write_npz
+
+    labels, arrays = make_arrays(40, seed=4, dtype=np.float32)
+    (tmp_path / "labels.json").write_text(json.dumps(labels))
+    write_npz(tmp_path / "p.npz", arrays)
+    off = arrays["offsets"]
+    as_json = [{"sample_id": sid, "pred_bboxes": arrays["pred_bboxes"][a:b].astype(float).tolist(),
+                "pred_scores": arrays["pred_scores"][a:b].astype(float).tolist()}
+               for sid, a, b in zip(arrays["sample_id"].tolist(), off[:-1], off[1:])]
+    (tmp_path / "p.json").write_text(json.dumps(as_json))
+    got = TRACK.score(tmp_path / "labels.json", tmp_path / "p.npz", lambda f, m="": None)
+    want = TRACK.score(tmp_path / "labels.json", tmp_path / "p.json", lambda f, m="": None)
+    assert got["metrics"] == want["metrics"] and got["breakdown"] == want["breakdown"]
+
+
+def test_it_gives_the_same_numbers_whatever_the_block_size() -> None:
+    from array_api_compat import numpy as compat
+
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "mmscan_vg"
+    lab = mmscan_vg.load_labels(fixtures / "devkit_labels.json")
+    pr = mmscan_vg.load_predictions(fixtures / "devkit_predictions.json", lab.index)
+    whole = mmscan_vg.score_arrays(lab, pr, compat, block_pairs=1 << 30)
+    assert mmscan_vg.score_arrays(lab, pr, compat, block_pairs=7) == whole

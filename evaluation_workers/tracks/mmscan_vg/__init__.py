@@ -1,0 +1,146 @@
+"""MMScan visual grounding: ranked 9-DoF boxes per prompt, scored as in METRICS.md.
+
+Differences from the official devkit, all stated in METRICS.md: the IoU is
+the exact volume ratio (the devkit's pytorch3d kernel is off for close,
+nearly parallel faces); sorts are stable; a prompt with no predictions scores
+0 and counts (the devkit crashes).
+
+Modules: ``labels`` (labels, shared constants, the ``Predictions`` arrays),
+``json_form`` and ``binary_form`` (the two prediction forms), ``checks``
+(rules both forms share), ``reader`` (which form a file is), ``score``
+(blocks of prompts through the kernels of ``metrics.grounding``).
+Formats and messages: docs/mmscan-vg-format.md.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from evaluation_workers import _xp
+from evaluation_workers.metrics.iou3d import DEFAULT_CHUNK_PAIRS
+from evaluation_workers.results import make_result, sha256_file
+from evaluation_workers.tracks.base import Manifest, Progress, Result, Track, no_progress
+from evaluation_workers.tracks.mmscan_vg.labels import (
+    BOX_ARITY,
+    GROUPS,
+    MAX_BOXES_PER_PROMPT,
+    SUB_CLASS_GROUP,
+    Labels,
+    Predictions,
+    labels_file,
+    load_labels,
+)
+from evaluation_workers.tracks.mmscan_vg.reader import load_predictions
+from evaluation_workers.tracks.mmscan_vg.score import (
+    BLOCK_PAIRS,
+    FAMILIES,
+    GPU_BLOCK_PAIRS,
+    GPU_CHUNK_PAIRS,
+    METRICS,
+    score_arrays,
+)
+
+__all__ = [
+    "BOX_ARITY", "GROUPS", "MAX_BOXES_PER_PROMPT", "SUB_CLASS_GROUP", "TRACK", "Labels", "Predictions",
+    "labels_file", "load_labels", "load_predictions", "manifest", "prepare_labels", "score", "score_arrays",
+    "validate",
+]
+
+
+def manifest(labels: Path) -> Manifest:
+    """Public facts: sample ids and counts (never boxes)."""
+    data = load_labels(labels)
+    scored = data.gt_count > 0
+    return {
+        "track": "mmscan-vg",
+        "sample_ids": data.sample_ids,
+        "samples": len(data.sample_ids),
+        "scored_samples": int(scored.sum()),
+        "groups": {g: int((scored & (data.group == i)).sum()) for i, g in enumerate(GROUPS)},
+        "max_boxes_per_prompt": MAX_BOXES_PER_PROMPT,
+    }
+
+
+def prepare_labels(source: Path, dest: Path) -> Manifest:
+    """Copy the official labels file into ``dest`` and return the public manifest."""
+    file = labels_file(source)
+    load_labels(file)  # refuse a bad file before copying it
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(file, dest / file.name)
+    return manifest(dest)
+
+
+def validate(predictions: Path, manifest_: Manifest) -> dict[str, Any]:
+    """Check a predictions file against the public manifest only."""
+    known = {sid: i for i, sid in enumerate(manifest_["sample_ids"])}
+    preds = load_predictions(predictions, known)
+    summary: dict[str, Any] = {
+        "samples": preds.entries,
+        "boxes": int(preds.boxes.shape[0]),
+        "missing_samples": len(preds.missing),
+    }
+    if preds.warnings:
+        summary["warnings"] = list(preds.warnings)
+    return summary
+
+
+def score(labels: Path, predictions: Path, progress: Progress = no_progress) -> Result:
+    """Score a predictions file. ``labels`` is the official file or a prepared folder.
+
+    ``labels_sha256`` is the checksum of the labels file itself, so the file
+    and the folder ``prepare_labels`` wrote from it give the same value.
+    """
+    labels_data = load_labels(labels)
+    progress(0.05, "labels read")
+    preds = load_predictions(predictions, labels_data.index)
+    progress(0.25, "predictions read")
+    xp = _xp.backend()
+    gpu = _xp.device_name() == "gpu"
+    values = score_arrays(labels_data, preds, xp, GPU_CHUNK_PAIRS if gpu else DEFAULT_CHUNK_PAIRS, progress,
+                          GPU_BLOCK_PAIRS if gpu else BLOCK_PAIRS)
+    warnings = list(preds.warnings)
+    if preds.missing:
+        warnings.append(
+            f"{len(preds.missing)} sample(s) of the labels have no predictions and "
+            "score 0 (first: {})".format(preds.missing[0])
+        )
+    progress(1.0, "done")
+    return make_result(
+        track=TRACK.name,
+        scorer_version=TRACK.scorer_version,
+        labels_sha256=sha256_file(labels_file(Path(labels))),
+        predictions_sha256=sha256_file(Path(predictions)),
+        metrics=values["metrics"],
+        breakdown=values["breakdown"],
+        details=values["details"],
+        warnings=warnings,
+    )
+
+
+TRACK = Track(
+    name="mmscan-vg",
+    title="MMScan visual grounding",
+    scorer_version="1.0.0",
+    metrics=METRICS,
+    primary_metric="gTop-1@0.25",
+    groups=GROUPS,
+    group_label="Category",
+    upload_suffixes=(".json", ".json.gz", ".npz"),
+    # The binary form of the full test split: 209,717 prompts x 256 float32 boxes is ~2.2 GB.
+    max_upload_bytes=4 * 2**30,
+    prepare_labels=prepare_labels,
+    validate=validate,
+    score=score,
+    manifest=manifest,
+    wants_gpu=True,
+    description=(
+        "3D visual grounding on MMScan: for each prompt, ranked 9-DoF boxes; gTop-k, AP and AR "
+        "at IoU 0.25 and 0.5. IoU is the exact volume ratio of oriented boxes (the official "
+        "devkit's pytorch3d kernel is wrong for close, nearly parallel faces). Upload JSON "
+        "(optionally .json.gz) or, for the full test split, the binary .npz form."
+    ),
+    metric_families=FAMILIES,
+)

@@ -1,0 +1,295 @@
+"""The JSON form of MMScan predictions (plain or gzip-compressed).
+
+A JSON list of ``{"sample_id", "pred_bboxes": [[9 numbers], ...], "pred_scores":
+[numbers]}`` or an object ``{"<sample_id>": {"pred_bboxes", "pred_scores"}}``.
+``pred_scores`` may also be (N, 1), as the devkit's README shows it; other
+keys in an item (``scan_id``, ``text``, ...) are ignored and listed once in
+the warnings. Items are counted from 1 in messages.
+
+Limits, all checked while reading: the JSON text (plain, or once inflated) is
+at most ``MAX_JSON_BYTES`` (the binary form is for larger submissions); gzip
+draws from the submission's budget and may not inflate more than
+``limits.MAX_RATIO`` to 1; nesting is at most ``limits.MAX_JSON_DEPTH``.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from evaluation_workers.errors import PredictionFormatError, where
+from evaluation_workers.limits import MAX_RATIO, Budget, iter_gunzip, loads_json
+from evaluation_workers.tracks.mmscan_vg.checks import (
+    check_ids,
+    check_values,
+    clip,
+    ignored_keys_warning,
+    short,
+)
+from evaluation_workers.tracks.mmscan_vg.labels import BOX_ARITY, MAX_BOXES_PER_PROMPT, Predictions
+
+MAX_JSON_BYTES = 512 * 2**20
+_GZIP_MAGIC = b"\x1f\x8b"
+_BOM = b"\xef\xbb\xbf"
+_ITEM_KEYS = frozenset({"pred_bboxes", "pred_scores"})
+
+
+def read_text(path: Path, budget: Budget) -> str:
+    """The file as text: gunzipped when it starts with the gzip magic, within the limits."""
+    name = budget.file
+    size = path.stat().st_size
+    if size == 0:
+        raise PredictionFormatError(
+            f"{name}: Expected a JSON list or object (optionally gzip), but got an empty file (0 bytes)")
+    with open(path, "rb") as f:
+        if f.read(2) != _GZIP_MAGIC:
+            if size > MAX_JSON_BYTES:
+                raise PredictionFormatError(
+                    f"{name}: Expected at most {MAX_JSON_BYTES:,} bytes of JSON (use the binary .npz form "
+                    f"for larger submissions, docs/mmscan-vg-format.md), but got {size:,}")
+            f.seek(0)
+            data: bytes | bytearray = f.read()
+        else:
+            f.seek(0)
+            data = bytearray()
+            try:
+                for chunk in iter_gunzip(f, budget, MAX_RATIO):
+                    data += chunk
+                    if len(data) > MAX_JSON_BYTES:
+                        raise PredictionFormatError(
+                            f"{name}: Expected at most {MAX_JSON_BYTES:,} bytes of JSON once decompressed "
+                            "(use the binary .npz form for larger submissions), but it inflates to more")
+            except zlib.error as exc:
+                raise PredictionFormatError(f"{name}: Expected a valid gzip file, but got {exc}") from None
+    if data.startswith(_BOM):
+        data = data[len(_BOM):]
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise PredictionFormatError(
+            f"{name}: Expected UTF-8 JSON text, but got the byte 0x{exc.object[exc.start]:02x} "
+            f"at offset {exc.start}") from None
+
+
+def parse(text: str, name: str) -> Any:
+    """The JSON value, depth-limited; an object is parsed again to refuse repeated keys."""
+    try:
+        parsed = loads_json(text, name)
+        if isinstance(parsed, dict):
+            # Only the object form can repeat a sample id; check it on a second,
+            # slower parse (a duplicate-key hook slows the common list form by 30%).
+            loads_json(text, name, object_pairs_hook=_no_duplicate_keys)
+    except json.JSONDecodeError as exc:
+        raise PredictionFormatError(
+            f"{name}: Expected a JSON file (optionally gzip), but it does not parse: a syntax error at "
+            f"line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    except _DuplicateKey as exc:
+        raise PredictionFormatError(
+            where(name, f"sample {clip(str(exc))}", "Expected each sample_id once, but it appears twice")
+        ) from None
+    except ValueError as exc:  # integers of more than 4,300 digits
+        raise PredictionFormatError(
+            f"{name}: Expected a JSON file (optionally gzip), but it does not parse: {clip(str(exc), 200)}"
+        ) from None
+    return parsed
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
+    return out
+
+
+def load(path: Path, known: dict[str, int], budget: Budget) -> Predictions:
+    """Read and check a JSON predictions file against the label sample ids.
+
+    Args:
+        path: the predictions file.
+        known: sample id -> label index.
+        budget: the submission's inflated-bytes budget (names the file).
+
+    Raises:
+        PredictionFormatError: naming the file, the item or sample, and the field.
+    """
+    name = budget.file
+    text = read_text(Path(path), budget)
+    raw = parse(text, name)
+    # Booleans pass numpy's float conversion (true -> 1.0); look for them only
+    # when the text has the words at all.
+    may_have_bools = "true" in text or "false" in text
+    del text
+
+    ids: list[Any]
+    items: list[Any]
+    if isinstance(raw, dict):
+        ids, items = list(raw), list(raw.values())
+        allowed = _ITEM_KEYS
+
+        def location(i: int) -> str:
+            return f"sample {clip(str(ids[i]))}"
+    elif isinstance(raw, list):
+        items = raw
+        ids = []
+        for i, item in enumerate(items, 1):
+            if not isinstance(item, dict):
+                raise PredictionFormatError(
+                    where(name, f"item {i}", f"Expected an object, but got {_kind(item)}"))
+            if "sample_id" not in item:
+                raise PredictionFormatError(
+                    where(name, f"item {i}", "Expected a key `sample_id`, but it is missing"))
+            ids.append(item["sample_id"])
+        allowed = _ITEM_KEYS | {"sample_id"}
+
+        def location(i: int) -> str:
+            return f"item {i + 1}"
+    else:
+        raise PredictionFormatError(where(name, f"Expected a JSON list or object, but got {_kind(raw)}"))
+
+    order = check_ids(ids, known, name, location)
+    counts = np.zeros(len(items), dtype=np.int64)
+    flat_boxes: list[Any] = []
+    flat_scores: list[Any] = []
+    unknown: set[str] = set()
+    with_unknown = 0
+    for i, (sid, item) in enumerate(zip(ids, items)):
+        at = f"sample {clip(sid)}"
+        if not isinstance(item, dict):
+            raise PredictionFormatError(where(name, at, f"Expected an object, but got {_kind(item)}"))
+        if len(item) != len(allowed) or not allowed.issuperset(item):
+            extra = item.keys() - allowed
+            if extra:
+                unknown |= extra
+                with_unknown += 1
+        boxes, scores = item.get("pred_bboxes"), item.get("pred_scores")
+        if not isinstance(boxes, list):
+            raise PredictionFormatError(
+                where(name, at, "pred_bboxes", f"Expected a list of boxes, but got {_kind(boxes)}"))
+        if not isinstance(scores, list):
+            raise PredictionFormatError(
+                where(name, at, "pred_scores", f"Expected a list of numbers, but got {_kind(scores)}"))
+        if scores and isinstance(scores[0], list):
+            scores = _column(scores, name, at)
+        if len(boxes) != len(scores):
+            raise PredictionFormatError(
+                where(name, at, f"Expected `pred_scores` to have one score per box, but got {len(scores)} "
+                                f"scores for {len(boxes)} boxes"))
+        if len(boxes) > MAX_BOXES_PER_PROMPT:
+            raise PredictionFormatError(
+                where(name, at, "pred_bboxes",
+                      f"Expected at most {MAX_BOXES_PER_PROMPT} boxes per prompt, but got {len(boxes)}"))
+        counts[i] = len(boxes)
+        flat_boxes.extend(boxes)
+        flat_scores.extend(scores)
+
+    ends = np.cumsum(counts)
+
+    def sample_of(entry: int) -> str:
+        return str(ids[entry])
+
+    box_array = _numbers(flat_boxes, (len(flat_boxes), BOX_ARITY), ends, sample_of, name, "pred_bboxes",
+                         may_have_bools)
+    score_array = _numbers(flat_scores, (len(flat_scores),), ends, sample_of, name, "pred_scores",
+                           may_have_bools)
+    check_values(box_array, score_array, ends, sample_of, name)
+    seen = set(ids)
+    return Predictions(
+        sample=np.repeat(np.asarray(order, dtype=np.int64), counts),
+        boxes=box_array,
+        scores=score_array,
+        missing=[sid for sid in known if sid not in seen],
+        entries=len(items),
+        warnings=ignored_keys_warning(name, with_unknown, unknown),
+    )
+
+
+def _column(scores: list[Any], name: str, at: str) -> list[Any]:
+    """(N, 1) scores as (N,), refusing any other nesting."""
+    flat = []
+    for value in scores:
+        if not isinstance(value, list) or len(value) != 1:
+            raise PredictionFormatError(
+                where(name, at, "pred_scores",
+                      f"Expected scores of shape (N,) or (N, 1), but got the element {short(value)}"))
+        flat.append(value[0])
+    return flat
+
+
+def _numbers(
+    flat: list[Any],
+    shape: tuple[int, ...],
+    ends: np.ndarray,
+    sample_of: Any,
+    name: str,
+    field: str,
+    may_have_bools: bool,
+) -> np.ndarray:
+    """``flat`` as a float64 array of ``shape``; on failure, name the first bad value.
+
+    numpy alone would accept too much: strings that look like numbers become
+    a string array (refused by dtype), booleans become 0.0/1.0 (searched for
+    when the text mentions them).
+    """
+    try:
+        array = np.asarray(flat)
+    except (ValueError, TypeError, OverflowError):
+        array = None
+    if array is not None and array.size == 0:
+        return np.zeros(shape, dtype=np.float64)
+    if array is not None and array.shape == shape and array.dtype.kind in "fiu" and not (
+        may_have_bools and _has_bool(flat)
+    ):
+        return array.astype(np.float64, copy=False)
+    for row, value in enumerate(flat):
+        at = f"sample {clip(sample_of(int(np.searchsorted(ends, row, side='right'))))}"
+        if len(shape) == 2:
+            if not isinstance(value, list) or len(value) != shape[1]:
+                raise PredictionFormatError(
+                    where(name, at, field,
+                          f"Expected each box to be a list of {shape[1]} numbers, but got {short(value)}"))
+            values = value
+        else:
+            values = [value]
+        for item in values:
+            if isinstance(item, bool) or not isinstance(item, (int, float)):
+                raise PredictionFormatError(where(name, at, field, f"Expected numbers, but got {short(item)}"))
+            if isinstance(item, int) and not _fits_float(item):
+                raise PredictionFormatError(
+                    where(name, at, field,
+                          f"Expected numbers within float64 range, but got an integer of {item.bit_length()} bits"))
+    # Every value is a plain number (e.g. integers beyond int64): convert them one by one.
+    return np.array(flat, dtype=np.float64).reshape(shape)
+
+
+def _fits_float(value: int) -> bool:
+    try:
+        float(value)
+    except OverflowError:
+        return False
+    return True
+
+
+def _has_bool(flat: list[Any]) -> bool:
+    for value in flat:
+        if type(value) is bool or (isinstance(value, list) and any(type(v) is bool for v in value)):
+            return True
+    return False
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}.get(
+        type(value), type(value).__name__)

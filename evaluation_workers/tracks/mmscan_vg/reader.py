@@ -1,0 +1,31 @@
+"""Which form a predictions file is in (by its first bytes, whatever its name), and one budget for it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from evaluation_workers.limits import Budget, inflated_budget
+from evaluation_workers.tracks.mmscan_vg import binary_form, json_form
+from evaluation_workers.tracks.mmscan_vg.labels import Predictions
+
+TRACK_NAME = "mmscan-vg"
+
+
+def load_predictions(path: Path, known: dict[str, int], budget: Budget | None = None) -> Predictions:
+    """Read and check a predictions file, JSON (optionally gzip) or binary ``.npz``.
+
+    Args:
+        path: the predictions file.
+        known: sample id -> label index.
+        budget: inflated bytes the submission may still produce; by default
+            ``limits.inflated_budget("mmscan-vg")``.
+
+    Raises:
+        PredictionFormatError: naming the file, the sample or array, and the rule.
+    """
+    path = Path(path)
+    if budget is None:
+        budget = Budget(inflated_budget(TRACK_NAME), path.name)
+    if binary_form.is_npz(path):
+        return binary_form.load(path, known, budget)
+    return json_form.load(path, known, budget)

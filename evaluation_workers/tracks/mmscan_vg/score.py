@@ -1,0 +1,202 @@
+"""Scoring of MMScan visual grounding (METRICS.md), in blocks of prompts.
+
+Per-prompt metrics depend on one prompt's predictions only, so prompts are
+scored in blocks of at most ``block_pairs`` (prediction, ground-truth column)
+pairs: the IoU matrix, the matching and the per-prompt metrics of one block
+are all that is in memory besides the (N,) arrays, whatever N (the full test
+split is about 21-54 M boxes). Within a prompt every operation runs in the
+same order as on the whole file at once, so the block size never changes a
+bit of the result. AP_box/AR_box then pool the (N,) true-positive flags.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from evaluation_workers import _xp
+from evaluation_workers.metrics import grounding
+from evaluation_workers.metrics.iou3d import DEFAULT_CHUNK_PAIRS, indexed_iou3d
+from evaluation_workers.tracks.base import Progress, no_progress
+from evaluation_workers.tracks.mmscan_vg.labels import GROUPS, Labels, Predictions
+
+THRESHOLDS = (0.25, 0.5)
+TOP_K = (1, 3, 5)
+PER_SAMPLE = tuple(f"gTop-{k}" for k in TOP_K) + ("AP_sample", "AR")
+POOLED = ("AP_box", "AR_box")
+FAMILIES = tuple(tuple(f"{m}@{t}" for m in PER_SAMPLE + POOLED) for t in THRESHOLDS)
+METRICS = FAMILIES[0] + FAMILIES[1]
+GPU_CHUNK_PAIRS = 1 << 18
+# (prediction, ground-truth column) pairs per block: ~1 GiB of working memory at most on the CPU.
+BLOCK_PAIRS = 1 << 20
+GPU_BLOCK_PAIRS = 1 << 23
+
+
+def score_arrays(
+    labels: Labels,
+    preds: Predictions,
+    xp: Any,
+    chunk_pairs: int = DEFAULT_CHUNK_PAIRS,
+    progress: Progress = no_progress,
+    block_pairs: int = BLOCK_PAIRS,
+) -> dict[str, Any]:
+    """Metrics, breakdown and details from loaded labels and predictions.
+
+    Args:
+        labels, preds: as loaded; ``preds.boxes`` may be float32 or memory-mapped.
+        xp: the array namespace to score in.
+        chunk_pairs: pairs per exact IoU chunk (``indexed_iou3d``).
+        block_pairs: pairs per block of prompts (memory bound; no effect on values).
+    """
+    scored = labels.gt_count > 0
+    # Scored samples are renumbered 0..S-1 in label order; predictions of
+    # samples without ground truth are dropped (the devkit skips them).
+    new_index = np.cumsum(scored) - 1
+    kept_rows = np.flatnonzero(scored[preds.sample])
+    pred_sample_h = new_index[preds.sample[kept_rows]]
+    gt_count_h = labels.gt_count[scored]
+    n_samples = int(gt_count_h.shape[0])
+    group_h = labels.group[scored]
+    pred_count_h = np.bincount(pred_sample_h, minlength=n_samples)
+    pred_start_h = np.cumsum(pred_count_h) - pred_count_h
+    gt_start_h = np.cumsum(gt_count_h) - gt_count_h
+
+    pred_sample = xp.asarray(pred_sample_h)
+    del pred_sample_h
+    kept_scores = xp.asarray(np.asarray(preds.scores, dtype=np.float64)[kept_rows])
+    order = grounding.sort_predictions(pred_sample, kept_scores)
+    pred_sample = xp.take(pred_sample, order)
+    pred_score = xp.take(kept_scores, order)
+    del kept_scores
+    box_rows = kept_rows[_xp.to_numpy(order)]  # row in preds.boxes of each sorted prediction
+    del kept_rows, order
+    n_pred = int(box_rows.shape[0])
+    n_cols = int(gt_count_h.max()) if n_samples else 1
+    progress(0.3, "predictions sorted")
+
+    per_sample: dict[str, list[Any]] = {}
+    tp_parts: dict[float, list[Any]] = {t: [] for t in THRESHOLDS}
+    rows_per_block = max(1, block_pairs // n_cols)
+    ends = np.cumsum(pred_count_h)
+    s0 = 0
+    while s0 < n_samples:
+        s1 = int(np.searchsorted(ends, pred_start_h[s0] + rows_per_block, side="right"))
+        s1 = min(max(s1, s0 + 1), n_samples)
+        block = _score_block(labels, preds, xp, chunk_pairs, pred_sample, box_rows, s0, s1,
+                             pred_start_h, pred_count_h, gt_start_h, gt_count_h)
+        for key, value in block["per_sample"].items():
+            per_sample.setdefault(key, []).append(value)
+        for t in THRESHOLDS:
+            tp_parts[t].append(block["tp"][t])
+        progress(0.3 + 0.6 * s1 / n_samples, "IoU and matching")
+        s0 = s1
+
+    host = {key: np.concatenate([_xp.to_numpy(v) for v in parts]) for key, parts in per_sample.items()}
+    pooled: dict[str, dict[str, float | None]] = {g: {} for g in GROUPS}
+    sample_group = xp.asarray(group_h)
+    pred_group = xp.take(sample_group, pred_sample) if n_pred else xp.zeros((0,), dtype=xp.int64)
+    for t in THRESHOLDS:
+        parts = tp_parts[t]
+        tp = xp.concat(parts) if len(parts) > 1 else (parts[0] if parts else xp.zeros((0,), dtype=xp.bool))
+        for gi, g in enumerate(GROUPS):
+            in_group = group_h == gi
+            if not in_group.any():
+                pooled[g][f"AP_box@{t}"] = pooled[g][f"AR_box@{t}"] = None
+                continue
+            mask = pred_group == gi
+            ap, ar = grounding.pooled_ap(tp[mask], pred_score[mask], int(gt_count_h[in_group].sum()))
+            pooled[g][f"AP_box@{t}"], pooled[g][f"AR_box@{t}"] = ap, ar
+
+    metrics: dict[str, float | None] = {}
+    breakdown: dict[str, dict[str, Any]] = {}
+    group_sizes = np.bincount(group_h, minlength=len(GROUPS))
+    for gi, g in enumerate(GROUPS):
+        in_group = group_h == gi
+        entry: dict[str, Any] = {}
+        for key in METRICS:
+            if key in host:
+                entry[key] = float(host[key][in_group].mean()) if in_group.any() else None
+            else:
+                entry[key] = pooled[g][key]
+        entry["count"] = int(in_group.sum())
+        breakdown[g] = entry
+    for key in METRICS:
+        if n_samples == 0:
+            metrics[key] = None
+        elif key in host:
+            metrics[key] = float(host[key].mean())
+        else:  # AP_box, AR_box: groups weighted by their number of samples
+            metrics[key] = float(
+                sum(breakdown[g][key] * group_sizes[gi] for gi, g in enumerate(GROUPS) if group_sizes[gi])
+                / n_samples
+            )
+    details = {
+        "samples": n_samples,
+        "samples_without_ground_truth": int((~scored).sum()),
+        "ground_truth_boxes": int(gt_count_h.sum()),
+        "predicted_boxes": n_pred,
+        "num_gt": {g: int(gt_count_h[group_h == gi].sum()) for gi, g in enumerate(GROUPS)},
+        "iou": "exact oriented-box volume ratio, float64",
+    }
+    return {"metrics": metrics, "breakdown": breakdown, "details": details}
+
+
+def _score_block(
+    labels: Labels,
+    preds: Predictions,
+    xp: Any,
+    chunk_pairs: int,
+    pred_sample: Any,
+    box_rows: np.ndarray,
+    s0: int,
+    s1: int,
+    pred_start_h: np.ndarray,
+    pred_count_h: np.ndarray,
+    gt_start_h: np.ndarray,
+    gt_count_h: np.ndarray,
+) -> dict[str, Any]:
+    """Per-sample metrics of samples s0..s1-1 and the TP flags of their predictions (sorted order)."""
+    a = int(pred_start_h[s0])
+    b = int(pred_start_h[s1 - 1] + pred_count_h[s1 - 1])
+    g0 = int(gt_start_h[s0])
+    g1 = int(gt_start_h[s1 - 1] + gt_count_h[s1 - 1])
+    sample = pred_sample[a:b] - s0
+    start = xp.asarray(pred_start_h[s0:s1] - a)
+    count = xp.asarray(pred_count_h[s0:s1])
+    gt_count = xp.asarray(gt_count_h[s0:s1])
+    gt_start = xp.asarray(gt_start_h[s0:s1] - g0)
+    n = b - a
+    n_cols = int(gt_count_h[s0:s1].max())
+    # float32 boxes of the binary form are widened here, one block at a time.
+    pred_boxes = xp.asarray(np.asarray(preds.boxes[box_rows[a:b]], dtype=np.float64))
+    gt_boxes = xp.asarray(labels.gt_boxes[g0:g1])
+
+    # IoU of each prediction with each ground-truth box of its sample: (n, G).
+    cols = xp.arange(n_cols)
+    valid = cols[None, :] < xp.take(gt_count, sample)[:, None]
+    gt_index = xp.take(gt_start, sample)[:, None] + cols[None, :]
+    pred_index = xp.broadcast_to(xp.arange(n)[:, None], valid.shape)
+    iou = xp.full((n * n_cols,), -1.0, dtype=xp.float64)
+    flat_valid = xp.reshape(valid, (-1,))
+    if n:
+        iou[flat_valid] = indexed_iou3d(
+            pred_boxes,
+            gt_boxes,
+            xp.reshape(pred_index, (-1,))[flat_valid],
+            xp.reshape(gt_index, (-1,))[flat_valid],
+            chunk_pairs,
+        )
+    iou = xp.reshape(iou, (n, n_cols))
+    best_iou, best_col = grounding.best_match(iou)
+    per_sample: dict[str, Any] = {}
+    tp_by_t: dict[float, Any] = {}
+    for t in THRESHOLDS:
+        tp = grounding.true_positives(best_iou, best_col, sample, start, n_cols, t)
+        values = grounding.sample_metrics(tp, sample, start, count, gt_count, TOP_K)
+        per_sample[f"AP_sample@{t}"] = values["AP"]
+        per_sample[f"AR@{t}"] = values["AR"]
+        for k in TOP_K:
+            per_sample[f"gTop-{k}@{t}"] = values[f"gTop-{k}"]
+        tp_by_t[t] = tp
+    return {"per_sample": per_sample, "tp": tp_by_t}

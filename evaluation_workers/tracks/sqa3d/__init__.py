@@ -1,0 +1,137 @@
+"""SQA3D situated question answering: exact match of cleaned answers (METRICS.md, "SQA3D").
+
+Modules: ``labels`` (the official pair of label files), ``predictions`` (the
+three accepted JSON forms and their messages), ``values`` (how values are
+shown). Formats, limits and messages: docs/sqa3d-format.md.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from evaluation_workers.errors import LabelsError
+from evaluation_workers.metrics.answers import QUESTION_TYPES, clean_answer, match_answer
+from evaluation_workers.results import make_result, sha256_file, sha256_tree
+from evaluation_workers.tracks.base import Manifest, Progress, Result, Track
+from evaluation_workers.tracks.sqa3d.labels import (
+    ANNOTATIONS_PATTERN,
+    QUESTIONS_PATTERN,
+    SQA3DLabels,
+    label_files,
+    load_labels,
+    manifest,
+    prepare_labels,
+)
+from evaluation_workers.tracks.sqa3d.predictions import (
+    MAX_UPLOAD_BYTES,
+    check_known,
+    read_predictions,
+    read_submission,
+)
+from evaluation_workers.tracks.sqa3d.values import is_int
+
+__all__ = [
+    "ANNOTATIONS_PATTERN", "MAX_UPLOAD_BYTES", "QUESTIONS_PATTERN", "SQA3DLabels", "TRACK", "label_files",
+    "load_labels", "manifest", "prepare_labels", "read_predictions", "read_submission", "score", "validate",
+]
+
+
+def _missing_warning(missing: int, count: int) -> list[str]:
+    if not missing:
+        return []
+    return [f"{missing} of {count} questions have no prediction; they count as wrong."]
+
+
+def validate(predictions: Path, manifest: Manifest) -> dict[str, Any]:
+    """Check a predictions file against the public manifest (question ids only)."""
+    ids = manifest.get("question_ids") if isinstance(manifest, dict) else None
+    if not isinstance(ids, list) or not all(is_int(q) for q in ids):
+        raise LabelsError("Expected the SQA3D manifest to have a list of integer `question_ids`")
+    form, answers, notes = read_submission(predictions)
+    check_known(Path(predictions).name, answers, set(ids))
+    missing = len(ids) - len(answers)
+    return {"format": form, "answered": len(answers), "missing": missing, "count": len(ids),
+            "warnings": notes + _missing_warning(missing, len(ids))}
+
+
+def score(labels: Path, predictions: Path, progress: Progress) -> Result:
+    """Score one predictions file: EM and EM_R overall and per question type."""
+    progress(0.0, "reading labels")
+    truth = load_labels(labels)
+    progress(0.2, "reading predictions")
+    _, answers, notes = read_submission(predictions)
+    check_known(Path(predictions).name, answers, set(truth.question_ids))
+    progress(0.4, "matching answers")
+
+    n = len(truth.question_ids)
+    em = np.zeros(n, dtype=bool)
+    em_r = np.zeros(n, dtype=bool)
+    empty = 0
+    for i, (qid, gts) in enumerate(zip(truth.question_ids, truth.answers)):
+        pred = answers.get(qid)
+        if pred is None:
+            continue
+        cleaned = clean_answer(pred)
+        empty += not cleaned.split()
+        em[i], em_r[i] = match_answer(cleaned, gts)
+
+    progress(0.9, "summing up")
+    type_index = np.array([QUESTION_TYPES.index(t) for t in truth.types], dtype=np.int64)
+    counts = np.bincount(type_index, minlength=len(QUESTION_TYPES))
+    em_hits = np.bincount(type_index, weights=em, minlength=len(QUESTION_TYPES))
+    em_r_hits = np.bincount(type_index, weights=em_r, minlength=len(QUESTION_TYPES))
+    breakdown = {
+        group: {"EM": em_hits[g] / counts[g] if counts[g] else None,
+                "EM_R": em_r_hits[g] / counts[g] if counts[g] else None,
+                "count": int(counts[g])}
+        for g, group in enumerate(QUESTION_TYPES)
+    }
+    missing = n - len(answers)
+    warnings = notes + _missing_warning(missing, n)
+    if empty:
+        warnings.append(f"{empty} predictions are empty after cleaning; they count as wrong.")
+    progress(1.0, "done")
+    return make_result(
+        track=TRACK.name,
+        scorer_version=TRACK.scorer_version,
+        labels_sha256=sha256_tree(labels),
+        predictions_sha256=sha256_file(predictions),
+        metrics={"EM": em.mean() if n else None, "EM_R": em_r.mean() if n else None},
+        breakdown=breakdown,
+        details={"answered": len(answers), "missing": missing},
+        warnings=warnings,
+    )
+
+
+DESCRIPTION = """\
+Situated question answering in ScanNet scenes (SQA3D, test split: 3,519 questions). Each answer is \
+cleaned exactly as LEO's `clean_answer` does (lower-case; punctuation removed; common typos fixed; \
+numbers 0-20 and 23 written as words; 'a', 'an', 'the' dropped before a word) and compared with \
+the cleaned ground truth. EM counts exact matches; EM_R (refined) also accepts an answer that \
+contains the ground truth, or is contained in it, once spaces are removed. An answer that is empty \
+after cleaning is wrong; a question without an answer is wrong. Breakdown by the question's first \
+word (What, Is, How, Can, Which, Others), as in the SQA3D paper.
+
+Upload a JSON list of {"question_id": int, "answer": str}, a JSON object {"<question_id>": "answer"}, \
+or JSON Lines (.jsonl) with one {"question_id", "answer"} object per line."""
+
+TRACK = Track(
+    name="sqa3d",
+    title="SQA3D",
+    scorer_version="1.0.0",
+    metrics=("EM", "EM_R"),
+    primary_metric="EM",
+    groups=QUESTION_TYPES,
+    group_label="Question type",
+    upload_suffixes=(".json", ".jsonl"),
+    max_upload_bytes=MAX_UPLOAD_BYTES,
+    prepare_labels=prepare_labels,
+    validate=validate,
+    score=score,
+    manifest=manifest,
+    metric_families=(("EM", "EM_R"),),
+    description=DESCRIPTION,
+)
