@@ -25,7 +25,7 @@ def roots(tmp_path, monkeypatch):
 @pytest.fixture
 def reports(monkeypatch) -> list[tuple[str, dict[str, Any]]]:
     sent: list[tuple[str, dict[str, Any]]] = []
-    monkeypatch.setattr(tasks.app, "send_task", lambda name, kwargs, queue: sent.append((name, kwargs)))
+    monkeypatch.setattr(tasks.app, "send_task", lambda name, kwargs, queue, **options: sent.append((name, kwargs)))
     return sent
 
 
@@ -62,7 +62,8 @@ def test_an_internal_error_is_reported_without_details(roots, reports):
     tasks.run_score(request())
     name, report = reports[-1]
     assert (name, report["kind"], report["message"]) == (contracts.RECORD_FAILURE, "platform_error",
-                                                         "Internal evaluation error.")
+                                                         "Internal evaluation error. It does not count "
+                                                         "against your quota.")
 
 
 def test_keys_cannot_escape_their_root(roots, reports):
@@ -73,3 +74,51 @@ def test_keys_cannot_escape_their_root(roots, reports):
 def test_a_request_of_another_schema_is_dropped(roots, reports):
     tasks.score_submission.run(**{**request(), "schema": 99})
     assert reports == []
+
+
+@pytest.fixture
+def broker(redis_url, monkeypatch):
+    """The worker's attempt keys live in the test session's Redis."""
+    import redis
+
+    monkeypatch.setattr(tasks.app.conf, "broker_url", redis_url)
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.delete(contracts.attempt_key(7), contracts.running_key(7, 2))
+
+
+def test_a_message_of_a_stale_attempt_is_dropped_unscored(roots, reports, broker):
+    broker.set(contracts.attempt_key(7), 3)  # the site has sent attempt 3 since
+    tasks.run_score(request())
+    assert reports == []
+
+
+def test_a_second_delivery_of_an_attempt_being_scored_is_dropped(roots, reports, broker):
+    broker.set(contracts.attempt_key(7), 2)
+    broker.set(contracts.running_key(7, 2), "1", ex=30)  # another worker holds it
+    tasks.run_score(request())
+    assert reports == []
+    broker.delete(contracts.running_key(7, 2))
+    tasks.run_score(request())
+    assert reports[-1][0] == contracts.RECORD_RESULT
+    assert broker.get(contracts.running_key(7, 2)) is None  # released when done
+
+
+def test_a_missing_upload_is_the_platforms_fault_and_names_no_path(roots, reports):
+    uploads, _ = roots
+    (uploads / "t/1/p.json").unlink()
+    tasks.run_score(request())
+    name, report = reports[-1]
+    assert name == contracts.RECORD_FAILURE and report["kind"] == "platform_error"
+    assert "could not be read from storage" in report["message"]
+    assert str(uploads) not in report["message"] and "Errno" not in report["message"]
+
+
+def test_a_long_step_sends_heartbeats(roots, reports, monkeypatch, tmp_path):
+    monkeypatch.setattr(tasks, "HEARTBEAT_SECONDS", 0.05)
+    monkeypatch.setattr(tasks, "FAULT_DIR", str(tmp_path))
+    (tmp_path / "hold-scoring").write_text("0.4")  # a slow step before scoring
+    tasks.run_score(request())
+    beats = [kw for name, kw in reports if name == contracts.RECORD_HEARTBEAT]
+    assert len(beats) >= 3 and all(b["attempt"] == 2 for b in beats)
+    assert reports[-1][0] == contracts.RECORD_RESULT
