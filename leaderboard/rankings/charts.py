@@ -143,8 +143,9 @@ def progress(points: Sequence[tuple[datetime, float, str]], title: str = "") -> 
     t_last, v_last, name_last = points[-1]
     x, y = xy(t_last, v_last)
     label = name_last if len(name_last) <= 28 else name_last[:27] + "…"
-    anchor = "middle" if single else "end"
-    out.append(f'<text x="{min(x, width - right):.1f}" y="{max(y - 12, 16):.1f}" font-size="14" '
+    # Beside the dot, on the side with room (a record set on the first day sits at the left edge).
+    anchor = "middle" if single else ("start" if x < left + plot_w / 2 else "end")
+    out.append(f'<text x="{x:.1f}" y="{max(y - 12, 16):.1f}" font-size="14" '
                f'text-anchor="{anchor}" font-weight="600">{escape(label)} {_fmt(v_last)}</text>')
     base = height - 10
     if single or points[0][0].date() == t_last.date():

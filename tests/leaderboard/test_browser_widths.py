@@ -179,7 +179,7 @@ SIGNED_OUT = ["/", "/benchmarks/sqa3d/", "/accounts/login/", "/accounts/signup/"
               "/submissions/", "/nope/", "/api/"]
 
 # Files, not pages: fetched, not photographed.
-DOWNLOADS = {"rankings:export", "rankings:bibtex"}
+DOWNLOADS = {"rankings:export", "rankings:bibtex", "favicon"}
 # Forms post here; a GET is answered 405 without a page (the page they lead to is visited).
 POST_ONLY = {"submissions:publish", "submissions:cancel", "accounts:revoke_token", "accounts:remove_member",
              "logout", "moderation:act"}
@@ -248,10 +248,75 @@ def test_no_page_is_wider_than_its_viewport(page, live_server, site):  # noqa: F
     for key, urls in visits(site).items():
         for url in urls:
             if key in DOWNLOADS or key in POST_ONLY:
-                response = page.request.get(live_server.url + url, max_redirects=0)
+                response = page.request.get(live_server.url + url, max_redirects=0 if key in POST_ONLY else 5)
                 expected = 405 if key in POST_ONLY else 200
                 if response.status != expected:
                     problems.append(f"{url}: expected {expected}, got {response.status}")
                 continue
             _check(page, live_server.url, url, "user", problems)
     assert not problems, "\n".join(problems)
+
+
+def _box(page, selector: str) -> dict:  # noqa: F811
+    return page.locator(selector).first.bounding_box()
+
+
+@pytest.mark.browser
+@pytest.mark.live
+def test_the_first_hours_pages_read_right_in_a_browser(page, live_server, site):  # noqa: F811
+    """Issue 14's layout items, measured: each page is also photographed under test-artifacts/first-hour/."""
+    shots = ARTIFACTS / "first-hour"
+    shots.mkdir(parents=True, exist_ok=True)
+    base = live_server.url
+    # The MMScan toolbar keeps Submit on the line of the filters at 1280 px.
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto(f"{base}/benchmarks/mmscan-vg/?split=test")
+    assert abs(_box(page, "#submit-link")["y"] - _box(page, "select[name=split]")["y"]) < 40
+    assert "Submit predictions" in page.inner_text("#empty-state")
+    page.screenshot(path=shots / "mmscan-empty-desktop.png", full_page=True)
+    # An MMScan method page: the chart is under the 14-metric table, never over it.
+    page.goto(f"{base}/methods/{site['mm'].method_id}/")
+    table, chart = _box(page, "table.scores"), _box(page, "svg.chart")
+    wrap = _box(page, ".card.result .table-wrap")
+    assert chart["y"] >= wrap["y"] + wrap["height"] and table["width"] > wrap["width"], "the table scrolls in its wrap"
+    page.screenshot(path=shots / "mmscan-method-desktop.png", full_page=True)
+    # Inline code never breaks inside a word ("T|oken") on the API page at 390 px.
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(f"{base}/api/")
+    broken = page.evaluate("""() => [...document.querySelectorAll("p code")].flatMap((code) => {
+      const text = code.firstChild; if (!text || text.nodeType !== 3) return [];
+      return [...text.data.matchAll(/\\S+/g)].filter((m) => {
+        const r = document.createRange(); r.setStart(text, m.index); r.setEnd(text, m.index + m[0].length);
+        const lines = new Set([...r.getClientRects()].map((b) => Math.round(b.top)));
+        return lines.size > 1 && m[0].length < 24;
+      }).map((m) => m[0]);
+    })""")
+    assert broken == []
+    page.screenshot(path=shots / "api-phone.png", full_page=True)
+    # Compare at 390 px: checkboxes to pick, the table scrolls in its wrapper with its first column in view.
+    compare = f"?split=test&e={site['sqa_entry'].pk}&e={site['paper'].pk}"
+    page.goto(f"{base}/benchmarks/sqa3d/compare/{compare}")
+    assert page.locator("fieldset.picker input[type=checkbox][name=e]:checked").count() == 2
+    page.locator("table.compare").evaluate("(t) => t.closest('.table-wrap').scrollLeft = 400")
+    first = _box(page, "table.compare tbody th")
+    assert first["x"] >= 0, "the row names stay in view while the columns scroll"
+    page.screenshot(path=shots / "compare-phone.png", full_page=True)
+    # The best-over-time chart at 390 px: its smallest text is still 10 px or more.
+    page.goto(f"{base}/benchmarks/sqa3d/")
+    smallest = page.evaluate("""() => Math.min(...[...document.querySelectorAll("svg.progress text")]
+      .map((t) => t.getBoundingClientRect().height))""")
+    assert smallest >= 10
+    best_row = page.locator("table.leaderboard tbody tr").first.locator("td.num").first.inner_text()
+    assert best_row in page.locator("svg.progress").text_content()
+    page.locator("#progress").screenshot(path=shots / "progress-phone.png")
+    # The home page: leaders and counts on each card.
+    page.goto(f"{base}/")
+    assert page.locator(".card.track ol.leaders li").count() >= 3
+    page.screenshot(path=shots / "home-phone.png", full_page=True)
+    # A 403 for someone signed out: the reason and a sign-in link that comes back.
+    page.goto(f"{base}/moderation/")
+    assert "maintainers" in page.inner_text("main")
+    page.click("text=Sign in >> nth=1")
+    page.wait_for_url(re.compile(r"/accounts/login/\?next=/moderation/"))
+    page.goto(f"{base}/moderation/")
+    page.screenshot(path=shots / "403-phone.png", full_page=True)

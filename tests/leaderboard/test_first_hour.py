@@ -8,6 +8,7 @@ import logging
 import re
 import subprocess
 import sys
+from datetime import UTC
 from pathlib import Path
 
 import pytest
@@ -80,11 +81,11 @@ def test_the_best_over_time_agrees_with_the_table_paper_rows_included(client, sp
 
 
 def test_one_record_is_one_labelled_dot_over_one_date():
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from leaderboard.rankings.charts import progress
 
-    svg = str(progress([(datetime(2026, 3, 1, tzinfo=timezone.utc), 0.901, "Human (amateur)")], "Best EM"))
+    svg = str(progress([(datetime(2026, 3, 1, tzinfo=UTC), 0.901, "Human (amateur)")], "Best EM"))
     assert svg.count("2026-03-01") == 2, "one date label (and the dot's tooltip)"
     assert "<path" not in svg and svg.count("<circle") == 1 and "Human (amateur) 90.1" in svg
     sizes = [int(s) for s in re.findall(r'font-size="(\d+)"', svg)]
