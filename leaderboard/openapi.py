@@ -9,6 +9,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
 from leaderboard.api_errors import CODES, EXTRA_CODES
+from leaderboard.openapi_schemas import SCHEMAS, attach
 
 
 def _param(name: str, where: str, description: str, schema: dict[str, Any] | None = None,
@@ -165,8 +166,8 @@ def schema(paths: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
                                 "{\"error\": {\"code\", \"message\"}} (components.schemas.Error)."},
         "components": {"securitySchemes": {"token": {"type": "apiKey", "in": "header", "name": "Authorization",
                                                      "description": "Token <key>"}},
-                       "schemas": {"Error": ERROR_SCHEMA}},
-        "paths": paths or PATHS,
+                       "schemas": {**SCHEMAS, "Error": ERROR_SCHEMA}},
+        "paths": attach(paths or PATHS),
     }
 
 
@@ -176,4 +177,5 @@ def openapi_json(request: HttpRequest) -> JsonResponse:
 
 def api_docs(request: HttpRequest) -> HttpResponse:
     operations = [(path, method.upper(), op) for path, methods in PATHS.items() for method, op in methods.items()]
-    return render(request, "api_docs.html", {"operations": operations})
+    return render(request, "api_docs.html", {"operations": operations,
+                                             "site": request.build_absolute_uri("/").rstrip("/")})

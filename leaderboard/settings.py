@@ -240,6 +240,9 @@ FAULT_DIR = env("FAULT_DIR") or ""
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
+    "filters": {"no_client_error_traceback": {"()": "leaderboard.lib.logs.NoClientErrorTraceback"}},
     "handlers": {"console": {"class": "logging.StreamHandler"}},
+    # A 403 or 404 is one line, not a traceback (leaderboard/lib/logs.py).
+    "loggers": {"django.request": {"filters": ["no_client_error_traceback"]}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", "INFO")},
 }

@@ -1,5 +1,7 @@
 from django.contrib import admin
+from django.templatetags.static import static
 from django.urls import include, path
+from django.views.generic import RedirectView
 
 from leaderboard import openapi
 from leaderboard.accounts import views as accounts_views
@@ -26,7 +28,8 @@ api_v1 = [
     path("openapi.json", openapi.openapi_json, name="api-openapi"),
 ]
 
-# JSON under /api/ (leaderboard.api_errors), the site's page elsewhere.
+# JSON under /api/ (leaderboard.api_errors), the site's page elsewhere: templates/403.html,
+# 404.html (Django's default views render them with the reason) and 500.html (no database).
 handler500 = "leaderboard.api_errors.server_error"
 
 urlpatterns = [
@@ -39,4 +42,6 @@ urlpatterns = [
     path("api/", openapi.api_docs, name="api-docs"),
     path("moderation/", include("leaderboard.moderation.urls")),
     path("admin/", admin.site.urls),
+    # Browsers ask for /favicon.ico whatever the page links; send them to the SVG.
+    path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True), name="favicon"),
 ]

@@ -1,8 +1,11 @@
-"""``lb``: submit predictions to the leaderboard from a terminal.
+"""lb: submit predictions to the leaderboard from a terminal.
+
+Start with `lb login --server URL` (a token from the site's API tokens page),
+then `lb validate`, `lb submit`, `lb list`, `lb status ID` and `lb publish ID`.
 
 Exit status: 0 success; 1 an error (the message says which); 2 bad usage;
-3 the submission failed or was cancelled (``--wait``); 4 ``lb validate``
-found a problem in the file.
+3 the submission failed or was cancelled (--wait); 4 lb validate found a
+problem in the file.
 """
 
 from __future__ import annotations
@@ -139,7 +142,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
     try:
         summary = track.validate(path, manifest)
     except SubmissionError as exc:
-        print(f"{path.name}: invalid: {exc.message}", file=sys.stderr)
+        # The validators' messages already start with the file's name; say it once.
+        message = exc.message
+        for prefix in (f"{path}: ", f"{path.name}: "):
+            message = message.removeprefix(prefix)
+        print(f"{path.name}: invalid: {message}", file=sys.stderr)
         return EXIT_INVALID_FILE
     print(f"{path.name}: valid for {args.track}. {json.dumps(summary, default=str)}")
     return 0
@@ -184,6 +191,28 @@ def cmd_status(args: argparse.Namespace) -> int:
     submission = _client(args).get(f"submissions/{args.id}")
     _print_status(submission)
     return EXIT_SUBMISSION_FAILED if submission["status"] in {"failed", "cancelled"} else 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    """Your teams' submissions, newest first, with the primary score where there is one."""
+    client = _client(args)
+    submissions = client.get("submissions")["submissions"]
+    if args.track:
+        submissions = [s for s in submissions if s["track"] == args.track]
+    submissions = submissions[:args.limit]
+    if not submissions:
+        print("No submissions yet" + (f" on {args.track}" if args.track else "") + ": `lb submit` sends one.")
+        return 0
+    primary = {t["track"]: t["primary_metric"] for t in client.get("tracks")["tracks"]}
+    print(f"{'id':>6}  {'track/split':<18} {'method':<24} {'status':<20} {'primary':>16}  created")
+    for s in submissions:
+        metrics = (s.get("result") or {}).get("metrics") or {}
+        metric = primary.get(s["track"], "")
+        score = f"{_pct(metrics.get(metric)).strip()} {metric}" if metric in metrics else "—"
+        status = s["status"] + (", published" if s.get("is_published") else "")
+        print(f"{s['id']:>6}  {s['track'] + '/' + s['split']:<18} {s['method'][:24]:<24} {status:<20} "
+              f"{score:>16}  {s['created_at'][:16].replace('T', ' ')}")
+    return 0
 
 
 def cmd_results(args: argparse.Namespace) -> int:
@@ -278,6 +307,11 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--no-resume", action="store_true", help="start a new upload even if one was interrupted")
     c.add_argument("file")
     c.set_defaults(func=cmd_submit)
+
+    c = sub.add_parser("list", help="your teams' submissions, newest first")
+    c.add_argument("--track", help="only this track")
+    c.add_argument("--limit", type=int, default=20, help="at most this many (default 20)")
+    c.set_defaults(func=cmd_list)
 
     for name, func, text in (("status", cmd_status, "a submission's status"),
                              ("results", cmd_results, "a submission's aggregate scores"),

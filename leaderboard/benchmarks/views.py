@@ -1,11 +1,21 @@
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
+from leaderboard.benchmarks.permissions import results_embargoed
 from leaderboard.benchmarks.selectors import list_benchmarks
 
 
 def home(request: HttpRequest) -> HttpResponse:
-    return render(request, "benchmarks/home.html", {"benchmarks": list_benchmarks()})
+    """Each track with its task in a line, its leaders on the default split, and its counts."""
+    # The one read of rankings from this app: the home page is the front of the leaderboards.
+    from leaderboard.rankings.selectors import track_summary
+
+    cards = []
+    for benchmark in list_benchmarks():
+        splits = list(benchmark.splits.all())
+        summary = track_summary(splits[0], results_embargoed(splits[0], request.user)) if splits else None
+        cards.append((benchmark, summary))
+    return render(request, "benchmarks/home.html", {"cards": cards})
 
 
 def api_tracks(request: HttpRequest) -> JsonResponse:

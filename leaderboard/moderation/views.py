@@ -40,7 +40,8 @@ def maintainer_required(view: Callable[..., HttpResponse]) -> Callable[..., Http
     @wraps(view)
     def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         if not is_maintainer(request.user):
-            raise PermissionDenied("Maintainers only.")
+            raise PermissionDenied("The moderation desk is for the track maintainers: staff accounts, or "
+                                   "members of a group named maintainers:<track>.")
         return view(request, *args, **kwargs)
 
     return wrapped
@@ -73,6 +74,30 @@ def submission(request: HttpRequest, pk: int) -> HttpResponse:
         "audit": AuditEntry.objects.filter(submission_id=sub.pk)})
 
 
+# What each action did and what it means, said after it succeeded ({name}: the method).
+TOGGLE_DONE = {
+    ("verify", True): "is verified: its row shows a verified badge.",
+    ("verify", False): "is no longer verified: its row lost the verified badge.",
+    ("hide", True): "is hidden: its row is off the leaderboard until it is unhidden.",
+    ("hide", False): "is visible again: its row is back on the leaderboard if it is published.",
+    ("flag", True): "is flagged for review: it waits in the Flagged queue; the leaderboard is unchanged.",
+    ("flag", False): "is no longer flagged.",
+    ("disqualify", True): "is disqualified: its row is off the leaderboard and its method page shows the reason.",
+    ("disqualify", False): "is requalified: its row is back on the leaderboard if it is published.",
+}
+
+
+def done_message(sub: Submission, action: str, on: bool = True) -> str:
+    """``Submission #1 (MyNet) is verified: its row shows a verified badge.``"""
+    what = f"Submission #{sub.pk} ({sub.method.name})"
+    if action == "rescore":
+        return f"{what} is queued to be scored again: its earlier results stay, the new one carries its scorer " \
+               "version."
+    if action == "cancel":
+        return f"{what} is cancelled: scoring stopped and it does not count against the team's quota."
+    return f"{what} {TOGGLE_DONE[(action, on)]}"
+
+
 def _done(request: HttpRequest, action: Callable[[], Any], success: str) -> None:
     try:
         action()
@@ -90,11 +115,11 @@ def act(request: HttpRequest, pk: int, action: str) -> HttpResponse:
     if action in services.TOGGLES:
         on = request.POST.get("on", "1") == "1"
         _done(request, lambda: services.check_toggle(request.user, sub, action, on, reason),
-              f"Submission #{pk}: {action}{'' if on else ' undone'}.")
+              done_message(sub, action, on))
     elif action == "rescore":
-        _done(request, lambda: services.check_rescore(request.user, sub, reason), f"Submission #{pk} queued again.")
+        _done(request, lambda: services.check_rescore(request.user, sub, reason), done_message(sub, action))
     elif action == "cancel":
-        _done(request, lambda: services.check_cancel(request.user, sub, reason), f"Submission #{pk} cancelled.")
+        _done(request, lambda: services.check_cancel(request.user, sub, reason), done_message(sub, action))
     else:
         return HttpResponse(status=404)
     next_url = request.POST.get("next", "")

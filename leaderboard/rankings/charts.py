@@ -102,38 +102,58 @@ def bars(groups: Sequence[str], series: Sequence[Series], title: str = "") -> Sa
 
 
 def progress(points: Sequence[tuple[datetime, float, str]], title: str = "") -> SafeString:
-    """A step line of the best score over time, one dot where the record improved."""
-    width, height, left, bottom, top_pad = 640, 200, 40, 28, 12
+    """A step line of the best score over time, one dot where the record improved.
+
+    Drawn small (480 wide) with large type, so that it stays readable when a
+    phone scales it to 350 px. The current record is labelled with its method
+    and value. One record is a single labelled dot over one date (a line
+    between two equal dates would say nothing).
+    """
+    width, height, left, right, bottom, top_pad = 480, 230, 44, 16, 34, 34
     if not points:
         return mark_safe("")
     top = _scale_max([("", [p[1] for p in points])])
     t0, t1 = points[0][0].timestamp(), points[-1][0].timestamp()
+    single = len(points) == 1 or t1 <= t0
     span = max(t1 - t0, 1.0)
-    plot_w, plot_h = width - left - 20, height - bottom - top_pad
+    plot_w, plot_h = width - left - right, height - bottom - top_pad
 
     def xy(t: datetime, v: float) -> tuple[float, float]:
-        return left + plot_w * (t.timestamp() - t0) / span, top_pad + plot_h * (1 - v / top)
+        x = left + plot_w / 2 if single else left + plot_w * (t.timestamp() - t0) / span
+        return x, top_pad + plot_h * (1 - v / top)
 
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" role="img" '
            f'class="chart progress" aria-label="{escape(title)}"><title>{escape(title)}</title>']
     for tick in (0, 0.5, 1.0):
         y = top_pad + plot_h * (1 - tick)
-        out.append(f'<line x1="{left}" y1="{y:.1f}" x2="{width - 20}" y2="{y:.1f}" stroke="#eaecf0"/>'
-                   f'<text x="{left - 6}" y="{y + 4:.1f}" font-size="10" text-anchor="end" fill="#667085">'
+        out.append(f'<line x1="{left}" y1="{y:.1f}" x2="{width - right}" y2="{y:.1f}" stroke="#eaecf0"/>'
+                   f'<text x="{left - 6}" y="{y + 5:.1f}" font-size="14" text-anchor="end" fill="#667085">'
                    f'{top * tick * 100:.0f}</text>')
-    path, prev = [], None
-    for t, v, _ in points:
-        x, y = xy(t, v)
-        path.append(f"M{x:.1f},{y:.1f}" if prev is None else f"H{x:.1f}V{y:.1f}")
-        prev = (x, y)
-    x_end = left + plot_w
-    path.append(f"H{x_end:.1f}")
-    out.append(f'<path d="{"".join(path)}" fill="none" stroke="{PALETTE[0]}" stroke-width="2"/>')
+    if not single:
+        path = []
+        for i, (t, v, _) in enumerate(points):
+            x, y = xy(t, v)
+            path.append(f"M{x:.1f},{y:.1f}" if i == 0 else f"H{x:.1f}V{y:.1f}")
+        path.append(f"H{left + plot_w:.1f}")
+        out.append(f'<path d="{"".join(path)}" fill="none" stroke="{PALETTE[0]}" stroke-width="2.5"/>')
     for t, v, name in points:
         x, y = xy(t, v)
-        out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="{PALETTE[0]}"><title>{escape(name)}: '
+        out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="5" fill="{PALETTE[0]}"><title>{escape(name)}: '
                    f'{_fmt(v)} ({t:%Y-%m-%d})</title></circle>')
-    out.append(f'<text x="{left}" y="{height - 8}" font-size="10" fill="#667085">{points[0][0]:%Y-%m-%d}</text>'
-               f'<text x="{width - 20}" y="{height - 8}" font-size="10" text-anchor="end" fill="#667085">'
-               f'{points[-1][0]:%Y-%m-%d}</text></svg>')
+    t_last, v_last, name_last = points[-1]
+    x, y = xy(t_last, v_last)
+    label = name_last if len(name_last) <= 28 else name_last[:27] + "…"
+    # Beside the dot, on the side with room (a record set on the first day sits at the left edge).
+    anchor = "middle" if single else ("start" if x < left + plot_w / 2 else "end")
+    out.append(f'<text x="{x:.1f}" y="{max(y - 12, 16):.1f}" font-size="14" '
+               f'text-anchor="{anchor}" font-weight="600">{escape(label)} {_fmt(v_last)}</text>')
+    base = height - 10
+    if single or points[0][0].date() == t_last.date():
+        out.append(f'<text x="{left + plot_w / 2:.1f}" y="{base}" font-size="14" text-anchor="middle" '
+                   f'fill="#667085">{t_last:%Y-%m-%d}</text>')
+    else:
+        out.append(f'<text x="{left}" y="{base}" font-size="14" fill="#667085">{points[0][0]:%Y-%m-%d}</text>'
+                   f'<text x="{width - right}" y="{base}" font-size="14" text-anchor="end" fill="#667085">'
+                   f'{t_last:%Y-%m-%d}</text>')
+    out.append("</svg>")
     return mark_safe("".join(out))

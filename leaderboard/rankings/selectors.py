@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import F, FloatField, Q, QuerySet
+from django.db.models import F, FloatField, QuerySet
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 
@@ -91,17 +91,21 @@ def filtered_entries(view: LeaderboardView) -> QuerySet[LeaderboardEntry]:
     entries = LeaderboardEntry.objects.filter(split=view.split)
     if view.embargoed:
         entries = entries.filter(is_paper=True)
+    # Switching the metric keeps every row: one without the metric (a paper
+    # that reported only EM) shows dashes and ranks last (``missing_metric``).
     if not view.include_paper:
         entries = entries.filter(is_paper=False)
-    else:
-        # A paper row that reports nothing of this metric (e.g. semantic-only
-        # baselines in an AP view) would be a row of dashes.
-        entries = entries.exclude(Q(is_paper=True) & ~Q(scores__has_key=view.metric))
     if view.extra == "no":
         entries = entries.filter(uses_extra_data=False)
     elif view.extra == "only":
         entries = entries.filter(uses_extra_data=True)
     return entries
+
+
+def missing_metric(view: LeaderboardView) -> dict[str, int]:
+    """How many of the view's rows have no value of its metric, paper rows and scored rows apart."""
+    missing = filtered_entries(view).exclude(scores__has_key=view.metric)
+    return {"paper": missing.filter(is_paper=True).count(), "scored": missing.filter(is_paper=False).count()}
 
 
 def ordered_entries(view: LeaderboardView) -> QuerySet[LeaderboardEntry]:
@@ -164,6 +168,24 @@ def entry_as_json(row: RankedRow, columns: list[str]) -> dict[str, Any]:
             "published_at": e.published_at.isoformat(), "scores": {c: e.scores.get(c) for c in columns}}
 
 
+@dataclass
+class TrackSummary:
+    """What the home page shows of a track's default split: its leaders and how many rows it has."""
+
+    split: Split
+    leaders: list[LeaderboardEntry]
+    scored: int
+    paper: int
+
+
+def track_summary(split: Split, embargoed: bool, top: int = 3) -> TrackSummary:
+    """The ``top`` rows of the split's default view, and its counts of scored and paper rows."""
+    view = LeaderboardView.from_query(split, {}, embargoed=embargoed)
+    entries = filtered_entries(view)
+    return TrackSummary(split=split, leaders=list(ordered_entries(view).filter(primary_score__isnull=False)[:top]),
+                        scored=entries.filter(is_paper=False).count(), paper=entries.filter(is_paper=True).count())
+
+
 def group_profile(split: Split, metric: str) -> dict[str, dict[str, float | None]]:
     """Per group: the best value and the median over the split's entries (for charts)."""
     spec = split.benchmark.spec
@@ -177,13 +199,17 @@ def group_profile(split: Split, metric: str) -> dict[str, dict[str, float | None
             for g, v in values.items()}
 
 
-def best_over_time(split: Split) -> list[tuple[Any, float, str]]:
-    """(date, best primary score so far, method) at each date the best improved; scored rows only."""
+def best_over_time(view: LeaderboardView) -> list[tuple[Any, float, str]]:
+    """(date, best value of the view's metric so far, method) at each date the best improved.
+
+    Over the rows the table shows (paper rows included unless the view hides
+    them), so the last point is the table's best. A paper row's date is when
+    it was loaded here: the paper files carry no publication date.
+    """
     points: list[tuple[Any, float, str]] = []
-    for published_at, score, name in (LeaderboardEntry.objects
-                                      .filter(split=split, is_paper=False, primary_score__isnull=False)
-                                      .order_by("published_at", "id")
-                                      .values_list("published_at", "primary_score", "name")):
+    for published_at, score, name in (filtered_entries(view).annotate(v=score_expression(view.metric))
+                                      .filter(v__isnull=False).order_by("published_at", "id")
+                                      .values_list("published_at", "v", "name")):
         if not points or score > points[-1][1]:
             points.append((published_at, score, name))
     return points

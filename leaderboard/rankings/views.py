@@ -23,6 +23,7 @@ from leaderboard.rankings.selectors import (
     entry_as_json,
     group_profile,
     leaderboard_page,
+    missing_metric,
     ordered_entries,
 )
 from leaderboard.submissions.models import Method
@@ -53,9 +54,9 @@ def leaderboard(request: HttpRequest, track: str) -> HttpResponse:
                "sort_links": [(h, c, view.query(sort=c, order="asc" if view.sort == c and not view.ascending
                                                 else "desc", page=1))
                               for h, c in zip(view.headers, view.columns)],
-               "progress_chart": charts.progress(best_over_time(view.split),
-                                                 f"Best {spec.primary_metric} over time")
+               "progress_chart": charts.progress(best_over_time(view), f"Best {view.metric} over time")
                if not view.embargoed else "",
+               "missing": missing_metric(view),
                "families": spec.metric_families or (spec.metrics,)}
     return render(request, "rankings/leaderboard.html", context)
 
@@ -207,7 +208,6 @@ def api_compare(request: HttpRequest, track: str) -> JsonResponse:
 
 def api_progress(request: HttpRequest, track: str) -> JsonResponse:
     view = _view(request, track)
-    points = [] if view.embargoed else best_over_time(view.split)
-    return JsonResponse({"track": track, "split": view.split.name,
-                         "metric": view.split.benchmark.spec.primary_metric,
+    points = [] if view.embargoed else best_over_time(view)
+    return JsonResponse({"track": track, "split": view.split.name, "metric": view.metric,
                          "points": [{"date": t.isoformat(), "best": v, "method": name} for t, v, name in points]})

@@ -146,6 +146,20 @@ def size_message(submission: Submission, limit: int) -> str:
             f"{submission.split.benchmark.spec.title}.")
 
 
+def sent_size(file: IO[bytes]) -> int:
+    """The size of an upload without reading it: Django's UploadedFile knows it; a plain file is sought."""
+    size = getattr(file, "size", None)
+    if isinstance(size, int):
+        return size
+    try:
+        here = file.tell()
+        end = file.seek(0, 2)
+        file.seek(here)
+        return int(end - here)
+    except (OSError, AttributeError, ValueError):
+        return 0
+
+
 def check_create_submission(*, user: AbstractBaseUser, track: str, split: str, method_name: str,
                             file: IO[bytes], file_name: str, team: Team | str | None = None) -> Submission:
     """Store an upload sent in one request and queue it for scoring.
@@ -163,6 +177,8 @@ def check_create_submission(*, user: AbstractBaseUser, track: str, split: str, m
                                    file_name=name)
 
     if not name.lower().endswith(spec.upload_suffixes):
+        # Not stored, but the submitter (and the moderation desk) should see what was sent.
+        Submission.objects.filter(pk=submission.pk).update(file_size=sent_size(file))
         return do_fail(submission, Kind.INVALID_INPUT,
                        f"{name}: expected a file ending in {' or '.join(spec.upload_suffixes)}.") or submission
     key, limit = storage_key(submission), upload_limit(split_obj)

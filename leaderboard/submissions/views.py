@@ -9,11 +9,12 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from leaderboard.accounts.auth import api_auth, api_error
+from leaderboard.accounts.models import Team
 from leaderboard.api_errors import failed_submission
 from leaderboard.benchmarks.models import Benchmark
 from leaderboard.submissions import quotas, services
 from leaderboard.submissions.forms import MethodForm, SubmissionForm
-from leaderboard.submissions.models import Method
+from leaderboard.submissions.models import Method, Submission
 from leaderboard.submissions.selectors import list_submissions_for, submission_as_json
 
 # Multipart overhead allowed above UPLOAD_DIRECT_MAX_BYTES in a one-request upload.
@@ -85,6 +86,20 @@ def method(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 def mine(request: HttpRequest) -> HttpResponse:
     return render(request, "submissions/list.html", {"submissions": list_submissions_for(request.user)})
+
+
+@login_required
+def team_history(request: HttpRequest, slug: str) -> HttpResponse:
+    """Every submission of one team, newest first, with its latest result (members only)."""
+    team = get_object_or_404(Team, slug=slug, members=request.user)
+    submissions = (Submission.objects.filter(team=team).select_related("method", "split__benchmark", "created_by")
+                   .prefetch_related("results").order_by("-created_at"))
+    rows = []
+    for s in submissions:
+        result = max(s.results.all(), key=lambda r: r.created_at, default=None)
+        primary = s.split.benchmark.spec.primary_metric
+        rows.append((s, result, primary, result.metrics.get(primary) if result else None))
+    return render(request, "submissions/team_history.html", {"team": team, "rows": rows})
 
 
 @login_required

@@ -96,9 +96,10 @@ def test_a_maintainer_hides_a_row_and_the_audit_log_records_it(page, live_server
     page.wait_for_selector("text=Moderation desk")
     shoot(page, "moderation-desk")
     page.click(f"a[href='/moderation/submissions/{board[1].pk}/']")
-    page.fill("form[action$='/hide/'] input[name=reason]", "Duplicate of AlphaQA")
+    page.fill("#moderate input[name=reason]", "Duplicate of AlphaQA")
     page.click("button:has-text('Hide from leaderboard')")
     page.wait_for_selector("text=Duplicate of AlphaQA")
+    assert "(BetaQA) is hidden: its row is off the leaderboard" in page.inner_text(".alert.success")
     shoot(page, "moderation-submission")
     page.goto(f"{live_server.url}/benchmarks/sqa3d/?paper=0")
     assert page.locator("table.leaderboard tbody tr").count() == 1

@@ -128,6 +128,7 @@ MATRIX: dict[str, list[Op]] = {
                          Op("post", lambda w: "/accounts/teams/", signed_in(302),
                             data=lambda w: {"name": f"team {w.counter()}"})],
     "/accounts/teams/<slug:slug>/": [Op("get", lambda w: f"/accounts/teams/{w.lab.slug}/", team_only())],
+    "/submissions/teams/<slug:slug>/": [Op("get", lambda w: f"/submissions/teams/{w.lab.slug}/", team_only())],
     "/accounts/teams/<slug:slug>/members/<int:user_id>/remove/": [Op(
         "post", lambda w: f"/accounts/teams/{w.lab.slug}/members/{w.dave.pk}/remove/", team_only(302),
         allowed={"owner"}, intact=lambda w: Membership.objects.filter(team=w.lab, user=w.dave).exists())],
@@ -140,6 +141,7 @@ MATRIX: dict[str, list[Op]] = {
     "/accounts/reset/<uidb64>/<token>/": [Op("get", lambda w: "/accounts/reset/MQ/bad-token/", public())],
     "/accounts/reset/done/": [Op("get", lambda w: "/accounts/reset/done/", public())],
     "/api/": [Op("get", lambda w: "/api/", public())],
+    "/favicon.ico": [Op("get", lambda w: "/favicon.ico", public(301))],
     "/moderation/": [Op("get", lambda w: "/moderation/", maintainers())],
     "/moderation/audit/": [Op("get", lambda w: "/moderation/audit/", maintainers())],
     "/moderation/submissions/<int:pk>/": [Op("get", lambda w: f"/moderation/submissions/{w.published.pk}/",

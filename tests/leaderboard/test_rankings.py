@@ -143,12 +143,14 @@ def test_compare_shows_differences_against_the_first_pick(client, split):
     assert [e["method"] for e in api["entries"]] == ["B", "A"]
 
 
-def test_progress_records_only_improvements_of_scored_rows(client, split):
+def test_progress_records_only_improvements_of_the_rows_shown(client, split):
     add(split, "first", 0.3, days=30)
     add(split, "worse", 0.2, days=20)
     add(split, "better", 0.5, days=10)
-    add(split, "paper", 0.9, paper=True, days=40)
+    add(split, "paper", 0.4, paper=True, days=40)
     points = client.get("/api/v1/leaderboards/sqa3d/progress").json()["points"]
+    assert [(p["method"], p["best"]) for p in points] == [("paper", 0.4), ("better", 0.5)]
+    points = client.get("/api/v1/leaderboards/sqa3d/progress?paper=0").json()["points"]
     assert [(p["method"], p["best"]) for p in points] == [("first", 0.3), ("better", 0.5)]
     assert "Best EM over time" in client.get("/benchmarks/sqa3d/").content.decode()
 
@@ -165,11 +167,12 @@ def test_embargoed_scores_are_hidden_from_the_public_but_not_from_maintainers(cl
     assert [r["method"] for r in client.get("/api/v1/leaderboards/sqa3d").json()["rows"]] == ["scored", "paper"]
 
 
-def test_paper_rows_without_the_viewed_metric_are_left_out(split):
+def test_paper_rows_without_the_viewed_metric_are_kept_and_ranked_last(split):
+    """Issue 14: switching the metric never drops rows (it used to drop them silently)."""
     add(split, "scored", 0.5)
     LeaderboardEntry.objects.create(split=split, name="semantic-only paper", is_paper=True,
                                     scores={"EM_R": 0.3})
-    assert [n for _, n in names(LeaderboardView.from_query(split, {}))] == ["scored"]
+    assert names(LeaderboardView.from_query(split, {})) == [(1, "scored"), (None, "semantic-only paper")]
     assert [n for _, n in names(LeaderboardView.from_query(split, {"metric": "EM_R"}))] == \
         ["scored", "semantic-only paper"]
 

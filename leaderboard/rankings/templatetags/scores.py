@@ -7,13 +7,13 @@ register = template.Library()
 
 @register.filter
 def pct(value: Any) -> str:
-    """A fraction as a percentage with one decimal; an en dash where undefined."""
+    """A fraction as a percentage with one decimal; an em dash where undefined."""
     if value is None or value == "":
-        return "–"
+        return "—"
     try:
         return f"{float(value) * 100:.1f}"
     except (TypeError, ValueError):
-        return "–"
+        return "—"
 
 
 @register.filter

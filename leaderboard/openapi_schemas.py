@@ -1,0 +1,158 @@
+"""The bodies of /api/v1/ as JSON Schemas (``components.schemas`` of the OpenAPI document).
+
+Each schema describes what the view really returns (``submission_as_json``,
+``entry_as_json``, ``method_as_json``, ``upload_as_json``...); the tests check
+real answers against them, so a field added to a view without its schema fails.
+``OK`` names the body of each operation's success answer, ``REQUESTS`` the
+JSON bodies operations accept.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _obj(properties: dict[str, Any], required: list[str] | None = None, **extra: Any) -> dict[str, Any]:
+    return {"type": "object", "properties": properties,
+            "required": list(properties) if required is None else required, **extra}
+
+
+STR, INT, BOOL, NUM = {"type": "string"}, {"type": "integer"}, {"type": "boolean"}, {"type": "number"}
+DATE = {"type": "string", "format": "date-time"}
+
+
+def nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+SCORES = {"type": "object", "additionalProperties": nullable(NUM),
+          "description": "Flat scores, fractions in [0, 1]: '<metric>' overall, '<group>/<metric>' per group "
+                         "(and '<group>/count'); null where undefined"}
+
+SCHEMAS: dict[str, dict[str, Any]] = {
+    "Result": _obj({
+        "scorer_version": STR, "labels_sha256": STR, "predictions_sha256": STR,
+        "metrics": {"type": "object", "additionalProperties": nullable(NUM), "description": "Overall, fractions"},
+        "breakdown": {"type": "object", "additionalProperties": {"type": "object"},
+                      "description": "Per group: each metric and 'count'"},
+        "details": {"type": "object"}, "warnings": {"type": "array", "items": STR}},
+        description="Aggregate scores of one scorer version (never per-item results)"),
+    "Submission": _obj({
+        "id": INT, "track": STR, "split": STR, "method": STR, "team": STR, "file_name": STR,
+        "file_size": {"type": "integer", "description": "Bytes sent (also for a file refused unread)"},
+        "predictions_sha256": STR,
+        "status": {"type": "string", "enum": ["uploading", "submitted", "queued", "running", "finished", "failed",
+                                              "cancelled"]},
+        "quota": STR, "progress": NUM, "message": STR,
+        "error": nullable(_obj({"kind": STR, "message": STR, "code": STR}, ["kind", "message"])),
+        "is_published": BOOL, "created_at": DATE, "finished_at": nullable(DATE), "result": nullable(ref("Result"))}),
+    "SubmissionList": _obj({"submissions": {"type": "array", "items": ref("Submission")}}),
+    "LeaderboardRow": _obj({
+        "rank": nullable(INT), "entry_id": INT, "method": STR, "method_id": nullable(INT), "team": STR,
+        "reported_in_paper": BOOL, "note": STR, "uses_extra_data": BOOL, "verified": BOOL, "scorer_version": STR,
+        "submission_id": nullable(INT), "published_at": DATE, "scores": SCORES}),
+    "Leaderboard": _obj({
+        "track": STR, "split": STR, "primary_metric": STR, "metrics": {"type": "array", "items": STR},
+        "groups": {"type": "array", "items": STR}, "sort": STR, "order": {"type": "string", "enum": ["asc", "desc"]},
+        "scorer_version": STR, "page": INT, "pages": INT, "count": INT, "results_embargoed": BOOL,
+        "rows": {"type": "array", "items": ref("LeaderboardRow")}}),
+    "Compare": _obj({"track": STR, "split": STR, "columns": {"type": "array", "items": STR},
+                     "entries": {"type": "array", "items": _obj({"entry_id": INT, "method": STR,
+                                                                 "reported_in_paper": BOOL, "scores": SCORES})}}),
+    "Progress": _obj({"track": STR, "split": STR, "metric": STR,
+                      "points": {"type": "array", "items": _obj({"date": DATE, "best": NUM, "method": STR})}}),
+    "PublicMethod": _obj({
+        "id": INT, "name": STR, "team": STR, "description": STR, "paper_url": STR, "code_url": STR, "authors": STR,
+        "uses_extra_data": nullable(BOOL), "url": STR,
+        "results": {"type": "array", "items": _obj({"track": STR, "split": STR, "scores": SCORES,
+                                                     "scorer_version": STR, "verified": BOOL})}}),
+    "Method": _obj({
+        "id": INT, "name": STR, "team": {"type": "string", "description": "Team slug"}, "description": STR,
+        "authors": STR, "paper_url": STR, "code_url": STR, "uses_extra_data": nullable(BOOL), "details": STR,
+        "missing_for_publishing": {"type": "array", "items": STR}}),
+    "MethodList": _obj({"methods": {"type": "array", "items": ref("Method")}}),
+    "MethodChange": _obj({"name": STR, "description": STR, "authors": STR, "paper_url": STR, "code_url": STR,
+                          "uses_extra_data": BOOL, "details": STR}, [], description="Only the fields to change"),
+    "Track": _obj({
+        "track": STR, "title": STR, "primary_metric": STR, "metrics": {"type": "array", "items": STR},
+        "groups": {"type": "array", "items": STR}, "scorer_version": STR,
+        "upload_suffixes": {"type": "array", "items": STR}, "max_upload_bytes": INT,
+        "splits": {"type": "array", "items": _obj({"name": STR, "accepting_submissions": BOOL, "default": BOOL})}}),
+    "TrackList": _obj({"tracks": {"type": "array", "items": ref("Track")}}),
+    "Me": _obj({"username": STR, "email": STR, "teams": {"type": "array", "items": _obj(
+        {"slug": STR, "name": STR, "personal": BOOL, "role": STR})}}),
+    "Upload": _obj({
+        "id": {"type": "integer", "description": "The submission's id"},
+        "status": {"type": "string", "enum": ["open", "completed", "aborted"]},
+        "backend": {"type": "string", "enum": ["local", "s3"]}, "size": INT, "part_size": INT, "part_count": INT,
+        "expires_at": DATE, "submission": ref("Submission"),
+        "parts": {"type": "array", "items": _obj({"part_number": INT, "size": INT, "etag": STR})}},
+        ["id", "status", "backend", "size", "part_size", "part_count", "expires_at", "submission"]),
+    "UploadStart": _obj({"track": STR, "split": STR, "method_name": STR, "file_name": STR,
+                         "size": {"type": "integer", "description": "Bytes"}, "team": STR},
+                        ["track", "split", "method_name", "file_name", "size"]),
+    "UploadSettings": _obj({"backend": STR, "direct_max_bytes": INT, "part_size": INT, "url_expiry": INT,
+                            "expiry_hours": INT}),
+    "PartNumbers": _obj({"parts": {"type": "array", "items": {"type": "integer", "minimum": 1}}}),
+    "PartUrls": _obj({"urls": {"type": "object", "additionalProperties": STR,
+                               "description": "PUT URL by part number"}, "expires_in": INT}),
+    "Part": _obj({"part_number": INT, "size": INT, "etag": STR}),
+}
+
+# The body of each operation's success answer.
+OK: dict[tuple[str, str], str] = {
+    ("/api/v1/tracks", "get"): "TrackList",
+    ("/api/v1/leaderboards/{track}", "get"): "Leaderboard",
+    ("/api/v1/leaderboards/{track}/compare", "get"): "Compare",
+    ("/api/v1/leaderboards/{track}/progress", "get"): "Progress",
+    ("/api/v1/methods/{id}", "get"): "PublicMethod",
+    ("/api/v1/submissions", "get"): "SubmissionList",
+    ("/api/v1/submissions", "post"): "Submission",
+    ("/api/v1/submissions/{id}", "get"): "Submission",
+    ("/api/v1/submissions/{id}/publish", "post"): "Submission",
+    ("/api/v1/me", "get"): "Me",
+    ("/api/v1/uploads", "get"): "UploadSettings",
+    ("/api/v1/uploads", "post"): "Upload",
+    ("/api/v1/uploads/{id}", "get"): "Upload",
+    ("/api/v1/uploads/{id}", "delete"): "Upload",
+    ("/api/v1/uploads/{id}/urls", "post"): "PartUrls",
+    ("/api/v1/uploads/{id}/parts/{number}", "put"): "Part",
+    ("/api/v1/uploads/{id}/complete", "post"): "Submission",
+    ("/api/v1/my/methods", "get"): "MethodList",
+    ("/api/v1/my/methods/{id}", "get"): "Method",
+    ("/api/v1/my/methods/{id}", "patch"): "Method",
+}
+# JSON request bodies.
+REQUESTS: dict[tuple[str, str], str] = {
+    ("/api/v1/uploads", "post"): "UploadStart",
+    ("/api/v1/uploads/{id}/urls", "post"): "PartNumbers",
+    ("/api/v1/my/methods/{id}", "patch"): "MethodChange",
+}
+
+
+def attach(paths: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """``paths`` with each success answer and JSON request body pointing at its schema."""
+    out: dict[str, dict[str, Any]] = {}
+    for path, methods in paths.items():
+        out[path] = {}
+        for method, op in methods.items():
+            op = {**op, "responses": dict(op["responses"])}
+            name = OK.get((path, method))
+            for status, response in op["responses"].items():
+                if name and int(status) < 400:
+                    op["responses"][status] = {**response, "content": {"application/json": {"schema": ref(name)}}}
+            if (path, method) in REQUESTS:
+                op["requestBody"] = {"required": True, "content": {"application/json": {
+                    "schema": ref(REQUESTS[(path, method)])}}}
+            op["operationId"] = op.get("operationId") or _operation_id(path, method)
+            out[path][method] = op
+    return out
+
+
+def _operation_id(path: str, method: str) -> str:
+    words = [w.strip("{}") for w in path.removeprefix("/api/v1/").split("/") if w]
+    return method + "".join(w.replace("-", "_").title().replace("_", "") for w in words)
