@@ -168,13 +168,15 @@ def queue_for(track: str) -> str:
     return settings.EVAL_QUEUE_GPU if track in settings.EVAL_GPU_TRACKS else settings.EVAL_QUEUE_CPU
 
 
-def do_enqueue(submission_id: int, *, requeue: bool = False) -> Submission | None:
+def do_enqueue(submission_id: int, *, requeue: bool = False, lost: int | None = None) -> Submission | None:
     """Queue a submission for scoring (a new attempt) with its split's active labels.
 
     Without ``requeue`` it leaves only ``submitted``, ``finished``, ``failed``
-    or ``cancelled``; with it also ``queued`` and ``running`` (a lost message or
-    worker, or a maintainer's re-queue). The task is sent after the surrounding
-    transaction commits; if the broker is unreachable the sweeper sends it.
+    or ``cancelled``; with it also ``queued`` and ``running`` (a maintainer's
+    re-queue). ``lost`` names an attempt found lost: only that attempt, still
+    queued or running, is replaced (never one that finished meanwhile). The
+    task is sent after the surrounding transaction commits; if the broker is
+    unreachable the sweeper sends it.
     """
     submission = Submission.objects.select_related("split__benchmark").get(pk=submission_id)
     labels = submission.split.active_labels
@@ -182,8 +184,9 @@ def do_enqueue(submission_id: int, *, requeue: bool = False) -> Submission | Non
         return do_fail(submission, Kind.PLATFORM_ERROR,
                        "No labels are loaded for this split yet; a maintainer will re-score it. "
                        + PLATFORM_REFUND_NOTE)
-    allow = None if requeue else set(Status) - {Status.QUEUED, Status.RUNNING}
-    queued = do_transition(submission_id, Status.QUEUED, allow=allow, labels=labels,
+    active = {Status.QUEUED, Status.RUNNING}
+    allow = active if lost is not None else None if requeue else set(Status) - active
+    queued = do_transition(submission_id, Status.QUEUED, attempt=lost, allow=allow, labels=labels,
                            queue=queue_for(submission.split.benchmark.track))
     if queued is None:
         return None
@@ -291,7 +294,7 @@ def do_retry_lost(submission_id: int, attempt: int, reason: str) -> str:
                     f"Scoring stopped unexpectedly {lost} times (the scoring process was killed or ran out of "
                     f"memory). {PLATFORM_REFUND_NOTE} The maintainers have been told.", notify=True)
             return "failed"
-        do_enqueue(submission_id, requeue=True)
+        do_enqueue(submission_id, lost=attempt)
         return "requeued"
 
 
@@ -328,6 +331,12 @@ def do_sweep(now: datetime | None = None) -> dict[str, int]:
         except Exception as exc:  # broker unreachable: look again next time
             log.warning("Sweeper could not read the broker: %s", exc)
             pending = None
+        missing = [] if pending is None else [(pk, a) for pk, a, _ in stale if (pk, a) not in pending]
+        if missing:
+            # A worker moves a message from its queue to ``unacked`` in two steps: look again
+            # before calling one lost that was only between the two.
+            time.sleep(0.2)
+            pending.update(broker.pending_attempts({q for _, _, q in stale}))
         for pk, attempt, _ in stale:
             if pending is None:
                 break
@@ -338,7 +347,7 @@ def do_sweep(now: datetime | None = None) -> dict[str, int]:
                 outcome = do_retry_lost(pk, attempt, "the worker stopped before starting")
                 counts["requeued" if outcome == "requeued" else "failed"] += bool(outcome)
             else:  # the message is gone (a broker that lost its data)
-                counts["requeued"] += do_enqueue(pk, requeue=True) is not None
+                counts["requeued"] += do_enqueue(pk, lost=attempt) is not None
     # Started, but its worker stopped beating.
     silent = ago(settings.SWEEP_HEARTBEAT_TIMEOUT)
     for pk, attempt in Submission.objects.filter(

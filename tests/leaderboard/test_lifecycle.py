@@ -250,3 +250,21 @@ def test_the_desk_shows_where_queued_and_running_work_is(client, maintainer, own
     assert "gpu-host:42, heard from" in page
     assert f"<code>{real_broker}</code> 2" in page  # both messages still in the broker
     assert page.count("Re-queue") == 2 and waiting.pk != running.pk
+
+
+def test_replacing_a_lost_attempt_never_touches_one_that_finished_meanwhile(owner, sqa3d_split, sqa3d_files,
+                                                                            sent_tasks):
+    """The sweeper reads the database, then the broker: a result recorded between the two must stand."""
+    submission = create(owner, sqa3d_files)
+    result = get_result(sqa3d_files)
+    lifecycle.record_result(submission_id=submission.pk, attempt=1, result=result)
+    assert lifecycle.do_enqueue(submission.pk, lost=1) is None
+    submission.refresh_from_db()
+    assert (submission.status, submission.attempt) == ("finished", 1)
+    assert lifecycle.do_enqueue(submission.pk, lost=1) is None
+
+
+def get_result(sqa3d_files):
+    from evaluation_workers.tracks import get_track
+
+    return get_track("sqa3d").score(sqa3d_files["labels"], sqa3d_files["predictions"], lambda f, m="": None)
