@@ -176,6 +176,20 @@ EVAL_QUEUE_GPU = env("EVAL_QUEUE_GPU", "eval-gpu")
 EVAL_GPU_TRACKS = envlist("EVAL_GPU_TRACKS")
 EVAL_SOFT_TIME_LIMIT = envint("EVAL_SOFT_TIME_LIMIT", 30 * 60)
 EVAL_TIME_LIMIT = envint("EVAL_TIME_LIMIT", 35 * 60)
+# Public read pages (leaderboards, exports, their API, method and home pages) are
+# cached whole for anonymous visitors, on the same Redis unless CACHE_URL says
+# otherwise; leaderboard.lib.pagecache invalidates them when rows change.
+# PAGE_CACHE_SECONDS=0 turns the cache off. Short socket timeouts: a Redis that
+# stops answering makes pages render uncached instead of waiting.
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": env("CACHE_URL") or REDIS_URL,
+        "KEY_PREFIX": env("CACHE_KEY_PREFIX", "lb"),
+        "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 1.0},
+    }
+}
+PAGE_CACHE_SECONDS = envint("PAGE_CACHE_SECONDS", 600)
 CELERY_BEAT_SCHEDULE = {
     # Uploads that never complete are aborted and stop counting against quotas.
     "expire-uploads": {"task": "submissions.expire_uploads", "schedule": 15 * 60},

@@ -2,8 +2,10 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
 from leaderboard.benchmarks.selectors import list_benchmarks
+from leaderboard.lib.pagecache import cached_page
 
 
+@cached_page()
 def home(request: HttpRequest) -> HttpResponse:
     return render(request, "benchmarks/home.html", {"benchmarks": list_benchmarks()})
 

@@ -14,6 +14,7 @@ from django.urls import reverse
 from leaderboard.benchmarks.models import Split
 from leaderboard.benchmarks.permissions import results_embargoed
 from leaderboard.benchmarks.selectors import get_split
+from leaderboard.lib.pagecache import cache_until, cached_page
 from leaderboard.rankings import charts
 from leaderboard.rankings.models import LeaderboardEntry
 from leaderboard.rankings.selectors import (
@@ -29,11 +30,18 @@ from leaderboard.submissions.models import Method
 MAX_EXPORT_ROWS = 10_000
 
 
+def _embargoed(request: HttpRequest, split: Split) -> bool:
+    # A cached copy must not outlive the embargo: the page shows more after it.
+    cache_until(request, split.results_visible_after)
+    return results_embargoed(split, request.user)
+
+
 def _view(request: HttpRequest, track: str) -> LeaderboardView:
     split = get_split(track, request.GET.get("split"))
-    return LeaderboardView.from_query(split, request.GET, embargoed=results_embargoed(split, request.user))
+    return LeaderboardView.from_query(split, request.GET, embargoed=_embargoed(request, split))
 
 
+@cached_page("track")
 def leaderboard(request: HttpRequest, track: str) -> HttpResponse:
     view = _view(request, track)
     page = leaderboard_page(view)
@@ -55,6 +63,7 @@ def _export_rows(view: LeaderboardView) -> list[dict[str, Any]]:
     return [entry_as_json(row, view.all_columns) for row in page.rows]
 
 
+@cached_page("track")
 def export(request: HttpRequest, track: str, fmt: str) -> HttpResponse:
     """The rows of the same view as the page (all pages), as CSV or JSON."""
     if fmt not in {"csv", "json"}:
@@ -94,9 +103,10 @@ def _entry_chart(entry: LeaderboardEntry) -> Any:
 
 
 def _visible_entries(request: HttpRequest, entries: Any) -> list[LeaderboardEntry]:
-    return [e for e in entries if not results_embargoed(e.split, request.user)]
+    return [e for e in entries if not _embargoed(request, e.split)]
 
 
+@cached_page()
 def method_detail(request: HttpRequest, pk: int) -> HttpResponse:
     method = get_object_or_404(Method.objects.select_related("team"), pk=pk)
     entries = _visible_entries(request, method.entries.select_related("split__benchmark"))
@@ -108,6 +118,7 @@ def method_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "entries": [(e, e.split.benchmark.spec, _entry_chart(e)) for e in entries]})
 
 
+@cached_page()
 def entry_detail(request: HttpRequest, pk: int) -> HttpResponse:
     """A row "reported in paper" (no method page of its own)."""
     entry = get_object_or_404(LeaderboardEntry.objects.select_related("split__benchmark"), pk=pk)
@@ -117,6 +128,7 @@ def entry_detail(request: HttpRequest, pk: int) -> HttpResponse:
                                                    "chart": _entry_chart(entry)})
 
 
+@cached_page()
 def bibtex(request: HttpRequest, pk: int) -> HttpResponse:
     method = get_object_or_404(Method, pk=pk)
     if not method.paper_url or not method.entries.exists():
@@ -134,6 +146,7 @@ def _compare_entries(request: HttpRequest, split: Split) -> list[LeaderboardEntr
     return _visible_entries(request, [by_id[i] for i in ids if i in by_id])
 
 
+@cached_page("track")
 def compare(request: HttpRequest, track: str) -> HttpResponse:
     view = _view(request, track)
     spec = view.split.benchmark.spec
@@ -156,6 +169,7 @@ def compare(request: HttpRequest, track: str) -> HttpResponse:
 # API (read anonymously)
 
 
+@cached_page("track")
 def api_leaderboard(request: HttpRequest, track: str) -> JsonResponse:
     view = _view(request, track)
     spec = view.split.benchmark.spec
@@ -171,6 +185,7 @@ def api_leaderboard(request: HttpRequest, track: str) -> JsonResponse:
                          "rows": [entry_as_json(row, view.all_columns) for row in page.rows]})
 
 
+@cached_page()
 def api_method(request: HttpRequest, pk: int) -> JsonResponse:
     method = get_object_or_404(Method.objects.select_related("team"), pk=pk)
     entries = _visible_entries(request, method.entries.select_related("split__benchmark"))
@@ -185,6 +200,7 @@ def api_method(request: HttpRequest, pk: int) -> JsonResponse:
                      "scorer_version": e.scorer_version, "verified": e.is_verified} for e in entries]})
 
 
+@cached_page("track")
 def api_compare(request: HttpRequest, track: str) -> JsonResponse:
     view = _view(request, track)
     entries = _compare_entries(request, view.split)
@@ -194,6 +210,7 @@ def api_compare(request: HttpRequest, track: str) -> JsonResponse:
                                      for e in entries]})
 
 
+@cached_page("track")
 def api_progress(request: HttpRequest, track: str) -> JsonResponse:
     view = _view(request, track)
     points = [] if view.embargoed else best_over_time(view.split)

@@ -1,0 +1,177 @@
+"""Whole-response cache of the public read pages, invalidated by version numbers.
+
+Every cached response is stored under a key that holds a version number: one
+per track (its leaderboard pages, exports and API) and one for the pages that
+span tracks (home, method and entry pages). A write that changes what those
+pages show calls ``bump(track)`` inside its transaction; the numbers move when
+the transaction commits, so a reader never caches the old rows under the new
+number. Old keys are never deleted, they expire (``PAGE_CACHE_SECONDS``).
+
+Only requests without a session or a messages cookie are served from the
+cache (and only they fill it): such a viewer is anonymous, so a maintainer's
+view (embargoed scores) or a signed-in user's navigation bar can never reach
+the public, and a hit costs no database query. Signed-in users render as
+before; they are few, and their pages carry their name and CSRF token.
+
+Redis is an accelerator here, never a dependency: when it fails, pages render
+uncached and the cache is left alone for ``RETRY_SECONDS``.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import logging
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlencode
+
+import redis
+from django.conf import settings
+from django.contrib.messages.storage.cookie import CookieStorage
+from django.core.cache import caches
+from django.db import transaction
+from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
+
+log = logging.getLogger(__name__)
+
+CACHE_ALIAS = "default"
+ALL = "*"  # the version of the pages that span tracks; every bump moves it
+# After a cache error, stop asking Redis for this long (each try could wait for a timeout).
+RETRY_SECONDS = 5.0
+KEPT_HEADERS = ("Content-Type", "Content-Disposition")
+_UNTIL_ATTR = "_page_cache_until"
+_down_until = 0.0
+
+CacheErrors = (redis.RedisError, OSError)
+
+
+def _version_key(scope: str) -> str:
+    return f"pages:v:{scope}"
+
+
+def _cache_down() -> bool:
+    return time.monotonic() < _down_until
+
+
+def _cache_failed(what: str, error: Exception) -> None:
+    global _down_until
+    if not _cache_down():
+        log.warning("Page cache unavailable (%s: %s); serving uncached for %.0f s", what, error, RETRY_SECONDS)
+    _down_until = time.monotonic() + RETRY_SECONDS
+
+
+def reset_after_outage() -> None:
+    """Forget an earlier cache failure at once (tests; an operator's shell)."""
+    global _down_until
+    _down_until = 0.0
+
+
+def _initial_version() -> int:
+    # Milliseconds since the epoch: when a version key is lost (eviction, a
+    # Redis restart) the new number is above every old one, so pages cached
+    # under an old number are never served again.
+    return time.time_ns() // 1_000_000
+
+
+def _incr(scopes: list[str]) -> None:
+    cache = caches[CACHE_ALIAS]
+    try:
+        for scope in scopes:
+            key = _version_key(scope)
+            cache.add(key, _initial_version(), timeout=None)
+            cache.incr(key)
+    except CacheErrors as error:
+        # Pages cached before this change may be served until they expire
+        # (PAGE_CACHE_SECONDS); that bounds the staleness of an outage.
+        log.error("Could not invalidate cached pages of %s: %s", scopes, error)
+        _cache_failed("invalidate", error)
+
+
+def bump(track: str | None = None) -> None:
+    """Invalidate the cached pages of ``track`` (and every cross-track page) once the
+    current transaction commits; ``track=None`` invalidates only the cross-track pages."""
+    scopes = [track, ALL] if track else [ALL]
+    transaction.on_commit(lambda: _incr(scopes))
+
+
+def cache_until(request: HttpRequest, when: datetime | None) -> None:
+    """The response of ``request`` must not be served from the cache after ``when``
+    (a split's embargo ends then, and the page shows more)."""
+    if when is None or when <= timezone.now():
+        return
+    current = getattr(request, _UNTIL_ATTR, None)
+    if current is None or when < current:
+        setattr(request, _UNTIL_ATTR, when)
+
+
+def _cacheable_request(request: HttpRequest) -> bool:
+    return (request.method in {"GET", "HEAD"}
+            and settings.SESSION_COOKIE_NAME not in request.COOKIES
+            and CookieStorage.cookie_name not in request.COOKIES
+            and "HTTP_AUTHORIZATION" not in request.META)
+
+
+def _page_key(request: HttpRequest, scope: str, version: int) -> str:
+    # The full query, normalised: parameters sorted by name, repeated ones in their order.
+    query = urlencode(sorted(request.GET.lists()), doseq=True)
+    digest = hashlib.sha256(f"{request.path}?{query}".encode()).hexdigest()[:32]
+    return f"pages:{scope}:{version}:public:{digest}"
+
+
+def _timeout(request: HttpRequest) -> int:
+    timeout = int(settings.PAGE_CACHE_SECONDS)
+    until = getattr(request, _UNTIL_ATTR, None)
+    if until is not None:
+        timeout = min(timeout, int((until - timezone.now()).total_seconds()))
+    return timeout
+
+
+def cached_page(scope_kwarg: str | None = None) -> Callable[[Callable[..., HttpResponse]],
+                                                             Callable[..., HttpResponse]]:
+    """Serve a public read view from the cache; ``scope_kwarg`` names the URL argument
+    holding the track (pages of one track), else the page spans tracks."""
+
+    def decorator(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+        @functools.wraps(view)
+        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            if settings.PAGE_CACHE_SECONDS <= 0 or _cache_down() or not _cacheable_request(request):
+                return view(request, *args, **kwargs)
+            scope = str(kwargs[scope_kwarg]) if scope_kwarg else ALL
+            cache = caches[CACHE_ALIAS]
+            try:
+                version = cache.get(_version_key(scope))
+                if version is None:
+                    cache.add(_version_key(scope), _initial_version(), timeout=None)
+                    version = cache.get(_version_key(scope))
+                key = _page_key(request, scope, version)
+                stored = cache.get(key)
+            except CacheErrors as error:
+                _cache_failed("read", error)
+                return view(request, *args, **kwargs)
+            if stored is not None:
+                status, headers, content = stored
+                response = HttpResponse(content, status=status)
+                for name, value in headers:
+                    response[name] = value
+                response["X-Page-Cache"] = "hit"
+                return response
+            response = view(request, *args, **kwargs)
+            timeout = _timeout(request)
+            # A response that sets a cookie (a CSRF token, a message) belongs to one viewer.
+            if response.status_code == 200 and not response.cookies and not response.streaming \
+                    and timeout > 0:
+                headers = [(h, response[h]) for h in KEPT_HEADERS if response.has_header(h)]
+                try:
+                    cache.set(key, (response.status_code, headers, response.content), timeout)
+                except CacheErrors as error:
+                    _cache_failed("write", error)
+                response["X-Page-Cache"] = "miss"
+            return response
+
+        return wrapper
+
+    return decorator
