@@ -22,7 +22,7 @@ from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 
 from leaderboard.benchmarks.models import Split
-from leaderboard.rankings.models import LeaderboardEntry
+from leaderboard.rankings.models import LeaderboardEntry, export_columns, export_texts, is_current, untagged
 
 PAGE_SIZE = 50
 
@@ -72,8 +72,7 @@ class LeaderboardView:
     @property
     def all_columns(self) -> list[str]:
         """Every metric overall and per group, for exports."""
-        spec = self.split.benchmark.spec
-        return list(spec.metrics) + [f"{g}/{m}" for g in spec.groups for m in spec.metrics]
+        return export_columns(self.split.benchmark.spec)
 
     def query(self, **changes: Any) -> str:
         """This view's URL query with some parameters changed (for links and controls)."""
@@ -162,6 +161,58 @@ def entry_as_json(row: RankedRow, columns: list[str]) -> dict[str, Any]:
             "reported_in_paper": e.is_paper, "note": e.paper_note, "uses_extra_data": e.uses_extra_data,
             "verified": e.is_verified, "scorer_version": e.scorer_version, "submission_id": e.submission_id,
             "published_at": e.published_at.isoformat(), "scores": {c: e.scores.get(c) for c in columns}}
+
+
+EXPORT_FIELDS = ("id", "name", "method_id", "team_name", "is_paper", "paper_note", "uses_extra_data",
+                 "is_verified", "scorer_version", "submission_id", "published_at")
+# Their names in exports and the API (entry_as_json).
+EXPORT_KEYS = ("entry_id", "method", "method_id", "team", "reported_in_paper", "note", "uses_extra_data",
+               "verified", "scorer_version", "submission_id", "published_at")
+
+
+@dataclass
+class ExportRow:
+    """A row of an export: ``fields`` as in ``entry_as_json`` but for the scores,
+    which are ready-made text (``scores_json``, an object; ``scores_csv``, cells)."""
+
+    fields: dict[str, Any]
+    scores_json: str
+    scores_csv: str
+
+
+def export_rows(view: LeaderboardView, limit: int) -> list[ExportRow]:
+    """Every row of the view (up to ``limit``), ranked as ``leaderboard_page`` ranks them.
+
+    Two queries of plain values and the rows' stored export texts: building
+    thousands of model instances and re-encoding each score was most of an
+    export's time (issue 11). Scores are decoded only for rows whose texts are
+    missing or were written for other columns (one more query).
+    """
+    columns = view.all_columns
+    rows: list[ExportRow] = []
+    previous: tuple[Any, int | None] = (None, None)
+    # The texts are read apart, unsorted: carried through the sort they made it several times slower.
+    texts = {pk: (as_json, as_csv) for pk, as_json, as_csv in
+             filtered_entries(view).values_list("pk", "export_json", "export_csv")}
+    queryset = ordered_entries(view).values_list(*EXPORT_FIELDS, "sort_value")
+    for i, (*fields, value) in enumerate(queryset[:limit]):
+        if value is None:
+            rank = None
+        elif i and previous[0] == value:
+            rank = previous[1]
+        else:
+            rank = i + 1
+        previous = (value, rank)
+        row = {"rank": rank, **dict(zip(EXPORT_KEYS, fields))}
+        row["published_at"] = row["published_at"].isoformat()
+        rows.append(ExportRow(row, *texts.get(row["entry_id"], ("", ""))))  # published in between: stale
+    stale = {r.fields["entry_id"]: r for r in rows
+             if not (is_current(r.scores_json, columns) and is_current(r.scores_csv, columns))}
+    for pk, scores in LeaderboardEntry.objects.filter(pk__in=stale).values_list("pk", "scores") if stale else ():
+        stale[pk].scores_json, stale[pk].scores_csv = export_texts(scores, columns)
+    for r in rows:
+        r.scores_json, r.scores_csv = untagged(r.scores_json), untagged(r.scores_csv)
+    return rows
 
 
 def group_profile(split: Split, metric: str) -> dict[str, dict[str, float | None]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
-from dataclasses import replace
+import json
 from typing import Any
 
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
@@ -21,6 +21,7 @@ from leaderboard.rankings.selectors import (
     LeaderboardView,
     best_over_time,
     entry_as_json,
+    export_rows,
     group_profile,
     leaderboard_page,
     ordered_entries,
@@ -58,32 +59,33 @@ def leaderboard(request: HttpRequest, track: str) -> HttpResponse:
     return render(request, "rankings/leaderboard.html", context)
 
 
-def _export_rows(view: LeaderboardView) -> list[dict[str, Any]]:
-    page = leaderboard_page(replace(view, page=1), page_size=MAX_EXPORT_ROWS)
-    return [entry_as_json(row, view.all_columns) for row in page.rows]
-
-
 @cached_page("track")
 def export(request: HttpRequest, track: str, fmt: str) -> HttpResponse:
     """The rows of the same view as the page (all pages), as CSV or JSON."""
     if fmt not in {"csv", "json"}:
         raise Http404("Exports are .csv or .json.")
     view = _view(request, track)
-    rows = _export_rows(view)
+    rows = export_rows(view, MAX_EXPORT_ROWS)
     name = f"{track}-{view.split.name}-{view.metric}"
     if fmt == "json":
-        response = JsonResponse({"track": track, "split": view.split.name, "sort": view.sort,
-                                 "scorer_version": view.split.benchmark.spec.scorer_version,
-                                 "columns": view.all_columns, "rows": rows})
+        # The rows' scores are stored as JSON text; the document is assembled around them.
+        head = json.dumps({"track": track, "split": view.split.name, "sort": view.sort,
+                           "scorer_version": view.split.benchmark.spec.scorer_version,
+                           "columns": view.all_columns})
+        body = ", ".join(f'{json.dumps(r.fields)[:-1]}, "scores": {r.scores_json}}}' for r in rows)
+        response = HttpResponse(f'{head[:-1]}, "rows": [{body}]}}', content_type="application/json")
     else:
         buffer = io.StringIO()
-        writer = csv.writer(buffer)
-        writer.writerow(["rank", "method", "team", "reported_in_paper", "uses_extra_data", "verified",
-                         "scorer_version", "published_at", *view.all_columns])
+        csv.writer(buffer).writerow(["rank", "method", "team", "reported_in_paper", "uses_extra_data", "verified",
+                                     "scorer_version", "published_at", *view.all_columns])
+        # Each row's fields end in a comma, then come its stored score cells.
+        writer = csv.writer(buffer, lineterminator=",")
         for r in rows:
-            writer.writerow([r["rank"], r["method"], r["team"], r["reported_in_paper"], r["uses_extra_data"],
-                             r["verified"], r["scorer_version"], r["published_at"],
-                             *("" if r["scores"][c] is None else r["scores"][c] for c in view.all_columns)])
+            f = r.fields
+            writer.writerow([f["rank"], f["method"], f["team"], f["reported_in_paper"], f["uses_extra_data"],
+                             f["verified"], f["scorer_version"], f["published_at"]])
+            buffer.write(r.scores_csv)
+            buffer.write("\r\n")
         response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{name}.{fmt}"'
     return response
