@@ -183,7 +183,7 @@ EVAL_TIME_LIMIT = envint("EVAL_TIME_LIMIT", 35 * 60)
 # stops answering makes pages render uncached instead of waiting.
 CACHES = {
     "default": {
-        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "BACKEND": "leaderboard.lib.pagecache.PageCache",  # Django's RedisCache, one client per pool
         "LOCATION": env("CACHE_URL") or REDIS_URL,
         "KEY_PREFIX": env("CACHE_KEY_PREFIX", "lb"),
         "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 1.0},
