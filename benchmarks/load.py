@@ -188,7 +188,7 @@ def production(args: argparse.Namespace, data_dir: Path, port: int, log: Any) ->
     celery = [PYTHON, "-m", "celery"]
     procs = [
         subprocess.Popen([PYTHON, "-m", "gunicorn", "leaderboard.wsgi", "-c", str(ROOT / "deploy" / "gunicorn.conf.py"),
-                          "--bind", f"127.0.0.1:{port}", "--access-logfile", str(data_dir / "access.log")],
+                          "--bind", f"127.0.0.1:{port}"],
                          env=env, cwd=ROOT, stdout=log, stderr=log, start_new_session=True),
         subprocess.Popen([*celery, "-A", "leaderboard", "worker", "-Q", "site-load", "-P", "solo",
                           "-n", "site-load@%h", "-l", "warning"], env=env, cwd=ROOT, stdout=log, stderr=log,

@@ -44,6 +44,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: a cached public page is served before sessions, CSRF and the rest run.
+    "leaderboard.lib.pagecache.PageCacheMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Serves /static/ from the app folders in every mode, so gunicorn needs no
     # separate file server (and no collectstatic step) for the few files we have.

@@ -21,7 +21,7 @@ uncached and the cache is left alone for ``RETRY_SECONDS``.
 
 from __future__ import annotations
 
-import functools
+import contextlib
 import hashlib
 import logging
 import time
@@ -37,6 +37,7 @@ from django.core.cache import caches
 from django.core.cache.backends.redis import RedisCache, RedisCacheClient
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
+from django.urls import Resolver404, resolve
 from django.utils import timezone
 
 log = logging.getLogger(__name__)
@@ -45,8 +46,9 @@ CACHE_ALIAS = "default"
 ALL = "*"  # the version of the pages that span tracks; every bump moves it
 # After a cache error, stop asking Redis for this long (each try could wait for a timeout).
 RETRY_SECONDS = 5.0
-KEPT_HEADERS = ("Content-Type", "Content-Disposition")
 _UNTIL_ATTR = "_page_cache_until"
+# How long a request waits for another one that renders the same page (then renders it too).
+RENDER_WAIT_SECONDS = 3.0
 _down_until = 0.0
 
 CacheErrors = (redis.RedisError, OSError)
@@ -148,6 +150,10 @@ def _page_key(request: HttpRequest, scope: str) -> str:
     return f"pages:{scope}:public:{digest}"
 
 
+def _render_key(key: str, version: int) -> str:
+    return f"{key}:render:{version}"
+
+
 def _timeout(request: HttpRequest) -> int:
     timeout = int(settings.PAGE_CACHE_SECONDS)
     until = getattr(request, _UNTIL_ATTR, None)
@@ -158,49 +164,98 @@ def _timeout(request: HttpRequest) -> int:
 
 def cached_page(scope_kwarg: str | None = None) -> Callable[[Callable[..., HttpResponse]],
                                                              Callable[..., HttpResponse]]:
-    """Serve a public read view from the cache; ``scope_kwarg`` names the URL argument
-    holding the track (pages of one track), else the page spans tracks."""
+    """Mark a public read view for ``PageCacheMiddleware``; ``scope_kwarg`` names the
+    URL argument holding the track (pages of one track), else the page spans tracks."""
 
     def decorator(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-        @functools.wraps(view)
-        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-            if settings.PAGE_CACHE_SECONDS <= 0 or _cache_down() or not _cacheable_request(request):
-                return view(request, *args, **kwargs)
-            scope = str(kwargs[scope_kwarg]) if scope_kwarg else ALL
-            cache = caches[CACHE_ALIAS]
-            version_key, key = _version_key(scope), _page_key(request, scope)
-            try:
-                # One round trip: the current version and the stored page, which is
-                # served only when it was stored under that same version.
-                found = cache.get_many([version_key, key])
-                version = found.get(version_key)
-                if version is None:
-                    cache.add(version_key, _initial_version(), timeout=None)
-                    version = cache.get(version_key)
-            except CacheErrors as error:
-                _cache_failed("read", error)
-                return view(request, *args, **kwargs)
-            stored = found.get(key)
-            if stored is not None and stored[0] == version:
-                _, status, headers, content = stored
-                response = HttpResponse(content, status=status)
-                for name, value in headers:
-                    response[name] = value
-                response["X-Page-Cache"] = "hit"
-                return response
-            response = view(request, *args, **kwargs)
-            timeout = _timeout(request)
-            # A response that sets a cookie (a CSRF token, a message) belongs to one viewer.
-            if response.status_code == 200 and not response.cookies and not response.streaming \
-                    and timeout > 0:
-                headers = [(h, response[h]) for h in KEPT_HEADERS if response.has_header(h)]
-                try:
-                    cache.set(key, (version, response.status_code, headers, response.content), timeout)
-                except CacheErrors as error:
-                    _cache_failed("write", error)
-                response["X-Page-Cache"] = "miss"
-            return response
-
-        return wrapper
+        view.page_cache_scope = scope_kwarg or ""  # type: ignore[attr-defined]
+        return view
 
     return decorator
+
+
+def _scope(request: HttpRequest) -> str | None:
+    """The version scope of a request to a cached view, or None to render it as usual."""
+    if settings.PAGE_CACHE_SECONDS <= 0 or _cache_down() or not _cacheable_request(request):
+        return None
+    try:
+        match = resolve(request.path_info)
+    except Resolver404:
+        return None
+    kwarg = getattr(match.func, "page_cache_scope", None)
+    if kwarg is None:
+        return None
+    return str(match.kwargs[kwarg]) if kwarg else ALL
+
+
+class PageCacheMiddleware:
+    """Serves the views marked ``cached_page`` from the cache, first in MIDDLEWARE: a hit
+    skips the other middleware and the view, and comes back with the headers that they
+    added when the page was stored (security headers, Vary), less any cookie."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        scope = _scope(request)
+        if scope is None:
+            return self.get_response(request)
+        cache = caches[CACHE_ALIAS]
+        version_key, key = _version_key(scope), _page_key(request, scope)
+        try:
+            # One round trip: the current version and the stored page, which is
+            # served only when it was stored under that same version.
+            found = cache.get_many([version_key, key])
+            version = found.get(version_key)
+            if version is None:
+                cache.add(version_key, _initial_version(), timeout=None)
+                version = cache.get(version_key)
+        except CacheErrors as error:
+            _cache_failed("read", error)
+            return self.get_response(request)
+        stored = found.get(key)
+        rendering = False
+        if stored is None or stored[0] != version:
+            stored = self._wait_for_render(key, version)
+            rendering = stored is None
+        if stored is not None:
+            _, status, headers, content = stored
+            response = HttpResponse(content, status=status)
+            for name, value in headers:
+                response[name] = value
+            response["X-Page-Cache"] = "hit"
+            return response
+        response = self.get_response(request)
+        timeout = _timeout(request)
+        # A response that sets a cookie (a CSRF token, a message) belongs to one viewer.
+        if response.status_code == 200 and not response.cookies and not response.streaming and timeout > 0:
+            try:
+                cache.set(key, (version, response.status_code, list(response.items()), response.content),
+                          timeout)
+            except CacheErrors as error:
+                _cache_failed("write", error)
+            response["X-Page-Cache"] = "miss"
+        elif rendering:
+            # Nothing to wait for (a 404, a page with a cookie): let the others render too.
+            with contextlib.suppress(*CacheErrors):
+                cache.delete(_render_key(key, version))
+        return response
+
+    @staticmethod
+    def _wait_for_render(key: str, version: int) -> Any:
+        """When another request renders this page already, its result (waiting up to
+        RENDER_WAIT_SECONDS); None when this request should render it. Without this,
+        a crowd that arrives just after a change renders the same board hundreds of times."""
+        cache = caches[CACHE_ALIAS]
+        try:
+            if cache.add(_render_key(key, version), 1, timeout=int(RENDER_WAIT_SECONDS) + 1):
+                return None
+            deadline = time.monotonic() + RENDER_WAIT_SECONDS
+            while time.monotonic() < deadline:
+                time.sleep(0.02)
+                stored = cache.get(key)
+                if stored is not None and stored[0] == version:
+                    return stored
+        except CacheErrors as error:
+            _cache_failed("read", error)
+        return None

@@ -168,3 +168,13 @@ def test_an_admin_edit_of_a_row_shows_at_once(client, scored, django_user_model,
     with django_capture_on_commit_callbacks(execute=True):
         staff.post(f"/admin/rankings/leaderboardentry/{paper.pk}/delete/", {"post": "yes"})
     assert paper.name not in client.get("/benchmarks/sqa3d/").content.decode()
+
+
+def test_a_page_that_is_not_stored_leaves_no_render_lock(client, scored, page_cache, redis_url):
+    """A 404 is not cached: the first reader's render lock goes, or every next reader
+    would wait for a page that never comes."""
+    store = redis.Redis.from_url(redis_url)
+    assert client.get("/methods/999999/").status_code == 404
+    assert list(store.scan_iter(f"{page_cache}:*:render:*")) == []
+    client.get("/benchmarks/sqa3d/")
+    assert client.get("/benchmarks/sqa3d/")["X-Page-Cache"] == "hit"
