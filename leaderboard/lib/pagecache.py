@@ -24,7 +24,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -49,6 +51,10 @@ RETRY_SECONDS = 5.0
 _UNTIL_ATTR = "_page_cache_until"
 # How long a request waits for another one that renders the same page (then renders it too).
 RENDER_WAIT_SECONDS = 3.0
+# Pages each process keeps in memory beside Redis (see _lookup).
+LOCAL_PAGES = 200
+_local: OrderedDict[tuple[str, str], Any] = OrderedDict()
+_local_lock = threading.Lock()
 _down_until = 0.0
 
 CacheErrors = (redis.RedisError, OSError)
@@ -150,6 +156,43 @@ def _page_key(request: HttpRequest, scope: str) -> str:
     return f"pages:{scope}:public:{digest}"
 
 
+def _current(stored: Any, version: int) -> bool:
+    return stored is not None and stored[0] == version and time.time() < stored[1]
+
+
+def _remember(key: str, stored: Any) -> Any:
+    local_key = (caches[CACHE_ALIAS].key_prefix, key)
+    with _local_lock:
+        _local[local_key] = stored
+        _local.move_to_end(local_key)
+        while len(_local) > LOCAL_PAGES:
+            _local.popitem(last=False)
+    return stored
+
+
+def _lookup(version_key: str, key: str) -> tuple[int, Any]:
+    """The current version and the stored page if it is current (else None).
+
+    Pages seen by this process are kept in memory too: then only the small
+    version number comes from Redis, not the page (boards and exports are tens
+    to hundreds of KB). Otherwise one round trip brings both.
+    """
+    cache = caches[CACHE_ALIAS]
+    local = _local.get((cache.key_prefix, key))
+    if local is not None:
+        version = cache.get(version_key)
+        if version is not None and _current(local, version):
+            return version, local
+        stored = None if version is None else cache.get(key)
+    else:
+        found = cache.get_many([version_key, key])
+        version, stored = found.get(version_key), found.get(key)
+    if version is None:
+        cache.add(version_key, _initial_version(), timeout=None)
+        return cache.get(version_key), None
+    return version, (_remember(key, stored) if _current(stored, version) else None)
+
+
 def _render_key(key: str, version: int) -> str:
     return f"{key}:render:{version}"
 
@@ -203,23 +246,16 @@ class PageCacheMiddleware:
         cache = caches[CACHE_ALIAS]
         version_key, key = _version_key(scope), _page_key(request, scope)
         try:
-            # One round trip: the current version and the stored page, which is
-            # served only when it was stored under that same version.
-            found = cache.get_many([version_key, key])
-            version = found.get(version_key)
-            if version is None:
-                cache.add(version_key, _initial_version(), timeout=None)
-                version = cache.get(version_key)
+            version, stored = _lookup(version_key, key)
         except CacheErrors as error:
             _cache_failed("read", error)
             return self.get_response(request)
-        stored = found.get(key)
         rendering = False
-        if stored is None or stored[0] != version:
+        if stored is None:
             stored = self._wait_for_render(key, version)
             rendering = stored is None
         if stored is not None:
-            _, status, headers, content = stored
+            _, _, status, headers, content = stored
             response = HttpResponse(content, status=status)
             for name, value in headers:
                 response[name] = value
@@ -230,8 +266,10 @@ class PageCacheMiddleware:
         # A response that sets a cookie (a CSRF token, a message) belongs to one viewer.
         if response.status_code == 200 and not response.cookies and not response.streaming and timeout > 0:
             try:
-                cache.set(key, (version, response.status_code, list(response.items()), response.content),
-                          timeout)
+                stored = (version, time.time() + timeout, response.status_code, list(response.items()),
+                          response.content)
+                cache.set(key, stored, timeout)
+                _remember(key, stored)
             except CacheErrors as error:
                 _cache_failed("write", error)
             response["X-Page-Cache"] = "miss"
@@ -254,8 +292,8 @@ class PageCacheMiddleware:
             while time.monotonic() < deadline:
                 time.sleep(0.02)
                 stored = cache.get(key)
-                if stored is not None and stored[0] == version:
-                    return stored
+                if _current(stored, version):
+                    return _remember(key, stored)
         except CacheErrors as error:
             _cache_failed("read", error)
         return None
