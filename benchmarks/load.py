@@ -54,20 +54,16 @@ READ_PATHS = [
 LUA = """
 local paths = {%(paths)s}
 local n = math.random(#paths)
-non2xx = 0
 request = function()
   n = n %% #paths + 1
   return wrk.format("GET", paths[n])
 end
-response = function(status, headers, body)
-  if status < 200 or status > 299 then non2xx = non2xx + 1 end
-end
-local threads = {}
-setup = function(thread) table.insert(threads, thread) end
+-- No response() callback: with one, wrk copies every body into Lua, which costs
+-- the CPU that the service needs. errors.status counts the statuses above 399;
+-- every path was checked to answer 200 (not a redirect) before the run.
 done = function(summary, latency, requests)
-  local bad = 0
-  for _, t in ipairs(threads) do bad = bad + t:get("non2xx") end
   local e = summary.errors
+  local bad = e.status
   io.write(string.format('WRK-JSON {"requests": %%d, "duration_us": %%d, "bytes": %%d, "connect": %%d, ' ..
     '"read": %%d, "write": %%d, "timeout": %%d, "non2xx": %%d, "p50": %%d, "p95": %%d, "p99": %%d, "max": %%d}\\n',
     summary.requests, summary.duration, summary.bytes, e.connect, e.read, e.write, e.timeout, bad,
@@ -242,7 +238,9 @@ class Uploader(threading.Thread):
                 if r.status_code == 201:
                     self.ids.append(r.json()["id"])
                 else:
-                    self.refused.append(f"HTTP {r.status_code}: {r.text[:200]}")
+                    # Django's error pages name the exception in their title.
+                    title = r.text.partition("<title>")[2].partition("</title>")[0].split()
+                    self.refused.append(f"HTTP {r.status_code}: {' '.join(title) or r.text[:200]}")
             except requests.RequestException as exc:
                 self.refused.append(f"{type(exc).__name__}: {exc}")
 
@@ -266,6 +264,16 @@ class Uploader(threading.Thread):
         return {"finished": [s for s in done.values() if s == "finished"],
                 "failed": [s for s in done.values() if s != "finished"],
                 "stuck": [str(pk) for pk in self.ids if pk not in done]}
+
+
+def check_paths(base: str) -> None:
+    """Every read path answers 200 (this also fills the cache, as a crowd finds it)."""
+    import requests
+
+    for path in READ_PATHS:
+        status = requests.get(base + path, timeout=60, allow_redirects=False).status_code
+        if status != 200:
+            raise SystemExit(f"{path} answered {status}, expected 200")
 
 
 def run_wrk(base: str, args: argparse.Namespace, workdir: Path) -> dict[str, int]:
@@ -311,6 +319,7 @@ def main() -> None:
         with open(workdir / "service.log", "wb") as log, setup(args, workdir / "data", port, log) as prep:
             print(f"{args.setup} set-up up at {base} (logs: {workdir / 'service.log'}); "
                   f"{args.readers} readers for {args.seconds} s, {uploads} uploads", flush=True)
+            check_paths(base)
             uploader = Uploader(base, prep["token"], Path(prep["predictions"]), uploads, args.seconds)
             uploader.start()
             reads = run_wrk(base, args, workdir)
