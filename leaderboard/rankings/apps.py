@@ -11,10 +11,13 @@ def _track_changed(sender: Any, instance: Any, **kwargs: Any) -> None:
     bump((instance if isinstance(instance, Benchmark) else instance.benchmark).track)
 
 
-def _method_changed(sender: Any, instance: Any, **kwargs: Any) -> None:
+def _method_changed(sender: Any, instance: Any, created: bool = False, **kwargs: Any) -> None:
     from leaderboard.lib.pagecache import bump
 
-    bump()  # method pages; its leaderboard rows are copies, rewritten by refresh_entry
+    # Its page (its leaderboard rows are copies, rewritten by refresh_entry). A new
+    # method has no page yet: uploads create them, and need not empty the cache.
+    if not created:
+        bump()
 
 
 class RankingsConfig(AppConfig):

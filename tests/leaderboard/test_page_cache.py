@@ -178,3 +178,14 @@ def test_a_page_that_is_not_stored_leaves_no_render_lock(client, scored, page_ca
     assert list(store.scan_iter(f"{page_cache}:*:render:*")) == []
     client.get("/benchmarks/sqa3d/")
     assert client.get("/benchmarks/sqa3d/")["X-Page-Cache"] == "hit"
+
+
+def test_editing_a_method_shows_on_its_page_at_once(client, owner, scored, django_capture_on_commit_callbacks):
+    publish(owner, scored, django_capture_on_commit_callbacks)
+    page = f"/methods/{scored.method_id}/"
+    assert "A test method." in client.get(page).content.decode()
+    method = type(scored.method).objects.get(pk=scored.method_id)
+    method.description = "Now with a better description."
+    with django_capture_on_commit_callbacks(execute=True):
+        method.save()
+    assert "Now with a better description." in client.get(page).content.decode()
