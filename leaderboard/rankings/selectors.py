@@ -173,29 +173,28 @@ EXPORT_KEYS = ("entry_id", "method", "method_id", "team", "reported_in_paper", "
 @dataclass
 class ExportRow:
     """A row of an export: ``fields`` as in ``entry_as_json`` but for the scores,
-    which are ready-made text (``scores_json``, an object; ``scores_csv``, cells)."""
+    which are ready-made text in the export's format (a JSON object, or CSV cells)."""
 
     fields: dict[str, Any]
-    scores_json: str
-    scores_csv: str
+    scores: str
 
 
-def export_rows(view: LeaderboardView, limit: int) -> list[ExportRow]:
-    """Every row of the view (up to ``limit``), ranked as ``leaderboard_page`` ranks them.
+def export_rows(view: LeaderboardView, limit: int, fmt: str) -> list[ExportRow]:
+    """Every row of the view (up to ``limit``), ranked as ``leaderboard_page`` ranks them,
+    with their scores as stored for ``fmt`` ("json" or "csv").
 
     Two queries of plain values and the rows' stored export texts: building
     thousands of model instances and re-encoding each score was most of an
-    export's time (issue 11). Scores are decoded only for rows whose texts are
-    missing or were written for other columns (one more query).
+    export's time (issue 11). Scores are decoded only for rows whose text is
+    missing or was written for other columns (one more query).
     """
     columns = view.all_columns
+    text_field = {"json": "export_json", "csv": "export_csv"}[fmt]
+    # The texts are read apart, unsorted: carried through the sort they made it several times slower.
+    texts = dict(filtered_entries(view).values_list("pk", text_field))
     rows: list[ExportRow] = []
     previous: tuple[Any, int | None] = (None, None)
-    # The texts are read apart, unsorted: carried through the sort they made it several times slower.
-    texts = {pk: (as_json, as_csv) for pk, as_json, as_csv in
-             filtered_entries(view).values_list("pk", "export_json", "export_csv")}
-    queryset = ordered_entries(view).values_list(*EXPORT_FIELDS, "sort_value")
-    for i, (*fields, value) in enumerate(queryset[:limit]):
+    for i, (*fields, value) in enumerate(ordered_entries(view).values_list(*EXPORT_FIELDS, "sort_value")[:limit]):
         if value is None:
             rank = None
         elif i and previous[0] == value:
@@ -205,13 +204,12 @@ def export_rows(view: LeaderboardView, limit: int) -> list[ExportRow]:
         previous = (value, rank)
         row = {"rank": rank, **dict(zip(EXPORT_KEYS, fields))}
         row["published_at"] = row["published_at"].isoformat()
-        rows.append(ExportRow(row, *texts.get(row["entry_id"], ("", ""))))  # published in between: stale
-    stale = {r.fields["entry_id"]: r for r in rows
-             if not (is_current(r.scores_json, columns) and is_current(r.scores_csv, columns))}
+        rows.append(ExportRow(row, texts.get(row["entry_id"], "")))  # "": published in between
+    stale = {r.fields["entry_id"]: r for r in rows if not is_current(r.scores, columns)}
     for pk, scores in LeaderboardEntry.objects.filter(pk__in=stale).values_list("pk", "scores") if stale else ():
-        stale[pk].scores_json, stale[pk].scores_csv = export_texts(scores, columns)
+        stale[pk].scores = export_texts(scores, columns)[fmt == "csv"]
     for r in rows:
-        r.scores_json, r.scores_csv = untagged(r.scores_json), untagged(r.scores_csv)
+        r.scores = untagged(r.scores)
     return rows
 
 

@@ -65,14 +65,14 @@ def export(request: HttpRequest, track: str, fmt: str) -> HttpResponse:
     if fmt not in {"csv", "json"}:
         raise Http404("Exports are .csv or .json.")
     view = _view(request, track)
-    rows = export_rows(view, MAX_EXPORT_ROWS)
+    rows = export_rows(view, MAX_EXPORT_ROWS, fmt)
     name = f"{track}-{view.split.name}-{view.metric}"
     if fmt == "json":
         # The rows' scores are stored as JSON text; the document is assembled around them.
         head = json.dumps({"track": track, "split": view.split.name, "sort": view.sort,
                            "scorer_version": view.split.benchmark.spec.scorer_version,
                            "columns": view.all_columns})
-        body = ", ".join(f'{json.dumps(r.fields)[:-1]}, "scores": {r.scores_json}}}' for r in rows)
+        body = ", ".join(f'{json.dumps(r.fields)[:-1]}, "scores": {r.scores}}}' for r in rows)
         response = HttpResponse(f'{head[:-1]}, "rows": [{body}]}}', content_type="application/json")
     else:
         buffer = io.StringIO()
@@ -84,7 +84,7 @@ def export(request: HttpRequest, track: str, fmt: str) -> HttpResponse:
             f = r.fields
             writer.writerow([f["rank"], f["method"], f["team"], f["reported_in_paper"], f["uses_extra_data"],
                              f["verified"], f["scorer_version"], f["published_at"]])
-            buffer.write(r.scores_csv)
+            buffer.write(r.scores)
             buffer.write("\r\n")
         response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{name}.{fmt}"'
