@@ -92,7 +92,7 @@ def wait_http(url: str, procs: list[subprocess.Popen[bytes]], timeout: float) ->
     raise SystemExit(f"{url} did not answer within {timeout:.0f} s")
 
 
-def prepare(env: dict[str, str], entries: int, log: Any) -> dict[str, str]:
+def prepare(env: dict[str, str], entries: int, log: Any) -> dict[str, Any]:
     """Migrate, load the demo, publish synthetic rows; the demo user's token and predictions file."""
     manage = [PYTHON, str(ROOT / "manage.py")]
     subprocess.run([*manage, "migrate", "--noinput", "-v0"], env=env, check=True, stdout=log, stderr=log)
@@ -146,7 +146,7 @@ def base_env(data_dir: Path, port: int, args: argparse.Namespace) -> dict[str, s
 
 
 @contextlib.contextmanager
-def embedded(args: argparse.Namespace, data_dir: Path, port: int, log: Any) -> Iterator[dict[str, str]]:
+def embedded(args: argparse.Namespace, data_dir: Path, port: int, log: Any) -> Iterator[dict[str, Any]]:
     env = base_env(data_dir, port, args)
     # Migrating and seeding before run_local (which then finds both done) keeps its own
     # start-up as the README runs it; the page cache of this step goes to the load db.
@@ -156,13 +156,13 @@ def embedded(args: argparse.Namespace, data_dir: Path, port: int, log: Any) -> I
                             stdout=log, stderr=log, start_new_session=True)
     try:
         wait_http(f"http://127.0.0.1:{port}/", [proc], 180)
-        yield prep
+        yield {**prep, "pids": [proc.pid]}
     finally:
         stop([proc])
 
 
 @contextlib.contextmanager
-def production(args: argparse.Namespace, data_dir: Path, port: int, log: Any) -> Iterator[dict[str, str]]:
+def production(args: argparse.Namespace, data_dir: Path, port: int, log: Any) -> Iterator[dict[str, Any]]:
     import psycopg
     import redis
 
@@ -195,9 +195,27 @@ def production(args: argparse.Namespace, data_dir: Path, port: int, log: Any) ->
     ]
     try:
         wait_http(f"http://127.0.0.1:{port}/", procs, 120)
-        yield prep
+        yield {**prep, "pids": [p.pid for p in procs]}
     finally:
         stop(procs)
+
+
+def tree_cpu_seconds(roots: list[int]) -> float:
+    """CPU time used so far by ``roots`` and their descendants (Linux /proc)."""
+    children: dict[int, list[int]] = {}
+    ticks: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            pid = int(stat.parent.name)
+            children.setdefault(int(fields[1]), []).append(pid)
+            ticks[pid] = int(fields[11]) + int(fields[12])
+    total, todo = 0, list(roots)
+    while todo:
+        pid = todo.pop()
+        total += ticks.get(pid, 0)
+        todo.extend(children.get(pid, []))
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def stop(procs: list[subprocess.Popen[bytes]]) -> None:
@@ -321,8 +339,13 @@ def main() -> None:
                   f"{args.readers} readers for {args.seconds} s, {uploads} uploads", flush=True)
             check_paths(base)
             uploader = Uploader(base, prep["token"], Path(prep["predictions"]), uploads, args.seconds)
+            cpu_before, wrk_before = tree_cpu_seconds(prep["pids"]), os.times()
             uploader.start()
             reads = run_wrk(base, args, workdir)
+            cpu = tree_cpu_seconds(prep["pids"]) - cpu_before
+            wrk_after = os.times()
+            wrk_cpu = (wrk_after.children_user + wrk_after.children_system
+                       - wrk_before.children_user - wrk_before.children_system)
             uploader.join(timeout=60)
             outcomes = uploader.outcomes(args.drain_seconds)
     finally:
@@ -336,6 +359,11 @@ def main() -> None:
           f"p99 {reads['p99'] / 1000:.1f} ms, max {reads['max'] / 1000:.1f} ms")
     print(f"  errors: {reads['non2xx']} non-2xx, {errors} connection errors "
           f"(connect {reads['connect']}, read {reads['read']}, write {reads['write']}, timeout {reads['timeout']})")
+    # On a shared machine the rate depends on what else runs; the CPU per read does much less.
+    print(f"  CPU during the run: service {cpu:.1f} s ({cpu * 1000 / max(1, reads['requests']):.2f} ms per read, "
+          f"uploads included; {'PostgreSQL and ' if args.setup == 'production' else ''}"
+          f"{'the machine' if args.setup == 'production' else 'its own'} Redis "
+          f"{'not counted' if args.setup == 'production' else 'included'}), wrk {wrk_cpu:.1f} s")
     print(f"uploads: {uploads} sent, {len(uploader.ids)} accepted, {len(uploader.refused)} refused; "
           f"{len(outcomes['finished'])} finished, {len(outcomes['failed'])} failed, "
           f"{len(outcomes['stuck'])} stuck after a wait of at most {args.drain_seconds:.0f} s")
