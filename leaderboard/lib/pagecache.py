@@ -52,8 +52,10 @@ RETRY_SECONDS = 5.0
 _UNTIL_ATTR = "_page_cache_until"
 # How long a request waits for another one that renders the same page (then renders it too).
 RENDER_WAIT_SECONDS = 3.0
-# Pages each process keeps in memory beside Redis (see _lookup).
+# Pages each process keeps in memory beside Redis (see _lookup), if not larger
+# than LOCAL_PAGE_MAX_BYTES (a big board's full export is megabytes): 200 MB at most.
 LOCAL_PAGES = 200
+LOCAL_PAGE_MAX_BYTES = 2**20
 _local: OrderedDict[tuple[str, str], Any] = OrderedDict()
 _local_lock = threading.Lock()
 _down_until = 0.0
@@ -162,6 +164,8 @@ def _current(stored: Any, version: int) -> bool:
 
 
 def _remember(key: str, stored: Any) -> Any:
+    if len(stored[4]) > LOCAL_PAGE_MAX_BYTES:
+        return stored
     local_key = (caches[CACHE_ALIAS].key_prefix, key)
     with _local_lock:
         _local[local_key] = stored
