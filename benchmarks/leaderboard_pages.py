@@ -5,7 +5,9 @@
 Builds a throwaway SQLite database (or uses DATABASE_URL), fills one OpenScan
 split with entries whose scores cover every aspect and metric, then times the
 page as the test client renders it: by primary metric, by a group column,
-a later page, and the JSON API. The baseline in the same run ranks the rows in
+a later page, the JSON API and the JSON and CSV exports of all rows (the
+page cache is off: this measures rendering; benchmarks/load.py measures the
+cache). The baseline in the same run ranks the rows in
 Python from all entries, as a view without precomputed ordering would.
 """
 
@@ -33,6 +35,7 @@ def main() -> None:
     os.environ.setdefault("SECRET_KEY", "benchmark")
     os.environ.setdefault("DATA_DIR", tmp)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "leaderboard.settings")
+    os.environ["PAGE_CACHE_SECONDS"] = "0"
     import django
 
     django.setup()
@@ -45,7 +48,7 @@ def main() -> None:
     call_command("migrate", verbosity=0)
     from leaderboard.benchmarks.models import Split
     from leaderboard.benchmarks.services import do_sync_benchmarks
-    from leaderboard.rankings.models import LeaderboardEntry
+    from leaderboard.rankings.models import LeaderboardEntry, export_columns, export_texts
 
     do_sync_benchmarks()
     split = Split.objects.select_related("benchmark").get(benchmark__track="openscan", name="val")
@@ -56,10 +59,15 @@ def main() -> None:
     for i in range(args.entries):
         scores = {m: rng.random() for m in spec.metrics}
         scores.update({f"{g}/{m}": rng.random() for g in spec.groups for m in spec.metrics})
+        # bulk_create skips save(), which stores the export texts of each row.
+        as_json, as_csv = export_texts(scores, export_columns(spec))
         rows.append(LeaderboardEntry(split=split, name=f"method-{i}", team_name=f"team-{i % 97}",
-                                     primary_score=scores[spec.primary_metric], scores=scores))
+                                     primary_score=scores[spec.primary_metric], scores=scores,
+                                     export_json=as_json, export_csv=as_csv))
     LeaderboardEntry.objects.bulk_create(rows, batch_size=500)
     client = Client()
+
+    cpu_times: list[float] = []
 
     def timed(url: str) -> tuple[float, int]:
         client.get(url)  # warm caches (templates, query plans)
@@ -67,10 +75,12 @@ def main() -> None:
         with CaptureQueriesContext(connection) as queries:
             client.get(url)
             n_queries = len(queries.captured_queries)
+        cpu_times.clear()
         for _ in range(args.repeat):
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             response = client.get(url)
             times.append(time.perf_counter() - start)
+            cpu_times.append(time.process_time() - cpu)
             assert response.status_code == 200
         return statistics.median(times), n_queries
 
@@ -84,13 +94,19 @@ def main() -> None:
             times.append(time.perf_counter() - start)
         return statistics.median(times)
 
-    print(f"{args.entries} entries on {split}, {connection.vendor}; median of {args.repeat} requests")
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {args.entries} entries on {split}, "
+          f"{connection.vendor}; median of {args.repeat} requests")
     for label, url in [("page 1, by AP", "/benchmarks/openscan/"),
                        ("page 1, by material/AP", "/benchmarks/openscan/?sort=material/AP"),
                        ("page 40, by AP50", "/benchmarks/openscan/?metric=AP50&page=40"),
-                       ("API page 1", "/api/v1/leaderboards/openscan")]:
+                       ("API page 1", "/api/v1/leaderboards/openscan"),
+                       (f"export.json, {args.entries} rows", "/benchmarks/openscan/export.json"),
+                       (f"export.csv, {args.entries} rows", "/benchmarks/openscan/export.csv"),
+                       ("export.json by material/AP", "/benchmarks/openscan/export.json?sort=material/AP")]:
         seconds, n = timed(url)
-        print(f"  {label:28s} {seconds * 1000:7.1f} ms   {n} queries")
+        # CPU time of this process (SQLite runs in it) is steadier than wall time on a shared machine.
+        print(f"  {label:28s} {seconds * 1000:7.1f} ms  (CPU {statistics.median(cpu_times) * 1000:6.1f} ms)"
+              f"   {n} queries")
     baseline = python_ranking()
     sql, _ = timed("/benchmarks/openscan/?sort=material/AP")
     print(f"  baseline: load all rows and sort in Python: {baseline * 1000:7.1f} ms "

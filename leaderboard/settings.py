@@ -48,6 +48,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # First: every answer under /api/ leaves as {"error": {"code", "message"}}, Django's own 404/500 too.
     "leaderboard.api_errors.ApiErrorMiddleware",
+    # First: a cached public page is served before sessions, CSRF and the rest run.
+    "leaderboard.lib.pagecache.PageCacheMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Serves /static/ from the app folders in every mode, so gunicorn needs no
     # separate file server (and no collectstatic step) for the few files we have.
@@ -229,6 +231,20 @@ SWEEP_QUEUED_AFTER = envfloat("SWEEP_QUEUED_AFTER", 300)
 SWEEP_HEARTBEAT_TIMEOUT = envfloat("SWEEP_HEARTBEAT_TIMEOUT", 120)
 SWEEP_STALLED_UPLOAD_AFTER = envfloat("SWEEP_STALLED_UPLOAD_AFTER", 3600)
 SWEEP_MAX_LOST_ATTEMPTS = envint("SWEEP_MAX_LOST_ATTEMPTS", 3)
+# Public read pages (leaderboards, exports, their API, method and home pages) are
+# cached whole for anonymous visitors, on the same Redis unless CACHE_URL says
+# otherwise; leaderboard.lib.pagecache invalidates them when rows change.
+# PAGE_CACHE_SECONDS=0 turns the cache off. Short socket timeouts: a Redis that
+# stops answering makes pages render uncached instead of waiting.
+CACHES = {
+    "default": {
+        "BACKEND": "leaderboard.lib.pagecache.PageCache",  # Django's RedisCache, one client per pool
+        "LOCATION": env("CACHE_URL") or REDIS_URL,
+        "KEY_PREFIX": env("CACHE_KEY_PREFIX", "lb"),
+        "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 1.0},
+    }
+}
+PAGE_CACHE_SECONDS = envint("PAGE_CACHE_SECONDS", 600)
 CELERY_BEAT_SCHEDULE = {
     "sweep": {"task": "submissions.sweep", "schedule": SWEEP_INTERVAL},
     # Uploads that never complete are aborted and stop counting against quotas.

@@ -3,8 +3,10 @@ from django.shortcuts import render
 
 from leaderboard.benchmarks.permissions import results_embargoed
 from leaderboard.benchmarks.selectors import list_benchmarks
+from leaderboard.lib.pagecache import cached_page
 
 
+@cached_page()
 def home(request: HttpRequest) -> HttpResponse:
     """Each track with its task in a line, its leaders on the default split, and its counts."""
     # The one read of rankings from this app: the home page is the front of the leaderboards.

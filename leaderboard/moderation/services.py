@@ -11,6 +11,7 @@ from django.db import transaction
 
 from leaderboard.benchmarks.models import Benchmark, Split
 from leaderboard.benchmarks.permissions import is_maintainer
+from leaderboard.lib.pagecache import bump
 from leaderboard.moderation.models import AuditEntry
 from leaderboard.rankings.services import refresh_entry
 from leaderboard.submissions import lifecycle
@@ -100,6 +101,7 @@ def check_pause(user: Any, benchmark: Benchmark, paused: bool, reason: str = "")
         for split in benchmark.splits.all():
             _audit(user, Action.PAUSE if paused else Action.RESUME, split=split, target=str(split), reason=reason)
         benchmark.splits.update(accepting_submissions=not paused)
+        bump(benchmark.track)  # update() sends no signal
 
 
 def check_set_visible_after(user: Any, split: Split, when: datetime | None, reason: str = "") -> None:
@@ -108,3 +110,4 @@ def check_set_visible_after(user: Any, split: Split, when: datetime | None, reas
         _audit(user, Action.SET_VISIBLE_AFTER, split=split, target=str(split), reason=reason,
                when=when.isoformat() if when else None)
         Split.objects.filter(pk=split.pk).update(results_visible_after=when)
+        bump(split.benchmark.track)  # embargoed pages show only paper rows

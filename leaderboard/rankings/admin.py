@@ -1,5 +1,8 @@
+from typing import Any
+
 from django.contrib import admin
 
+from leaderboard.lib.pagecache import bump
 from leaderboard.rankings.models import LeaderboardEntry
 
 
@@ -7,3 +10,17 @@ from leaderboard.rankings.models import LeaderboardEntry
 class LeaderboardEntryAdmin(admin.ModelAdmin):
     list_display = ("name", "split", "primary_score", "is_paper", "scorer_version", "published_at")
     list_filter = ("split", "is_paper")
+
+    # Rows are otherwise written only by rankings.services, which invalidates cached pages itself.
+    def save_model(self, request: Any, obj: LeaderboardEntry, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        bump(obj.split.benchmark.track)
+
+    def delete_model(self, request: Any, obj: LeaderboardEntry) -> None:
+        bump(obj.split.benchmark.track)
+        super().delete_model(request, obj)
+
+    def delete_queryset(self, request: Any, queryset: Any) -> None:
+        for track in set(queryset.values_list("split__benchmark__track", flat=True)):
+            bump(track)
+        super().delete_queryset(request, queryset)

@@ -1,11 +1,45 @@
 from __future__ import annotations
 
+import json
+import zlib
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from django.db import models
 
 from leaderboard.benchmarks.models import Split
 from leaderboard.submissions.models import Method, Result, Submission
+
+
+def export_columns(spec: Any) -> list[str]:
+    """Every metric overall and per group: the score columns of the exports."""
+    return list(spec.metrics) + [f"{g}/{m}" for g in spec.groups for m in spec.metrics]
+
+
+TAG_LENGTH = 9
+
+
+def _columns_tag(columns: Sequence[str]) -> str:
+    return f"{zlib.crc32(chr(31).join(columns).encode()):08x}|"
+
+
+def export_texts(scores: Mapping[str, Any], columns: Sequence[str]) -> tuple[str, str]:
+    """The export columns of ``scores`` as a JSON object and as CSV cells, each
+    prefixed with a tag of ``columns`` (see ``is_current``)."""
+    values = [scores.get(c) for c in columns]
+    tag = _columns_tag(columns)
+    return (tag + json.dumps(dict(zip(columns, values))),
+            tag + ",".join("" if v is None else str(v) for v in values))
+
+
+def is_current(text: str, columns: Sequence[str]) -> bool:
+    """Whether a stored export text was written for ``columns`` (not for an older
+    scorer's metrics, and not left empty by bulk_create)."""
+    return text.startswith(_columns_tag(columns))
+
+
+def untagged(text: str) -> str:
+    return text[TAG_LENGTH:]
 
 
 class LeaderboardEntry(models.Model):
@@ -34,6 +68,11 @@ class LeaderboardEntry(models.Model):
     primary_score = models.FloatField(null=True)
     scores = models.JSONField(default=dict)
     scorer_version = models.CharField(max_length=40, blank=True)
+    # The export columns of ``scores`` as written into export.json and
+    # export.csv, kept with the row: decoding and re-encoding every score of a
+    # 5,000-row board was most of an export's time (issue 11).
+    export_json = models.TextField(blank=True, editable=False)
+    export_csv = models.TextField(blank=True, editable=False)
     published_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -51,4 +90,7 @@ class LeaderboardEntry(models.Model):
 
     def save(self, *args: Any, **kwargs: Any) -> None:
         self.scores = {k: v for k, v in self.scores.items() if v is not None}
+        self.export_json, self.export_csv = export_texts(self.scores, export_columns(self.split.benchmark.spec))
+        if kwargs.get("update_fields") is not None and "scores" in kwargs["update_fields"]:
+            kwargs["update_fields"] = {*kwargs["update_fields"], "export_json", "export_csv"}
         super().save(*args, **kwargs)

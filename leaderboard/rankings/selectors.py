@@ -22,7 +22,7 @@ from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 
 from leaderboard.benchmarks.models import Split
-from leaderboard.rankings.models import LeaderboardEntry
+from leaderboard.rankings.models import LeaderboardEntry, export_columns, export_texts, is_current, untagged
 
 PAGE_SIZE = 50
 
@@ -72,8 +72,7 @@ class LeaderboardView:
     @property
     def all_columns(self) -> list[str]:
         """Every metric overall and per group, for exports."""
-        spec = self.split.benchmark.spec
-        return list(spec.metrics) + [f"{g}/{m}" for g in spec.groups for m in spec.metrics]
+        return export_columns(self.split.benchmark.spec)
 
     def query(self, **changes: Any) -> str:
         """This view's URL query with some parameters changed (for links and controls)."""
@@ -184,6 +183,56 @@ def track_summary(split: Split, embargoed: bool, top: int = 3) -> TrackSummary:
     entries = filtered_entries(view)
     return TrackSummary(split=split, leaders=list(ordered_entries(view).filter(primary_score__isnull=False)[:top]),
                         scored=entries.filter(is_paper=False).count(), paper=entries.filter(is_paper=True).count())
+
+
+EXPORT_FIELDS = ("id", "name", "method_id", "team_name", "is_paper", "paper_note", "uses_extra_data",
+                 "is_verified", "scorer_version", "submission_id", "published_at")
+# Their names in exports and the API (entry_as_json).
+EXPORT_KEYS = ("entry_id", "method", "method_id", "team", "reported_in_paper", "note", "uses_extra_data",
+               "verified", "scorer_version", "submission_id", "published_at")
+
+
+@dataclass
+class ExportRow:
+    """A row of an export: ``fields`` as in ``entry_as_json`` but for the scores,
+    which are ready-made text in the export's format (a JSON object, or CSV cells)."""
+
+    fields: dict[str, Any]
+    scores: str
+
+
+def export_rows(view: LeaderboardView, limit: int, fmt: str) -> list[ExportRow]:
+    """Every row of the view (up to ``limit``), ranked as ``leaderboard_page`` ranks them,
+    with their scores as stored for ``fmt`` ("json" or "csv").
+
+    Two queries of plain values and the rows' stored export texts: building
+    thousands of model instances and re-encoding each score was most of an
+    export's time (issue 11). Scores are decoded only for rows whose text is
+    missing or was written for other columns (one more query).
+    """
+    columns = view.all_columns
+    text_field = {"json": "export_json", "csv": "export_csv"}[fmt]
+    # The texts are read apart, unsorted: carried through the sort they made it several times slower.
+    texts = dict(filtered_entries(view).values_list("pk", text_field))
+    rows: list[ExportRow] = []
+    previous: tuple[Any, int | None] = (None, None)
+    for i, (*fields, value) in enumerate(ordered_entries(view).values_list(*EXPORT_FIELDS, "sort_value")[:limit]):
+        if value is None:
+            rank = None
+        elif i and previous[0] == value:
+            rank = previous[1]
+        else:
+            rank = i + 1
+        previous = (value, rank)
+        row = {"rank": rank, **dict(zip(EXPORT_KEYS, fields))}
+        row["published_at"] = row["published_at"].isoformat()
+        rows.append(ExportRow(row, texts.get(row["entry_id"], "")))  # "": published in between
+    stale = {r.fields["entry_id"]: r for r in rows if not is_current(r.scores, columns)}
+    for pk, scores in LeaderboardEntry.objects.filter(pk__in=stale).values_list("pk", "scores") if stale else ():
+        stale[pk].scores = export_texts(scores, columns)[fmt == "csv"]
+    for r in rows:
+        r.scores = untagged(r.scores)
+    return rows
 
 
 def group_profile(split: Split, metric: str) -> dict[str, dict[str, float | None]]:

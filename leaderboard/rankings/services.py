@@ -9,6 +9,7 @@ from typing import Any
 from django.db import transaction
 
 from leaderboard.benchmarks.models import Split
+from leaderboard.lib.pagecache import bump
 from leaderboard.rankings.models import LeaderboardEntry
 
 PAPER_ROWS_DIR = Path(__file__).resolve().parent.parent / "benchmarks" / "paper_rows"
@@ -28,6 +29,8 @@ def refresh_entry(method: Any, split: Split) -> LeaderboardEntry | None:
     from leaderboard.submissions.models import Result, Submission
 
     with transaction.atomic():
+        # Every branch below changes (or may change) the row; cached pages move on commit.
+        bump(split.benchmark.track)
         published = (Submission.objects.filter(method=method, split=split, is_published=True)
                      .select_related("team").first())
         result = (Result.objects.filter(submission=published).order_by("-created_at").first()
@@ -59,6 +62,7 @@ def do_seed_paper_rows(track: str) -> int:
     data = json.loads(path.read_text())
     split = Split.objects.select_related("benchmark").get(benchmark__track=track, name=data["split"])
     primary = split.benchmark.spec.primary_metric
+    bump(track)
     for row in data["rows"]:
         LeaderboardEntry.objects.update_or_create(
             split=split, name=row["method"], is_paper=True,

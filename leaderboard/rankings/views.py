@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
-from dataclasses import replace
+import json
 from typing import Any
 
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
@@ -15,12 +15,14 @@ from leaderboard.api_errors import api_error
 from leaderboard.benchmarks.models import Split
 from leaderboard.benchmarks.permissions import results_embargoed
 from leaderboard.benchmarks.selectors import get_split
+from leaderboard.lib.pagecache import cache_until, cached_page
 from leaderboard.rankings import charts
 from leaderboard.rankings.models import LeaderboardEntry
 from leaderboard.rankings.selectors import (
     LeaderboardView,
     best_over_time,
     entry_as_json,
+    export_rows,
     group_profile,
     leaderboard_page,
     missing_metric,
@@ -40,11 +42,18 @@ def _csv_cell(value: Any) -> Any:
     return value
 
 
+def _embargoed(request: HttpRequest, split: Split) -> bool:
+    # A cached copy must not outlive the embargo: the page shows more after it.
+    cache_until(request, split.results_visible_after)
+    return results_embargoed(split, request.user)
+
+
 def _view(request: HttpRequest, track: str) -> LeaderboardView:
     split = get_split(track, request.GET.get("split"))
-    return LeaderboardView.from_query(split, request.GET, embargoed=results_embargoed(split, request.user))
+    return LeaderboardView.from_query(split, request.GET, embargoed=_embargoed(request, split))
 
 
+@cached_page("track")
 def leaderboard(request: HttpRequest, track: str) -> HttpResponse:
     view = _view(request, track)
     page = leaderboard_page(view)
@@ -61,32 +70,34 @@ def leaderboard(request: HttpRequest, track: str) -> HttpResponse:
     return render(request, "rankings/leaderboard.html", context)
 
 
-def _export_rows(view: LeaderboardView) -> list[dict[str, Any]]:
-    page = leaderboard_page(replace(view, page=1), page_size=MAX_EXPORT_ROWS)
-    return [entry_as_json(row, view.all_columns) for row in page.rows]
-
-
+@cached_page("track")
 def export(request: HttpRequest, track: str, fmt: str) -> HttpResponse:
     """The rows of the same view as the page (all pages), as CSV or JSON."""
     if fmt not in {"csv", "json"}:
         raise Http404("Exports are .csv or .json.")
     view = _view(request, track)
-    rows = _export_rows(view)
+    rows = export_rows(view, MAX_EXPORT_ROWS, fmt)
     name = f"{track}-{view.split.name}-{view.metric}"
     if fmt == "json":
-        response = JsonResponse({"track": track, "split": view.split.name, "sort": view.sort,
-                                 "scorer_version": view.split.benchmark.spec.scorer_version,
-                                 "columns": view.all_columns, "rows": rows})
+        # The rows' scores are stored as JSON text; the document is assembled around them.
+        head = json.dumps({"track": track, "split": view.split.name, "sort": view.sort,
+                           "scorer_version": view.split.benchmark.spec.scorer_version,
+                           "columns": view.all_columns})
+        body = ", ".join(f'{json.dumps(r.fields)[:-1]}, "scores": {r.scores}}}' for r in rows)
+        response = HttpResponse(f'{head[:-1]}, "rows": [{body}]}}', content_type="application/json")
     else:
         buffer = io.StringIO()
-        writer = csv.writer(buffer)
-        writer.writerow(["rank", "method", "team", "reported_in_paper", "uses_extra_data", "verified",
-                         "scorer_version", "published_at", *view.all_columns])
+        csv.writer(buffer).writerow(["rank", "method", "team", "reported_in_paper", "uses_extra_data", "verified",
+                                     "scorer_version", "published_at", *view.all_columns])
+        # Each row's fields end in a comma, then come its stored score cells.
+        writer = csv.writer(buffer, lineterminator=",")
         for r in rows:
-            writer.writerow([_csv_cell(v) for v in (
-                r["rank"], r["method"], r["team"], r["reported_in_paper"], r["uses_extra_data"], r["verified"],
-                r["scorer_version"], r["published_at"],
-                *("" if r["scores"][c] is None else r["scores"][c] for c in view.all_columns))])
+            f = r.fields
+            writer.writerow([_csv_cell(v) for v in (f["rank"], f["method"], f["team"], f["reported_in_paper"],
+                                                    f["uses_extra_data"], f["verified"], f["scorer_version"],
+                                                    f["published_at"])])
+            buffer.write(r.scores)  # numbers only, stored as CSV cells when the row was written
+            buffer.write("\r\n")
         response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{name}.{fmt}"'
     return response
@@ -106,9 +117,10 @@ def _entry_chart(entry: LeaderboardEntry) -> Any:
 
 
 def _visible_entries(request: HttpRequest, entries: Any) -> list[LeaderboardEntry]:
-    return [e for e in entries if not results_embargoed(e.split, request.user)]
+    return [e for e in entries if not _embargoed(request, e.split)]
 
 
+@cached_page()
 def method_detail(request: HttpRequest, pk: int) -> HttpResponse:
     method = get_object_or_404(Method.objects.select_related("team"), pk=pk)
     entries = _visible_entries(request, method.entries.select_related("split__benchmark"))
@@ -120,6 +132,7 @@ def method_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "entries": [(e, e.split.benchmark.spec, _entry_chart(e)) for e in entries]})
 
 
+@cached_page()
 def entry_detail(request: HttpRequest, pk: int) -> HttpResponse:
     """A row "reported in paper" (no method page of its own)."""
     entry = get_object_or_404(LeaderboardEntry.objects.select_related("split__benchmark"), pk=pk)
@@ -129,6 +142,7 @@ def entry_detail(request: HttpRequest, pk: int) -> HttpResponse:
                                                    "chart": _entry_chart(entry)})
 
 
+@cached_page()
 def bibtex(request: HttpRequest, pk: int) -> HttpResponse:
     method = get_object_or_404(Method, pk=pk)
     if not method.paper_url or not method.entries.exists():
@@ -146,6 +160,7 @@ def _compare_entries(request: HttpRequest, split: Split) -> list[LeaderboardEntr
     return _visible_entries(request, [by_id[i] for i in ids if i in by_id])
 
 
+@cached_page("track")
 def compare(request: HttpRequest, track: str) -> HttpResponse:
     view = _view(request, track)
     spec = view.split.benchmark.spec
@@ -168,6 +183,7 @@ def compare(request: HttpRequest, track: str) -> HttpResponse:
 # API (read anonymously)
 
 
+@cached_page("track")
 def api_leaderboard(request: HttpRequest, track: str) -> JsonResponse:
     view = _view(request, track)
     spec = view.split.benchmark.spec
@@ -183,6 +199,7 @@ def api_leaderboard(request: HttpRequest, track: str) -> JsonResponse:
                          "rows": [entry_as_json(row, view.all_columns) for row in page.rows]})
 
 
+@cached_page()
 def api_method(request: HttpRequest, pk: int) -> JsonResponse:
     method = get_object_or_404(Method.objects.select_related("team"), pk=pk)
     entries = _visible_entries(request, method.entries.select_related("split__benchmark"))
@@ -197,6 +214,7 @@ def api_method(request: HttpRequest, pk: int) -> JsonResponse:
                      "scorer_version": e.scorer_version, "verified": e.is_verified} for e in entries]})
 
 
+@cached_page("track")
 def api_compare(request: HttpRequest, track: str) -> JsonResponse:
     view = _view(request, track)
     entries = _compare_entries(request, view.split)
@@ -206,6 +224,7 @@ def api_compare(request: HttpRequest, track: str) -> JsonResponse:
                                      for e in entries]})
 
 
+@cached_page("track")
 def api_progress(request: HttpRequest, track: str) -> JsonResponse:
     view = _view(request, track)
     points = [] if view.embargoed else best_over_time(view)

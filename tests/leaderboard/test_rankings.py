@@ -213,3 +213,16 @@ def test_csv_cells_that_a_spreadsheet_would_run_are_quoted_and_numbers_stay_numb
     from leaderboard.rankings.views import _csv_cell
 
     assert [_csv_cell(v) for v in ("\tx", "\rx", -1.5, 0, "a=b")] == ["'\tx", "'\rx", -1.5, 0, "a=b"]
+
+
+def test_exports_write_rows_without_stored_export_texts_and_quote_names(client, split):
+    """Rows made by bulk_create (or stored for an older scorer's columns) are encoded afresh."""
+    add(split, "saved, with a comma", 0.6, what=0.1)
+    LeaderboardEntry.objects.bulk_create([LeaderboardEntry(split=split, name="bulk", primary_score=0.5,
+                                                           scores={"EM": 0.5, "What/EM": 0.25})])
+    body = client.get("/benchmarks/sqa3d/export.json").json()
+    assert [(r["method"], r["scores"]["What/EM"], r["scores"]["Is/EM"]) for r in body["rows"]] == \
+        [("saved, with a comma", 0.1, 0.6), ("bulk", 0.25, None)]
+    rows = list(csv.DictReader(io.StringIO(client.get("/benchmarks/sqa3d/export.csv").content.decode())))
+    assert [(r["method"], r["What/EM"], r["Is/EM"]) for r in rows] == \
+        [("saved, with a comma", "0.1", "0.6"), ("bulk", "0.25", "")]
