@@ -116,6 +116,18 @@ def sent_tasks(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
 # The real pipeline: a Redis server, a scoring worker process, a site worker thread.
 
 
+@pytest.fixture(autouse=True)
+def page_cache(settings: Any, redis_url: str) -> str:
+    """Each test caches pages in the session's Redis under a key prefix of its own, so
+    that no test sees another's pages (the database is rolled back, Redis is not)."""
+    from leaderboard.lib import pagecache
+
+    prefix = f"test-{uuid.uuid4().hex[:12]}"
+    settings.CACHES = {"default": {**settings.CACHES["default"], "LOCATION": redis_url, "KEY_PREFIX": prefix}}
+    pagecache.reset_after_outage()
+    return prefix
+
+
 @pytest.fixture(scope="session")
 def queues() -> dict[str, str]:
     """Queue names of this test session, so parallel runs on one Redis never meet."""

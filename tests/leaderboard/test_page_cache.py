@@ -16,7 +16,7 @@ from evaluation_workers.tracks import get_track
 from leaderboard.moderation import services as moderation
 from leaderboard.rankings.models import LeaderboardEntry
 from leaderboard.rankings.services import do_seed_paper_rows
-from leaderboard.submissions import services
+from leaderboard.submissions import lifecycle, services
 from tests.leaderboard.conftest import ROOT, describe_method
 
 READ_URLS = ["/benchmarks/sqa3d/", "/benchmarks/sqa3d/?sort=What/EM&paper=0", "/benchmarks/sqa3d/export.json",
@@ -31,7 +31,7 @@ def scored(owner, sqa3d_split, sqa3d_files, sent_tasks, django_capture_on_commit
         file=io.BytesIO(sqa3d_files["predictions"].read_bytes()), file_name="p.json")
     result = get_track("sqa3d").score(sqa3d_files["labels"], sqa3d_files["predictions"], lambda f, m="": None)
     with django_capture_on_commit_callbacks(execute=True):
-        services.record_result(submission_id=submission.pk, attempt=1, result=result)
+        lifecycle.record_result(submission_id=submission.pk, attempt=1, result=result)
         do_seed_paper_rows("sqa3d")
     describe_method(submission.method)
     return submission
