@@ -72,9 +72,15 @@ def make_result(
     breakdown: Mapping[str, Mapping[str, Any]],
     details: Mapping[str, Any] | None = None,
     warnings: Sequence[str] = (),
+    uncertainty: tuple[Mapping[str, Any], Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """Assemble the result JSON; NaN and inf become null, numpy scalars plain numbers."""
-    return {
+    """Assemble the result JSON; NaN and inf become null, numpy scalars plain numbers.
+
+    ``uncertainty`` is ``(intervals, bootstrap)`` from ``metrics.bootstrap.intervals``;
+    when given the result also holds ``"intervals"`` ({"<metric>" or
+    "<group>/<metric>": [lo, hi] or null}) and ``"bootstrap"`` (how they were drawn).
+    """
+    result = {
         "track": track,
         "scorer_version": scorer_version,
         "labels_sha256": labels_sha256,
@@ -84,3 +90,7 @@ def make_result(
         "details": _clean(details or {}),
         "warnings": list(warnings),
     }
+    if uncertainty is not None:
+        result["intervals"] = _clean(uncertainty[0])
+        result["bootstrap"] = _clean(uncertainty[1])
+    return result

@@ -79,13 +79,51 @@ def instance_ap(
         0 for a class with instances but no true positive.
     """
     xp = array_namespace(inter, pred_class, pred_score, gt_class, gt_size)
+    group, is_true, score, _ = matching_entries(
+        inter, pred_class, pred_score, pred_gt_base, gt_class, gt_size, n_classes, thresholds)
+    n_pos = positives(gt_class, gt_size, n_classes, len(thresholds))
+    ap = average_precision_distinct(group, is_true, score, n_pos)
+    return xp.reshape(ap, (len(thresholds), n_classes))
+
+
+def positives(gt_class: Any, gt_size: Any, n_classes: int, n_thresholds: int) -> Any:
+    """(T * K,) int: valid instances (>= 100 vertices) of each class, repeated per threshold."""
+    xp = array_namespace(gt_class, gt_size)
+    gt_class = xp.astype(gt_class, xp.int64)
+    valid_gt = xp.astype(gt_size, xp.int64) >= MIN_REGION_SIZE
+    n_pos = bincount(gt_class[valid_gt] - 1, minlength=n_classes)
+    return xp.reshape(xp.broadcast_to(xp.astype(n_pos[None, :], xp.int64), (n_thresholds, n_classes)), (-1,))
+
+
+def matching_entries(
+    inter: Any,
+    pred_class: Any,
+    pred_score: Any,
+    pred_gt_base: Any,
+    gt_class: Any,
+    gt_size: Any,
+    n_classes: int,
+    thresholds: tuple[float, ...] = IOU_THRESHOLDS,
+) -> tuple[Any, Any, Any, Any]:
+    """The outcome of ScanNet's matching: the entries of every PR curve.
+
+    Arguments as ``instance_ap``. Matching never crosses scenes, so each entry
+    belongs to the scene of its prediction (the bootstrap resamples scenes with
+    these entries fixed).
+
+    Returns:
+        group (E,) int: threshold * K + class - 1; is_true (E,) bool;
+        score (E,) float64; pred (E,) int: the entry's row in ``inter``.
+    """
+    xp = array_namespace(inter, pred_class, pred_score, gt_class, gt_size)
     n_thr = len(thresholds)
     thr = xp.asarray(thresholds, dtype=xp.float64)
     n_gt = gt_class.shape[0]
 
     size_all = xp.sum(inter, axis=1)
     keep = size_all >= MIN_REGION_SIZE
-    inter = xp.take(inter, xp.nonzero(keep)[0], axis=0)
+    kept_rows = xp.nonzero(keep)[0]
+    inter = xp.take(inter, kept_rows, axis=0)
     psize = size_all[keep]
     pclass = xp.astype(pred_class[keep], xp.int64)
     pscore = xp.astype(pred_score[keep], xp.float64)
@@ -147,12 +185,8 @@ def instance_ap(
     group = xp.concat([m_t * n_classes + (m_class - 1), f_t * n_classes + (xp.take(pclass, f_p) - 1)])
     is_true = xp.concat([m_true, xp.zeros(f_p.shape[0], dtype=xp.bool)])
     score = xp.concat([m_score, xp.take(pscore, f_p)])
-
-    valid_gt = gt_size >= MIN_REGION_SIZE
-    n_pos = bincount(gt_class[valid_gt] - 1, minlength=n_classes)
-    n_pos = xp.reshape(xp.broadcast_to(xp.astype(n_pos[None, :], xp.int64), (n_thr, n_classes)), (-1,))
-    ap = average_precision_distinct(group, is_true, score, n_pos)
-    return xp.reshape(ap, (n_thr, n_classes))
+    pred = xp.take(kept_rows, xp.concat([xp.take(p_idx, m_e), f_p]))
+    return group, is_true, score, pred
 
 
 def _first_of_runs(xp: Any, key: Any) -> Any:

@@ -19,9 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from evaluation_workers import _xp
+from evaluation_workers.metrics import bootstrap
 from evaluation_workers.metrics.iou3d import DEFAULT_CHUNK_PAIRS
 from evaluation_workers.results import make_result, sha256_file
 from evaluation_workers.tracks.base import Manifest, Progress, Result, Track, no_progress
+from evaluation_workers.tracks.mmscan_vg import intervals
 from evaluation_workers.tracks.mmscan_vg.labels import (
     BOX_ARITY,
     GROUPS,
@@ -99,8 +101,12 @@ def score(labels: Path, predictions: Path, progress: Progress = no_progress) -> 
     progress(0.25, "predictions read")
     xp = _xp.backend()
     gpu = _xp.device_name() == "gpu"
+    outcomes: dict[str, Any] = {}
     values = score_arrays(labels_data, preds, xp, GPU_CHUNK_PAIRS if gpu else DEFAULT_CHUNK_PAIRS, progress,
-                          GPU_BLOCK_PAIRS if gpu else BLOCK_PAIRS)
+                          GPU_BLOCK_PAIRS if gpu else BLOCK_PAIRS, outcomes)
+    progress(0.95, "confidence intervals")
+    uncertainty = bootstrap.intervals(intervals.statistic(outcomes), int(outcomes["group"].shape[0]),
+                                      intervals.UNIT, xp=xp, width=intervals.width(outcomes))
     warnings = list(preds.warnings)
     if preds.missing:
         warnings.append(
@@ -117,6 +123,7 @@ def score(labels: Path, predictions: Path, progress: Progress = no_progress) -> 
         breakdown=values["breakdown"],
         details=values["details"],
         warnings=warnings,
+        uncertainty=uncertainty,
     )
 
 

@@ -27,6 +27,7 @@ PER_SAMPLE = tuple(f"gTop-{k}" for k in TOP_K) + ("AP_sample", "AR")
 POOLED = ("AP_box", "AR_box")
 FAMILIES = tuple(tuple(f"{m}@{t}" for m in PER_SAMPLE + POOLED) for t in THRESHOLDS)
 METRICS = FAMILIES[0] + FAMILIES[1]
+PER_SAMPLE_KEYS = tuple(k for k in METRICS if not k.startswith(POOLED))
 GPU_CHUNK_PAIRS = 1 << 18
 # (prediction, ground-truth column) pairs per block: ~1 GiB of working memory at most on the CPU.
 BLOCK_PAIRS = 1 << 20
@@ -40,8 +41,12 @@ def score_arrays(
     chunk_pairs: int = DEFAULT_CHUNK_PAIRS,
     progress: Progress = no_progress,
     block_pairs: int = BLOCK_PAIRS,
+    outcomes: dict[str, np.ndarray] | None = None,
 ) -> dict[str, Any]:
     """Metrics, breakdown and details from loaded labels and predictions.
+
+    ``outcomes``, when given, is filled with the per-prompt outcomes the
+    bootstrap needs (``_outcomes``); they stay on the worker.
 
     Args:
         labels, preds: as loaded; ``preds.boxes`` may be float32 or memory-mapped.
@@ -131,6 +136,8 @@ def score_arrays(
                 sum(breakdown[g][key] * group_sizes[gi] for gi, g in enumerate(GROUPS) if group_sizes[gi])
                 / n_samples
             )
+    if outcomes is not None:
+        outcomes.update(_outcomes(host, group_h, gt_count_h, pred_sample, pred_group, pred_score, tp_parts, xp))
     details = {
         "samples": n_samples,
         "samples_without_ground_truth": int((~scored).sum()),
@@ -140,6 +147,40 @@ def score_arrays(
         "iou": "exact oriented-box volume ratio, float64",
     }
     return {"metrics": metrics, "breakdown": breakdown, "details": details}
+
+
+def _outcomes(
+    host: dict[str, np.ndarray], group_h: np.ndarray, gt_count_h: np.ndarray, pred_sample: Any,
+    pred_group: Any, pred_score: Any, tp_parts: dict[float, list[Any]], xp: Any,
+) -> dict[str, np.ndarray]:
+    """What the bootstrap needs to recompute every metric on a resample of prompts (host arrays).
+
+    ``values`` (S, len(PER_SAMPLE_KEYS)) per-prompt metrics; ``group``, ``gt_count`` (S,);
+    the pooled rankings of AP_box/AR_box, group after group: ``pool_sample`` (R,) prompt
+    of each prediction in the group's pooled order (score descending, ties in label
+    order then rank: the order ``pooled_ap`` uses), ``pool_group`` (R,), ``pool_tp``
+    (R, 2) true-positive flags at 0.25 and 0.5. Each group's ranking stops at its
+    last true positive: later predictions change neither AP nor AR.
+    """
+    n = int(group_h.shape[0])
+    values = np.stack([host[k] for k in PER_SAMPLE_KEYS], axis=1) if n else np.zeros((0, len(PER_SAMPLE_KEYS)))
+    tps = []
+    for t in THRESHOLDS:
+        parts = tp_parts[t]
+        tps.append(_xp.to_numpy(xp.concat(parts)) if len(parts) > 1 else
+                   (_xp.to_numpy(parts[0]) if parts else np.zeros(0, dtype=bool)))
+    tp_h = np.stack(tps, axis=1)
+    sample_h, group_p, score_h = (_xp.to_numpy(a) for a in (pred_sample, pred_group, pred_score))
+    rows = []
+    for gi in range(len(GROUPS)):
+        idx = np.flatnonzero(group_p == gi)
+        idx = idx[np.argsort(-score_h[idx], kind="stable")]
+        hits = np.flatnonzero(tp_h[idx].any(axis=1))
+        rows.append(idx[: hits[-1] + 1] if hits.size else idx[:0])
+    kept = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
+    return {"values": values, "group": group_h.astype(np.int64), "gt_count": gt_count_h.astype(np.int64),
+            "pool_sample": sample_h[kept].astype(np.int64), "pool_group": group_p[kept].astype(np.int64),
+            "pool_tp": tp_h[kept]}
 
 
 def _score_block(

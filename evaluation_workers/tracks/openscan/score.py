@@ -16,16 +16,22 @@ import numpy as np
 
 from evaluation_workers._xp import backend, to_device, to_numpy
 from evaluation_workers.errors import PredictionFormatError, where
+from evaluation_workers.metrics import bootstrap
 from evaluation_workers.metrics.instance_ap import (
     AP25_INDEX,
     AP50_INDEX,
     AP_SLICE,
-    instance_ap,
+    IOU_THRESHOLDS,
+    MIN_REGION_SIZE,
+    average_precision_distinct,
     intersection_counts,
+    matching_entries,
+    positives,
 )
 from evaluation_workers.metrics.semseg import confusion, iou_and_accuracy
 from evaluation_workers.results import make_result, sha256_file
 from evaluation_workers.tracks.base import Manifest, Progress, Result, no_progress
+from evaluation_workers.tracks.openscan import intervals
 from evaluation_workers.tracks.openscan.common import Proposals
 from evaluation_workers.tracks.openscan.labels import AspectLabels, load_labels, load_vocabulary
 from evaluation_workers.tracks.openscan.reader import open_predictions
@@ -60,8 +66,11 @@ def class_keys(aspect: str, names: list[str]) -> list[str]:
 class _AspectState:
     """What one aspect accumulates while the scenes stream by."""
 
-    def __init__(self, xp: Any, labels: AspectLabels) -> None:
+    def __init__(self, xp: Any, labels: AspectLabels, units: dict[str, int]) -> None:
         self.labels = labels
+        self.units = np.array([units[s] for s in labels.scene_ids], dtype=np.int64)  # scene -> unit
+        self.unit: list[np.ndarray] = []
+        self.sem_units: Any = None  # (S_all, 3, K): per scene TP, TP+FN, TP+FP of the semantic classes
         self.index = {s: i for i, s in enumerate(labels.scene_ids)}
         self.gt_local = to_device(labels.gt_local, xp)
         self.vertex_class: Any = None
@@ -102,7 +111,8 @@ def score(labels_path: Path, predictions_path: Path, progress: Progress = no_pro
     progress(0.02, "labels loaded")
     reader = open_predictions(predictions_path, manifest)
     xp = backend()
-    states = {a: _AspectState(xp, lab) for a, lab in labels.items()}
+    units = {scene: u for u, scene in enumerate(manifest["scenes"])}
+    states = {a: _AspectState(xp, lab, units) for a, lab in labels.items()}
     scenes = reader.scenes()
     for i, scene in enumerate(scenes):
         cache: dict[int, tuple[Any, Any]] = {}
@@ -115,6 +125,7 @@ def score(labels_path: Path, predictions_path: Path, progress: Progress = no_pro
             st.base.append(
                 np.full(len(pred.rows), st.labels.instance_offsets[st.index[scene]], dtype=np.int64)
             )
+            st.unit.append(np.full(len(pred.rows), units[scene], dtype=np.int64))
             if pred.sem_pred is None:
                 st.without_sem.append(scene)
                 continue
@@ -123,6 +134,7 @@ def score(labels_path: Path, predictions_path: Path, progress: Progress = no_pro
             v0, v1 = (int(x) for x in st.labels.vertex_offsets[s : s + 2])
             conf = confusion(_vertex_class(xp, st)[v0:v1], to_device(pred.sem_pred, xp), st.labels.n_classes)
             st.conf = conf if st.conf is None else st.conf + conf
+            _note_scene_semantics(st, units[scene], conf, len(units))
         if i % 10 == 0 or i == len(scenes) - 1:
             progress(0.05 + 0.85 * (i + 1) / max(len(scenes), 1), f"scene {i + 1} of {len(scenes)}")
 
@@ -134,6 +146,7 @@ def score(labels_path: Path, predictions_path: Path, progress: Progress = no_pro
     all_ap: list[np.ndarray] = []
     all_iou: list[np.ndarray] = []
     all_acc: list[np.ndarray] = []
+    outcomes: dict[str, dict[str, np.ndarray]] = {}
     for aspect, st in states.items():
         lab = st.labels
         missing = sorted(set(lab.scene_ids) - reader_present(reader, aspect))
@@ -143,7 +156,7 @@ def score(labels_path: Path, predictions_path: Path, progress: Progress = no_pro
                 f"({', '.join(missing[:_SHOWN])}{', ...' if len(missing) > _SHOWN else ''}); "
                 f"their instances count as misses"
             )
-        ap = _aspect_ap(xp, st)  # (T, K)
+        ap, outcomes[aspect] = _aspect_ap(xp, st, len(units))  # (T, K)
         class_ap = ap[AP_SLICE].mean(axis=0)  # NaN for a class without valid instances
         ap50, ap25 = ap[AP50_INDEX], ap[AP25_INDEX]
         all_ap.append(np.stack([class_ap, ap50, ap25]))
@@ -167,13 +180,16 @@ def score(labels_path: Path, predictions_path: Path, progress: Progress = no_pro
                 vc = _vertex_class(xp, st)
                 for s in idx:
                     v0, v1 = (int(x) for x in lab.vertex_offsets[s : s + 2])
-                    st.conf = st.conf + confusion(vc[v0:v1], xp.zeros(v1 - v0, dtype=xp.int64), lab.n_classes)
+                    conf = confusion(vc[v0:v1], xp.zeros(v1 - v0, dtype=xp.int64), lab.n_classes)
+                    st.conf = st.conf + conf
+                    _note_scene_semantics(st, int(st.units[s]), conf, len(units))
             iou, acc = (to_numpy(x) for x in iou_and_accuracy(st.conf))
             row["mIoU"], row["mAcc"] = _nanmean(iou), _nanmean(acc)
             for key, a, b in zip(class_keys(aspect, vocabulary[aspect]), iou, acc):
                 semantic_per_class[key] = {"IoU": a, "Acc": b}
             all_iou.append(iou)
             all_acc.append(acc)
+            outcomes[aspect]["semantic"] = st.sem_units
         breakdown[aspect] = row
     stacked = np.concatenate(all_ap, axis=1) if all_ap else np.zeros((3, 0))
     metrics_rows = {
@@ -184,6 +200,9 @@ def score(labels_path: Path, predictions_path: Path, progress: Progress = no_pro
         "mAcc": _nanmean(np.concatenate(all_acc)) if all_acc else None,
     }
     warnings += reader.dropped.warnings(vocabulary, {a: len(lab.scene_ids) for a, lab in labels.items()})
+    progress(0.95, "confidence intervals")
+    uncertainty = bootstrap.intervals(intervals.statistic(outcomes), len(units), intervals.UNIT, xp=xp,
+                                      width=intervals.width(outcomes))
     progress(1.0, "done")
     return make_result(
         track="openscan",
@@ -199,7 +218,18 @@ def score(labels_path: Path, predictions_path: Path, progress: Progress = no_pro
             "scenes_with_predictions": len(scenes),
         },
         warnings=warnings,
+        uncertainty=uncertainty,
     )
+
+
+def _note_scene_semantics(st: _AspectState, unit: int, conf: Any, n_units: int) -> None:
+    """Keep a scene's share of the confusion's sums (what IoU and Acc of a resample need)."""
+    k = st.labels.n_classes
+    if st.sem_units is None:
+        st.sem_units = np.zeros((n_units, 3, k), dtype=np.int64)
+    host = to_numpy(conf)
+    tp = np.diagonal(host[:, 1:])
+    st.sem_units[unit] += np.stack([tp, host.sum(axis=1), host[:, 1:].sum(axis=0)])
 
 
 def reader_present(reader: Any, aspect: str) -> set[str]:
@@ -207,24 +237,30 @@ def reader_present(reader: Any, aspect: str) -> set[str]:
     return present
 
 
-def _aspect_ap(xp: Any, st: _AspectState) -> np.ndarray:
+def _aspect_ap(xp: Any, st: _AspectState, n_units: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """(T, K) AP exactly as ``instance_ap``, and the matching's entries with their scene (host)."""
     lab = st.labels
     if st.inter:
         inter = xp.concat(st.inter, axis=0)
-        classes, scores, base = (np.concatenate(x) for x in (st.classes, st.scores, st.base))
+        classes, scores, base, unit = (np.concatenate(x) for x in (st.classes, st.scores, st.base, st.unit))
     else:
         inter = xp.zeros((0, st.width), dtype=xp.int64)
-        classes, scores, base = (np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64))
-    ap = instance_ap(
-        inter,
-        to_device(classes, xp),
-        to_device(scores, xp),
-        to_device(base, xp),
-        to_device(lab.instance_class, xp),
-        to_device(lab.instance_size, xp),
-        lab.n_classes,
-    )
-    return to_numpy(ap)
+        classes, scores, base, unit = (np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64),
+                                       np.zeros(0, np.int64))
+    gt_class, gt_size = to_device(lab.instance_class, xp), to_device(lab.instance_size, xp)
+    group, is_true, entry_score, pred = matching_entries(
+        inter, to_device(classes, xp), to_device(scores, xp), to_device(base, xp), gt_class, gt_size,
+        lab.n_classes)
+    n_thr = len(IOU_THRESHOLDS)
+    ap = average_precision_distinct(group, is_true, entry_score, positives(gt_class, gt_size, lab.n_classes, n_thr))
+    # valid instances per (scene, class): the positives of a resample are their weighted sums
+    scene_of_instance = np.repeat(st.units, np.diff(lab.instance_offsets))
+    valid = lab.instance_size >= MIN_REGION_SIZE
+    n_pos = np.bincount(scene_of_instance[valid] * lab.n_classes + lab.instance_class[valid] - 1,
+                        minlength=n_units * lab.n_classes).reshape(n_units, lab.n_classes)
+    entries = {"group": to_numpy(group), "is_true": to_numpy(is_true), "score": to_numpy(entry_score),
+               "unit": unit[to_numpy(pred)], "n_pos": n_pos}
+    return to_numpy(xp.reshape(ap, (n_thr, lab.n_classes))), entries
 
 
 def _nanmean(values: np.ndarray) -> float | None:

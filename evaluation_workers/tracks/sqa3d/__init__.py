@@ -12,7 +12,9 @@ from typing import Any
 
 import numpy as np
 
+from evaluation_workers._xp import array_namespace
 from evaluation_workers.errors import LabelsError
+from evaluation_workers.metrics import bootstrap
 from evaluation_workers.metrics.answers import QUESTION_TYPES, clean_answer, match_answer
 from evaluation_workers.results import make_result, sha256_file, sha256_tree
 from evaluation_workers.tracks.base import Manifest, Progress, Result, Track
@@ -57,6 +59,35 @@ def validate(predictions: Path, manifest: Manifest) -> dict[str, Any]:
             "warnings": notes + _missing_warning(missing, len(ids))}
 
 
+def outcomes_statistic(outcomes: dict[str, np.ndarray]) -> bootstrap.Statistic:
+    """EM and EM_R, overall and per type, of a resample given as (b, n) question counts.
+
+    ``outcomes``: ``em``, ``em_r`` (n,) bool per question, ``type`` (n,) index
+    into QUESTION_TYPES. A resample's EM is its counts-weighted mean.
+    """
+    hits_h = np.stack([outcomes["em"], outcomes["em_r"]], axis=1).astype(np.float64)  # (n, 2)
+    onehot_h = (outcomes["type"][:, None] == np.arange(len(QUESTION_TYPES))[None, :]).astype(np.float64)
+    by_type_h = (onehot_h[:, :, None] * hits_h[:, None, :]).reshape(hits_h.shape[0], -1)  # (n, 6*2)
+    cache: dict[int, tuple[Any, Any, Any]] = {}
+
+    def statistic(counts: Any) -> dict[str, Any]:
+        xp = array_namespace(counts)
+        if id(xp) not in cache:
+            cache[id(xp)] = (xp.asarray(hits_h), xp.asarray(onehot_h), xp.asarray(by_type_h))
+        hits, onehot, by_type = cache[id(xp)]
+        total = xp.sum(counts, axis=1)[:, None]
+        overall = counts @ hits / total  # (b, 2)
+        per_type = counts @ onehot  # (b, 6)
+        type_hits = xp.reshape(counts @ by_type, (counts.shape[0], len(QUESTION_TYPES), 2))
+        ratio = bootstrap.weighted_ratio(xp, type_hits, per_type[:, :, None])
+        out = {"EM": overall[:, 0], "EM_R": overall[:, 1]}
+        for g, group in enumerate(QUESTION_TYPES):
+            out[f"{group}/EM"], out[f"{group}/EM_R"] = ratio[:, g, 0], ratio[:, g, 1]
+        return out
+
+    return statistic
+
+
 def score(labels: Path, predictions: Path, progress: Progress) -> Result:
     """Score one predictions file: EM and EM_R overall and per question type."""
     progress(0.0, "reading labels")
@@ -89,6 +120,9 @@ def score(labels: Path, predictions: Path, progress: Progress) -> Result:
                 "count": int(counts[g])}
         for g, group in enumerate(QUESTION_TYPES)
     }
+    progress(0.95, "confidence intervals")
+    outcomes = {"em": em, "em_r": em_r, "type": type_index}
+    uncertainty = bootstrap.intervals(outcomes_statistic(outcomes), n, "question")
     missing = n - len(answers)
     warnings = notes + _missing_warning(missing, n)
     if empty:
@@ -103,6 +137,7 @@ def score(labels: Path, predictions: Path, progress: Progress) -> Result:
         breakdown=breakdown,
         details={"answered": len(answers), "missing": missing},
         warnings=warnings,
+        uncertainty=uncertainty,
     )
 
 

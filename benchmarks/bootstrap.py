@@ -1,0 +1,63 @@
+"""Time the bootstrap adds to scoring, per track (issue 13: aim under 20 %).
+
+    nice .venv/bin/python benchmarks/bootstrap.py [--work /tmp/bench-bootstrap] [--resamples 1000]
+
+Synthetic data at the other benchmarks' shapes (SQA3D's 3,519 test questions;
+MMScan 5,000 prompts; OpenScan 50 scenes x 150,000 vertices, aspect material,
+compact form). Each track is scored in this process with intervals off and on
+(best of three each, CPU); the difference is the bootstrap's cost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from evaluation_workers.tracks import get_track
+
+CASES = {
+    "sqa3d": (["--questions", "3519", "--accuracy", "0.45"], "labels", "predictions.json"),
+    "mmscan-vg": (["--samples", "5000"], "labels.json", "predictions.json"),
+    "openscan": (["--scenes", "50", "--points", "150000", "--aspects", "material", "--format", "compact"],
+                 "labels", "predictions.npz"),
+}
+
+
+def best(track: str, labels: Path, preds: Path, resamples: int) -> float:
+    os.environ["EVAL_BOOTSTRAP_RESAMPLES"] = str(resamples)
+    times = []
+    for _ in range(3):
+        t = time.perf_counter()
+        get_track(track).score(labels, preds, lambda f, m="": None)
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--work", type=Path, default=Path("/tmp/bench-bootstrap"))
+    parser.add_argument("--resamples", type=int, default=1000)
+    parser.add_argument("--tracks", nargs="*", default=list(CASES))
+    args = parser.parse_args()
+    os.environ.setdefault("EVAL_DEVICE", "cpu")
+    for track in args.tracks:
+        extra, labels, preds = CASES[track]
+        out = args.work / track
+        if not out.exists():
+            subprocess.run([sys.executable, "-m", "evaluation_workers.synthetic", track, "--out", str(out), *extra],
+                           check=True, capture_output=True)
+        off = best(track, out / labels, out / preds, 0)
+        on = best(track, out / labels, out / preds, args.resamples)
+        print(f"{track}: scoring {off:.2f} s, with {args.resamples} resamples {on:.2f} s, "
+              f"bootstrap +{on - off:.2f} s ({100 * (on - off) / off:.0f} % of scoring)", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,130 @@
+"""Bootstrap confidence intervals over a track's natural unit, vectorised.
+
+A resample draws n units with replacement from the n units of a split
+(questions, prompts, scenes). It is handed to a track's statistic as *counts*:
+a (b, n) array whose row is how often each unit was drawn, so a statistic
+recomputes the exact metric of the resampled data as weighted sums (a unit
+drawn twice weighs 2), for b resamples at once, without a loop over items.
+
+Reproducibility: resamples come in fixed blocks of ``BLOCK`` rows; block j
+draws ``default_rng([seed, j]).integers(0, n, (rows, n))``. The counts are
+drawn on the host with NumPy, so CPU and GPU workers, and any chunking of the
+work, see the same resamples. Two submissions on the same split see the same
+resamples too (the seed is fixed), which is what a paired comparison needs.
+
+Intervals are percentile intervals at ``LEVEL`` (``numpy.percentile``'s
+linear interpolation); resamples where a value is undefined (a group absent
+from the resample) are left out of that value's interval.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from evaluation_workers._xp import to_device, to_numpy
+
+DEFAULT_RESAMPLES = 0  # off until the site shows intervals and their cost is within bounds (benchmarks/bootstrap.py)
+SEED = 20240613
+BLOCK = 100  # resamples per random-number block; part of the definition of a resample
+LEVEL = 0.95
+# Elements (resamples x entries) a statistic may hold at once; blocks are cut to fit.
+MAX_ELEMENTS = 1 << 24
+
+Statistic = Callable[[Any], Mapping[str, Any]]
+"""(b, n) float64 counts in ``xp`` -> {key: (b,) values, NaN where undefined}."""
+
+
+def resamples_setting() -> int:
+    """``EVAL_BOOTSTRAP_RESAMPLES`` (0, off, by default; 1,000 is the intended setting)."""
+    raw = os.environ.get("EVAL_BOOTSTRAP_RESAMPLES", str(DEFAULT_RESAMPLES))
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"Expected EVAL_BOOTSTRAP_RESAMPLES to be an integer, but got {raw!r}") from None
+    if value < 0:
+        raise ValueError(f"Expected EVAL_BOOTSTRAP_RESAMPLES >= 0, but got {value}")
+    return value
+
+
+def draw_indices(n_units: int, resamples: int, seed: int = SEED) -> Iterator[np.ndarray]:
+    """The resamples as index arrays, block by block: (rows, n) int64, rows <= BLOCK."""
+    for j, start in enumerate(range(0, resamples, BLOCK)):
+        rows = min(BLOCK, resamples - start)
+        yield np.random.default_rng([seed, j]).integers(0, n_units, size=(rows, n_units))
+
+
+def counts_of(indices: np.ndarray, n_units: int) -> np.ndarray:
+    """(rows, n) index arrays -> (rows, n) float64 draw counts (one bincount)."""
+    rows = indices.shape[0]
+    flat = indices + (np.arange(rows, dtype=np.int64) * n_units)[:, None]
+    return np.bincount(flat.ravel(), minlength=rows * n_units).reshape(rows, n_units).astype(np.float64)
+
+
+def replicates(
+    statistic: Statistic, n_units: int, resamples: int, seed: int = SEED, xp: Any = None,
+    width: int = 1,
+) -> dict[str, np.ndarray]:
+    """Every value of ``statistic`` on every resample: {key: (resamples,) float64}.
+
+    ``width`` is how many entries per resample the statistic holds at once (its
+    largest (b, width) temporary); blocks are cut so that b * width stays
+    under ``MAX_ELEMENTS``.
+    """
+    from evaluation_workers._xp import backend
+
+    xp = xp or backend()
+    rows_at_once = max(1, MAX_ELEMENTS // max(width, n_units, 1))
+    parts: dict[str, list[np.ndarray]] = {}
+    for indices in draw_indices(n_units, resamples, seed):
+        counts = counts_of(indices, n_units)
+        for r0 in range(0, counts.shape[0], rows_at_once):
+            values = statistic(to_device(counts[r0 : r0 + rows_at_once], xp))
+            for key, v in values.items():
+                parts.setdefault(key, []).append(np.asarray(to_numpy(v), dtype=np.float64))
+    return {key: np.concatenate(v) for key, v in parts.items()}
+
+
+def percentile_interval(values: np.ndarray, level: float = LEVEL) -> list[float] | None:
+    """[lo, hi] of the defined values; None when no resample defines the value."""
+    finite = values[np.isfinite(values)]
+    if not finite.size:
+        return None
+    tail = 100.0 * (1.0 - level) / 2.0
+    lo, hi = np.percentile(finite, [tail, 100.0 - tail])
+    return [float(lo), float(hi)]
+
+
+def intervals(
+    statistic: Statistic, n_units: int, unit: str, resamples: int | None = None, seed: int = SEED,
+    xp: Any = None, width: int = 1,
+) -> tuple[dict[str, list[float] | None], dict[str, Any]] | None:
+    """Percentile intervals of every value of ``statistic``, and the record of how they were drawn.
+
+    Returns None when resampling is off (``resamples`` 0, or no unit to draw).
+    """
+    resamples = resamples_setting() if resamples is None else resamples
+    if resamples <= 0 or n_units <= 0:
+        return None
+    values = replicates(statistic, n_units, resamples, seed, xp, width)
+    record = {"resamples": resamples, "seed": seed, "unit": unit, "units": n_units, "level": LEVEL,
+              "method": "percentile", "block": BLOCK}
+    return {key: percentile_interval(v) for key, v in values.items()}, record
+
+
+def weighted_ratio(xp: Any, num: Any, den: Any) -> Any:
+    """num / den, NaN where den is 0 (a group that the resample does not draw)."""
+    safe = xp.where(den > 0, den, xp.ones_like(den))
+    return xp.where(den > 0, num / safe, xp.full_like(num, math.nan))
+
+
+def nanmean_last(xp: Any, x: Any) -> Any:
+    """Mean over the last axis of the non-NaN values; NaN where there are none."""
+    defined = ~xp.isnan(x)
+    total = xp.sum(xp.where(defined, x, xp.zeros_like(x)), axis=-1)
+    count = xp.astype(xp.sum(xp.astype(defined, xp.int64), axis=-1), xp.float64)
+    return weighted_ratio(xp, total, count)

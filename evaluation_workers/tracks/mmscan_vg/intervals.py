@@ -1,0 +1,104 @@
+"""Every MMScan metric on a resample of prompts (the bootstrap's statistic).
+
+A resample is a (b, S) array of counts: how often each scored prompt was
+drawn. Per-prompt metrics (gTop-k, AP_sample, AR) are means over prompts, so
+their resampled value is the counts-weighted mean. AP_box and AR_box pool the
+predictions of a category's prompts: a prompt drawn c times puts c copies of
+each of its predictions in the pooled ranking, next to each other (copies of
+one prompt share its label position, so the devkit's tie order, label order
+then rank, does not separate them). The ranking itself does not change, so
+the statistic takes running sums of the copies' weights along the ranking:
+
+- precision at a true positive = weighted true positives so far / weighted
+  predictions so far (at the last copy; within a run of copies of a true
+  positive the precision only rises, so every copy takes the envelope of the
+  last one);
+- the VOC envelope needs only the true positives: a false positive's precision
+  is below that of the position before it;
+- recall is over the weighted ground-truth boxes of the category.
+
+Cost: one (b, R) running sum per category, R its pooled predictions up to its
+last true positive (``score._outcomes``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from evaluation_workers._xp import array_namespace, cummax_reverse, cumsum64
+from evaluation_workers.metrics import bootstrap
+from evaluation_workers.tracks.mmscan_vg.labels import GROUPS
+from evaluation_workers.tracks.mmscan_vg.score import PER_SAMPLE_KEYS, POOLED, THRESHOLDS
+
+UNIT = "prompt"
+
+
+def width(outcomes: dict[str, np.ndarray]) -> int:
+    """The widest (b, width) temporary of the statistic, for the bootstrap's blocks."""
+    sizes = np.bincount(outcomes["pool_group"], minlength=len(GROUPS))
+    return int(max(sizes.max(initial=0), outcomes["values"].size))
+
+
+def statistic(outcomes: dict[str, np.ndarray]) -> bootstrap.Statistic:
+    """The (b, S) counts -> every metric and every "<group>/<metric>" of the result."""
+    values_h = outcomes["values"].astype(np.float64)
+    n, n_keys = values_h.shape
+    onehot_h = (outcomes["group"][:, None] == np.arange(len(GROUPS))[None, :]).astype(np.float64)
+    by_group_h = (onehot_h[:, :, None] * values_h[:, None, :]).reshape(n, -1)
+    gt_h = onehot_h * outcomes["gt_count"][:, None]
+    pool_group = outcomes["pool_group"]
+    pools = []
+    for gi in range(len(GROUPS)):
+        rows = np.flatnonzero(pool_group == gi)
+        tp = outcomes["pool_tp"][rows]
+        pools.append((outcomes["pool_sample"][rows], [np.flatnonzero(tp[:, t]) for t in range(len(THRESHOLDS))]))
+
+    def stat(counts: Any) -> dict[str, Any]:
+        xp = array_namespace(counts)
+        b = counts.shape[0]
+        total = xp.sum(counts, axis=1)
+        out: dict[str, Any] = {}
+        overall = counts @ xp.asarray(values_h) / total[:, None]
+        sizes = counts @ xp.asarray(onehot_h)  # (b, G) prompts per category
+        per_group = xp.reshape(counts @ xp.asarray(by_group_h), (b, len(GROUPS), n_keys))
+        per_group = bootstrap.weighted_ratio(xp, per_group, sizes[:, :, None])
+        for k, key in enumerate(PER_SAMPLE_KEYS):
+            out[key] = overall[:, k]
+            for gi, g in enumerate(GROUPS):
+                out[f"{g}/{key}"] = per_group[:, gi, k]
+        n_gt = counts @ xp.asarray(gt_h)  # (b, G) ground-truth boxes per category
+        pooled = {f"{m}@{t}": xp.zeros((b,), dtype=xp.float64) for m in POOLED for t in THRESHOLDS}
+        for gi, (sample, tp_rows) in enumerate(pools):
+            present = sizes[:, gi] > 0
+            weight = xp.take(counts, xp.asarray(sample), axis=1)  # (b, R)
+            seen = cumsum64(weight, axis=1)
+            for ti, t in enumerate(THRESHOLDS):
+                ap, ar = _pooled(xp, weight, seen, xp.asarray(tp_rows[ti]), n_gt[:, gi])
+                for key, value in ((f"AP_box@{t}", ap), (f"AR_box@{t}", ar)):
+                    defined = xp.where(present, value, xp.full_like(value, np.nan))
+                    out[f"{GROUPS[gi]}/{key}"] = defined
+                    pooled[key] = pooled[key] + xp.where(present, value * sizes[:, gi], xp.zeros_like(value))
+        for key, value in pooled.items():
+            out[key] = value / total
+        return out
+
+    return stat
+
+
+def _pooled(xp: Any, weight: Any, seen: Any, tp_rows: Any, n_gt: Any) -> tuple[Any, Any]:
+    """Weighted AP and AR of one category's ranking: (b,) each, 0 where it has no true positive."""
+    b = weight.shape[0]
+    if tp_rows.shape[0] == 0:
+        zero = xp.zeros((b,), dtype=xp.float64)
+        return zero, zero
+    w_tp = xp.take(weight, tp_rows, axis=1)
+    found = cumsum64(w_tp, axis=1)
+    so_far = xp.take(seen, tp_rows, axis=1)
+    precision = bootstrap.weighted_ratio(xp, found, so_far)
+    precision = xp.where(so_far > 0, precision, xp.zeros_like(precision))
+    envelope = cummax_reverse(precision)
+    ap = bootstrap.weighted_ratio(xp, xp.sum(w_tp * envelope, axis=1), n_gt)
+    ar = bootstrap.weighted_ratio(xp, found[:, -1], n_gt)
+    return ap, ar

@@ -1,0 +1,199 @@
+"""Bootstrap intervals: the vectorised statistics against a loop that rebuilds each resample and scores it.
+
+The reference draws the same index arrays (``bootstrap.draw_indices``, same
+seed), writes the resampled split as files (a unit drawn twice is two units
+with new ids) and scores it with the track's own scorer, intervals off. The
+intervals in the result must be the percentiles of those reference values.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from evaluation_workers.metrics import bootstrap
+from evaluation_workers.synthetic.mmscan_vg import make_data
+from evaluation_workers.tracks import get_track
+from evaluation_workers.tracks import sqa3d as sqa3d_track
+
+RESAMPLES = 24
+
+
+def quiet(fraction: float, message: str = "") -> None:
+    pass
+
+
+def _keys(result: dict[str, Any]) -> dict[str, float | None]:
+    """Every value that has an interval: "<metric>" and "<group>/<metric>"."""
+    out: dict[str, float | None] = dict(result["metrics"])
+    for group, row in result["breakdown"].items():
+        out.update({f"{group}/{k}": v for k, v in row.items() if k != "count"})
+    return out
+
+
+def _check(result: dict[str, Any], reference: list[dict[str, float | None]]) -> None:
+    assert result["bootstrap"]["resamples"] == len(reference)
+    assert set(result["intervals"]) == set(_keys(result))
+    for key, interval in result["intervals"].items():
+        values = np.array([np.nan if r[key] is None else r[key] for r in reference], dtype=np.float64)
+        want = bootstrap.percentile_interval(values)
+        if want is None:
+            assert interval is None, key
+        else:
+            assert interval == pytest.approx(want, abs=1e-12), key
+
+
+def _indices(n: int) -> list[np.ndarray]:
+    return [np.sort(row) for block in bootstrap.draw_indices(n, RESAMPLES) for row in block]
+
+
+def test_it_draws_the_same_resamples_whatever_the_block_size() -> None:
+    """Blocks of rows are drawn from their own seeded generator, so chunking cannot change them."""
+    rows = np.concatenate(list(bootstrap.draw_indices(50, 250)))
+    again = np.concatenate(list(bootstrap.draw_indices(50, 250)))
+    assert rows.shape == (250, 50) and (rows == again).all()
+    assert (bootstrap.counts_of(rows, 50).sum(axis=1) == 50).all()
+
+
+def test_sqa3d_intervals_equal_the_reference_loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    subprocess.run([sys.executable, "-m", "evaluation_workers.synthetic", "sqa3d", "--out", str(tmp_path / "d"),
+                    "--questions", "150", "--accuracy", "0.5"], check=True, capture_output=True)
+    labels, preds = tmp_path / "d" / "labels", tmp_path / "d" / "predictions.json"
+    monkeypatch.setenv("EVAL_BOOTSTRAP_RESAMPLES", str(RESAMPLES))
+    result = get_track("sqa3d").score(labels, preds, quiet)
+    monkeypatch.setenv("EVAL_BOOTSTRAP_RESAMPLES", "0")
+    questions = json.loads(next(labels.glob("v1_balanced_questions_*")).read_text())["questions"]
+    annotations = json.loads(next(labels.glob("v1_balanced_sqa_annotations_*")).read_text())["annotations"]
+    answers = {p["question_id"]: p["answer"] for p in json.loads(preds.read_text())}
+    by_id = {a["question_id"]: a for a in annotations}
+    reference = []
+    for b, idx in enumerate(_indices(len(questions))):
+        qs, ans, pred = [], [], []
+        for new_id, i in enumerate(idx, start=1):
+            q = questions[i]
+            qs.append({**q, "question_id": new_id})
+            ans.append({**by_id[q["question_id"]], "question_id": new_id})
+            if q["question_id"] in answers:
+                pred.append({"question_id": new_id, "answer": answers[q["question_id"]]})
+        folder = tmp_path / f"r{b}"
+        folder.mkdir()
+        (folder / "v1_balanced_questions_test_scannetv2.json").write_text(json.dumps({"questions": qs}))
+        (folder / "v1_balanced_sqa_annotations_test_scannetv2.json").write_text(json.dumps({"annotations": ans}))
+        (folder / "p.json").write_text(json.dumps(pred))
+        reference.append(_keys(sqa3d_track.score(folder, folder / "p.json", quiet)))
+    _check(result, reference)
+    assert "intervals" not in sqa3d_track.score(labels, preds, quiet)  # 0 turns them off
+
+
+def test_mmscan_intervals_equal_the_reference_loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    labels, preds = make_data(60, seed=3, min_preds=0, max_preds=12, max_gt=4, empty_fraction=0.0,
+                              objects_per_scene=6)
+    preds = [p for i, p in enumerate(preds) if i % 17]  # a few prompts without predictions
+    (tmp_path / "labels.json").write_text(json.dumps(labels))
+    (tmp_path / "preds.json").write_text(json.dumps(preds))
+    monkeypatch.setenv("EVAL_BOOTSTRAP_RESAMPLES", str(RESAMPLES))
+    result = get_track("mmscan-vg").score(tmp_path / "labels.json", tmp_path / "preds.json", quiet)
+    monkeypatch.setenv("EVAL_BOOTSTRAP_RESAMPLES", "0")
+    scored = [lab for lab in labels if lab["gt_bboxes"]]
+    by_id = {p["sample_id"]: p for p in preds}
+    reference = []
+    for b, idx in enumerate(_indices(len(scored))):
+        labs, prs = [], []
+        for k, i in enumerate(idx):
+            sid = f"r{k}"
+            labs.append({**scored[i], "sample_id": sid})
+            if scored[i]["sample_id"] in by_id:
+                prs.append({**by_id[scored[i]["sample_id"]], "sample_id": sid})
+        (tmp_path / f"l{b}.json").write_text(json.dumps(labs))
+        (tmp_path / f"p{b}.json").write_text(json.dumps(prs))
+        reference.append(_keys(get_track("mmscan-vg").score(tmp_path / f"l{b}.json", tmp_path / f"p{b}.json",
+                                                             quiet)))
+    _check(result, reference)
+
+
+def test_openscan_intervals_equal_the_reference_loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = tmp_path / "d"
+    subprocess.run([sys.executable, "-m", "evaluation_workers.synthetic", "openscan", "--out", str(data),
+                    "--scenes", "8", "--points", "6000", "--instances", "3", "8", "--masks", "12",
+                    "--aspects", "material", "manner", "--semantic", "--missing", "1", "--format", "official"],
+                   check=True, capture_output=True)
+    monkeypatch.setenv("EVAL_BOOTSTRAP_RESAMPLES", str(RESAMPLES))
+    track = get_track("openscan")
+    result = track.score(data / "labels", data / "predictions.zip", quiet)
+    monkeypatch.setenv("EVAL_BOOTSTRAP_RESAMPLES", "0")
+    scenes = sorted({p.stem for p in (data / "labels" / "gt").glob("*/*.txt")})
+    with zipfile.ZipFile(data / "predictions.zip") as zf:
+        members = {name: zf.read(name) for name in zf.namelist()}
+    reference = []
+    for b, idx in enumerate(_indices(len(scenes))):
+        folder = tmp_path / f"r{b}"
+        shutil.copy(data / "labels" / "vocabulary.json", folder.mkdir() or folder / "vocabulary.json")
+        out: dict[str, bytes] = {}
+        for k, i in enumerate(idx):
+            new = f"scene{k:04d}_00"
+            for gt in (data / "labels" / "gt").glob(f"*/{scenes[i]}.txt"):
+                (folder / "gt" / gt.parent.name).mkdir(parents=True, exist_ok=True)
+                shutil.copy(gt, folder / "gt" / gt.parent.name / f"{new}.txt")
+            for name, blob in members.items():
+                aspect, scene = name.split("/")
+                if scene == f"{scenes[i]}.npz":
+                    out[f"{aspect}/{new}.npz"] = blob
+        with zipfile.ZipFile(folder / "p.zip", "w") as zf:
+            for name, blob in out.items():
+                zf.writestr(name, blob)
+        reference.append(_keys(track.score(folder, folder / "p.zip", quiet)))
+    _check(result, reference)
+
+
+def _simulated_coverage(accuracy: float, n: int, repetitions: int) -> float:
+    """How often the 95 % interval of EM covers the true accuracy of the process that made the data."""
+    rng = np.random.default_rng(7)
+    covered = 0
+    for _ in range(repetitions):
+        em = rng.random(n) < accuracy
+        outcomes = {"em": em, "em_r": em, "type": rng.integers(0, 6, n)}
+        found = bootstrap.intervals(sqa3d_track.outcomes_statistic(outcomes), n, "question", resamples=1000)
+        assert found is not None
+        lo, hi = found[0]["EM"]  # type: ignore[misc]
+        covered += lo <= accuracy <= hi
+    return covered / repetitions
+
+
+def test_the_95_percent_interval_covers_the_true_accuracy_about_95_percent_of_the_time() -> None:
+    """200 synthetic splits of known accuracy; the binomial 99 % band of 200 draws at 0.95 is 0.91-0.985."""
+    coverage = _simulated_coverage(0.45, 400, 200)
+    assert 0.88 <= coverage <= 0.99, coverage
+
+
+def test_the_statistic_at_unit_counts_is_the_point_estimate(tmp_path: Path) -> None:
+    """With every unit drawn once, each statistic gives back the result's own numbers."""
+    labels, preds = make_data(40, seed=1, min_preds=0, max_preds=8, max_gt=3, empty_fraction=0.0,
+                              objects_per_scene=5)
+    from evaluation_workers import _xp
+    from evaluation_workers.tracks.mmscan_vg import intervals
+    from evaluation_workers.tracks.mmscan_vg.labels import load_labels
+    from evaluation_workers.tracks.mmscan_vg.reader import load_predictions
+    from evaluation_workers.tracks.mmscan_vg.score import score_arrays
+
+    (tmp_path / "l.json").write_text(json.dumps(labels))
+    (tmp_path / "p.json").write_text(json.dumps(preds))
+    lab = load_labels(tmp_path / "l.json")
+    outcomes: dict[str, Any] = {}
+    values = score_arrays(lab, load_predictions(tmp_path / "p.json", lab.index), _xp.backend(),
+                          outcomes=outcomes)
+    n = outcomes["group"].shape[0]
+    got = intervals.statistic(outcomes)(np.ones((1, n)))
+    for key, value in values["metrics"].items():
+        assert float(got[key][0]) == pytest.approx(value, abs=1e-12), key
+    for group, row in values["breakdown"].items():
+        for key, value in row.items():
+            if key != "count" and value is not None:
+                assert float(got[f"{group}/{key}"][0]) == pytest.approx(value, abs=1e-12), (group, key)
