@@ -52,5 +52,4 @@ def convert(track: str, form: str, source: Path, dest: Path, manifest: dict[str,
 def command(track: str, form: str, source: str) -> str:
     """The exact command line that converts ``source`` (printed by ``lb submit``)."""
     out = Path(source).with_suffix(".npz" if track == "mmscan-vg" else ".zip" if track == "openscan" else ".json")
-    extra = " --manifest manifest.json" if track == "openscan" else ""
-    return f"lb convert --track {track} --from {form}{extra} {source} {out.name}"
+    return f"lb convert --track {track} --from {form} {source} {out.name}"

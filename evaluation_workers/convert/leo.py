@@ -36,8 +36,10 @@ def person_view(sentence: str) -> str:
 
 
 def _question_of(instruction: str) -> str:
+    """The question inside LEO's prompt, in the join's form (``person_view`` is idempotent, so a prompt
+    that already holds the rewritten question and one that holds the original agree)."""
     match = _PROMPT.match(instruction)
-    return " ".join((match.group(1) if match else instruction).split()).lower()
+    return person_view(match.group(1) if match else instruction)
 
 
 def answers_of(results: Any, questions: Any, results_name: str, questions_name: str) -> tuple[list[dict[str, Any]], int]:
