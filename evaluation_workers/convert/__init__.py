@@ -29,6 +29,17 @@ FORMS: dict[str, dict[str, str]] = {
     "sqa3d": {"leo": "evaluation_workers.convert.leo"},
 }
 
+# One command line per converter, as the docs and the format pages show it.
+EXAMPLES: dict[tuple[str, str], str] = {
+    ("openscan", "open3dis"): "lb convert --track openscan --from open3dis exp/final_result/ predictions.zip",
+    ("openscan", "openmask3d"): "lb convert --track openscan --from openmask3d --to compact openscan_dump/ "
+                                "predictions.npz",
+    ("mmscan-vg", "embodiedscan-pkl"): "lb convert --track mmscan-vg --from embodiedscan-pkl --split test "
+                                       "submission.pkl predictions.npz",
+    ("sqa3d", "leo"): "lb convert --track sqa3d --from leo --questions v1_balanced_questions_test_scannetv2.json "
+                      "results.json predictions.json",
+}
+
 # File endings that only a converter reads: ``lb submit`` offers the command instead of uploading.
 NEEDS_CONVERTING = {".pth": ("openscan", "open3dis"), ".pkl": ("mmscan-vg", "embodiedscan-pkl")}
 

@@ -24,6 +24,7 @@ from evaluation_workers.errors import SubmissionError
 from leaderboard.accounts.models import Team
 from leaderboard.accounts.services import personal_team
 from leaderboard.benchmarks.models import Split
+from leaderboard.benchmarks.selectors import upload_limit  # noqa: F401 -- services.upload_limit, as callers use it
 from leaderboard.lib import storage
 from leaderboard.rankings.services import refresh_entry
 from leaderboard.submissions import lifecycle, quotas
@@ -63,12 +64,6 @@ def access_submission(user: AbstractBaseUser, pk: int) -> Submission:
     if submission is None or not user_can_see(user, submission):
         raise Http404("No such submission.")
     return submission
-
-
-def upload_limit(split: Split) -> int:
-    """The largest file accepted on ``split``: the track's limit, or less by ``UPLOAD_MAX_BYTES``."""
-    spec = split.benchmark.spec
-    return min(spec.max_upload_bytes, settings.UPLOAD_MAX_BYTES.get(spec.name, spec.max_upload_bytes))
 
 
 def resolve_request(*, user: AbstractBaseUser, track: str, split: str, method_name: str,
