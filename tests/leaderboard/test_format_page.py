@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from django.template.defaultfilters import filesizeformat
 from django.urls import reverse
+from django.utils.html import escape
 
 from evaluation_workers.convert import EXAMPLES
 from evaluation_workers.synthetic import mmscan_vg, openscan
@@ -50,7 +51,7 @@ def test_it_shows_every_form_its_limit_converters_and_glossary(client: Any, spli
     page = response.content.decode()
     for form, (name, text) in FORMS[track].items():
         href = reverse("benchmarks:format_sample", args=[track, form]) + f"?split={splits[track].name}"
-        assert href in page and name in page
+        assert href in page and name in page and escape(text) in page
     assert filesizeformat(upload_limit(splits[track])) in page
     for (t, _), line in EXAMPLES.items():
         if t == track:
