@@ -64,3 +64,13 @@ def command(track: str, form: str, source: str) -> str:
     """The exact command line that converts ``source`` (printed by ``lb submit``)."""
     out = Path(source).with_suffix(".npz" if track == "mmscan-vg" else ".zip" if track == "openscan" else ".json")
     return f"lb convert --track {track} --from {form} {source} {out.name}"
+
+
+def refusal_hint(file_name: str) -> str:
+    """What to add to the server's refusal of a file only a converter reads ("" for any other file)."""
+    match = NEEDS_CONVERTING.get(Path(file_name).suffix.lower())
+    if match is None:
+        return ""
+    track, form = match
+    return (f" Files that need unpickling are never opened on the server: convert it where your code runs, "
+            f"e.g. `lb convert --track {track} --from {form} ...` (see /benchmarks/{track}/format/).")

@@ -28,3 +28,10 @@ def format_html(track: str) -> str:
     html = markdown.markdown(text, extensions=["tables", "fenced_code", "toc"], output_format="html")
     # the first heading is the page's own title
     return re.sub(r"^<h1[^>]*>.*?</h1>\s*", "", html, count=1, flags=re.S)
+
+
+def refusal_hint(file_name: str) -> str:
+    """The converter to name when a ``.pth``/``.pkl`` is refused (the scoring core's words); else ""."""
+    from evaluation_workers.convert import refusal_hint as hint
+
+    return hint(file_name)

@@ -23,6 +23,7 @@ from django.utils.text import get_valid_filename
 from evaluation_workers.errors import SubmissionError
 from leaderboard.accounts.models import Team
 from leaderboard.accounts.services import personal_team
+from leaderboard.benchmarks.formats import refusal_hint
 from leaderboard.benchmarks.models import Split
 from leaderboard.benchmarks.selectors import upload_limit  # noqa: F401 -- services.upload_limit, as callers use it
 from leaderboard.lib import storage
@@ -158,8 +159,8 @@ def check_create_submission(*, user: AbstractBaseUser, track: str, split: str, m
                                    file_name=name)
 
     if not name.lower().endswith(spec.upload_suffixes):
-        return do_fail(submission, Kind.INVALID_INPUT,
-                       f"{name}: expected a file ending in {' or '.join(spec.upload_suffixes)}.") or submission
+        expected = f"{name}: expected a file ending in {' or '.join(spec.upload_suffixes)}."
+        return do_fail(submission, Kind.INVALID_INPUT, expected + refusal_hint(name)) or submission
     key, limit = storage_key(submission), upload_limit(split_obj)
     try:
         size, sha = storage.store(storage.read_chunks(file), key, limit)
