@@ -10,8 +10,8 @@ Each module converts one source format into a form the server accepts:
 | sqa3d | ``leo`` | ``leo`` | LEO ``results.json`` + questions file | answers JSON |
 
 ``mmscan_labels`` is the maintainer's labels converter (``convert-labels``).
-The server never imports this package for uploads: formats that need
-unpickling are refused there and converted here.
+The server reads no upload with this package: formats that need unpickling
+are refused there (with ``refusal_hint``'s advice) and converted here.
 """
 
 from __future__ import annotations

@@ -55,11 +55,15 @@ def torch_load(path: Path, name: str | None = None) -> Any:
     runs code from the file.
     """
     torch = import_torch()
-    from numpy._core.multiarray import _reconstruct
+    try:
+        from numpy._core.multiarray import _reconstruct
+    except ImportError:  # numpy 1.x, as older research environments have it
+        from numpy.core.multiarray import _reconstruct  # type: ignore[no-redef]
 
     # bytes: the pickled data of an empty array (a mask with no runs) is b"", which protocol 2 writes as bytes()
     allowed: list[Any] = [np.ndarray, np.dtype, _reconstruct, bytes,
-                          (_reconstruct, "numpy.core.multiarray._reconstruct")]  # files written under numpy 1
+                          (_reconstruct, "numpy.core.multiarray._reconstruct"),  # files written under numpy 1
+                          (_reconstruct, "numpy._core.multiarray._reconstruct")]  # ... and under numpy 2
     allowed += [type(np.dtype(t)) for t in (np.bool_, np.uint8, np.int8, np.int16, np.int32, np.int64,
                                              np.uint16, np.uint32, np.uint64, np.float16, np.float32,
                                              np.float64)]
