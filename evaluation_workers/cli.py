@@ -3,10 +3,16 @@
     score     --track T --labels L --predictions P [--output F]
     validate  --track T (--labels L | --manifest M) --predictions P
     manifest  --track T --labels L
+    convert   --track T --from FORM IN OUT [--manifest M | --labels L] [options]
+    convert-labels --track mmscan-vg --annotations MMScan_VG.json --infos embodiedscan_infos_val.pkl --split val OUT
 
 ``score`` prints the result JSON of METRICS.md; ``validate`` checks a file's
 format against the public manifest (no hidden labels needed) and exits 1 with
-a message naming the file and field on a bad file.
+a message naming the file and field on a bad file. ``convert`` turns a
+codebase's own output (Open3DIS ``.pth``, an OpenMask3D dump, an EmbodiedScan
+challenge ``.pkl``, LEO's ``results.json``) into an accepted form on the
+researcher's machine (``evaluation_workers/convert/``); ``convert-labels``
+writes MMScan VG labels from the dataset's files on the maintainer's.
 """
 
 from __future__ import annotations
@@ -16,9 +22,13 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+from evaluation_workers.convert import FORMS, convert
+from evaluation_workers.convert.mmscan_labels import convert_labels
 from evaluation_workers.errors import SubmissionError
 from evaluation_workers.tracks import get_track, names
+from evaluation_workers.tracks.openscan.labels import ASPECTS
 
 
 def _progress_to_stderr(fraction: float, message: str = "") -> None:
@@ -47,7 +57,43 @@ def _parser() -> argparse.ArgumentParser:
     manifest = sub.add_parser("manifest", help="print the public manifest of a labels folder")
     manifest.add_argument("--track", required=True, choices=names())
     manifest.add_argument("--labels", required=True, type=Path)
+    add_convert_arguments(sub.add_parser("convert", help="convert a codebase's own output into an accepted form"))
+
+    labels = sub.add_parser("convert-labels", help="MMScan VG labels JSON from the dataset's files (maintainers)")
+    labels.add_argument("--track", required=True, choices=["mmscan-vg"])
+    labels.add_argument("--annotations", required=True, type=Path, help="MMScan_samples/MMScan_VG.json")
+    labels.add_argument("--infos", required=True, type=Path, help="embodiedscan_infos_<split>.pkl (a trusted pickle)")
+    labels.add_argument("--split", required=True, help="the split key in the annotations (val, test)")
+    labels.add_argument("out", type=Path, help="labels JSON to write (for manage.py load_labels)")
     return parser
+
+
+def add_convert_arguments(c: argparse.ArgumentParser, manifest_from_labels: bool = True) -> None:
+    """The arguments of ``convert``; ``lb convert`` adds the same ones (it fetches the manifest itself)."""
+    c.add_argument("--track", required=True, choices=names())
+    c.add_argument("--from", dest="form", required=True, choices=sorted({f for t in FORMS.values() for f in t}),
+                   help="open3dis, openmask3d (openscan); embodiedscan-pkl (mmscan-vg); leo (sqa3d)")
+    c.add_argument("--manifest", type=Path, help="public manifest JSON of the split (checks ids and sizes)")
+    if manifest_from_labels:
+        c.add_argument("--labels", type=Path, help="labels folder or file instead of a manifest")
+    c.add_argument("--to", choices=["official", "compact"], default="official",
+                   help="openscan: the official zip (default) or the compact .npz (needs the manifest)")
+    c.add_argument("--aspect", choices=ASPECTS, help="openscan: IN holds <scene_id> files of this one aspect")
+    c.add_argument("--sample-ids", type=Path, help="mmscan-vg: the ids of a list of results, in order")
+    c.add_argument("--questions", type=Path, help="sqa3d: v1_balanced_questions_<split>_scannetv2.json")
+    c.add_argument("source", type=Path, help="the input file or folder")
+    c.add_argument("dest", type=Path, help="the file to write")
+
+
+def run_convert(args: argparse.Namespace, manifest: dict[str, Any] | None) -> str:
+    """Convert, then validate the result against the manifest when there is one; the lines to print."""
+    options = {"open3dis": {"to": args.to, "aspect": args.aspect}, "openmask3d": {"to": args.to, "aspect": args.aspect},
+               "embodiedscan-pkl": {"sample_ids": args.sample_ids}, "leo": {"questions": args.questions}}
+    summary = convert(args.track, args.form, args.source, args.dest, manifest, **options.get(args.form, {}))
+    if manifest is None:
+        return summary + "\n(not validated: give --manifest to check it against the split)"
+    checked = get_track(args.track).validate(args.dest, manifest)
+    return summary + "\nvalid: " + json.dumps(checked, default=str)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -66,6 +112,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                         else track.manifest(args.labels))
             summary = track.validate(args.predictions, manifest)
             print(json.dumps({"valid": True, **summary}, indent=2))
+        elif args.command == "convert":
+            manifest = (json.loads(args.manifest.read_text()) if args.manifest
+                        else track.manifest(args.labels) if args.labels else None)
+            print(run_convert(args, manifest))
+        elif args.command == "convert-labels":
+            print(convert_labels(args.annotations, args.infos, args.out, args.split))
         else:
             print(json.dumps(track.manifest(args.labels), indent=2))
     except SubmissionError as exc:

@@ -152,6 +152,39 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_convert(args: argparse.Namespace) -> int:
+    """The scoring core's converter (``python -m evaluation_workers convert``), the manifest from the server."""
+    from evaluation_workers.cli import run_convert
+    from evaluation_workers.errors import SubmissionError
+
+    manifest = _manifest(args)  # the server's (or --manifest): the result is validated before you upload it
+    try:
+        print(run_convert(args, manifest))
+    except SubmissionError as exc:
+        print(f"lb: {exc.message}", file=sys.stderr)
+        return EXIT_INVALID_FILE
+    return 0
+
+
+def _offer_convert(args: argparse.Namespace) -> int | None:
+    """A file only a converter reads is never uploaded: print the command, run it if asked."""
+    from evaluation_workers.convert import NEEDS_CONVERTING, command
+
+    path = Path(args.file)
+    match = NEEDS_CONVERTING.get(path.suffix.lower())
+    if match is None:
+        return None
+    track, form = match
+    source = str(path.parent) if path.suffix.lower() == ".pth" else str(path)  # Open3DIS: the folder of scenes
+    line = command(track, form, source)
+    print(f"{path.name} needs unpickling, which the leaderboard never does: convert it here first with\n  {line}\n"
+          f"then submit the file it writes.", file=sys.stderr)
+    if track != args.track or not sys.stdin.isatty() or input("Run it now? [y/N] ").strip().lower() != "y":
+        return EXIT_USAGE
+    convert_args = parser().parse_args(["convert", *line.split()[2:]])
+    return cmd_convert(convert_args)
+
+
 def _wait(client: Client, submission: dict[str, Any], quiet: bool) -> dict[str, Any]:
     with tqdm(total=100, desc=f"#{submission['id']} {submission['status']}", unit="%", disable=quiet,
               bar_format="{desc} {percentage:3.0f}%|{bar}| {elapsed}", dynamic_ncols=True) as bar:
@@ -168,6 +201,9 @@ def _wait(client: Client, submission: dict[str, Any], quiet: bool) -> dict[str, 
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
+    offered = _offer_convert(args)
+    if offered is not None:
+        return offered
     client = _client(args)
     target = {"track": args.track, "split": args.split or _default_split(client, args.track),
               "method_name": args.method, "team": args.team}
@@ -297,6 +333,14 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--manifest", help="a manifest JSON file instead of the server's (fully offline)")
     c.add_argument("file")
     c.set_defaults(func=cmd_validate)
+
+    c = sub.add_parser("convert", help="convert a codebase's own output (Open3DIS .pth, EmbodiedScan .pkl, ...) "
+                                       "into an accepted file, here")
+    from evaluation_workers.cli import add_convert_arguments
+
+    add_convert_arguments(c, manifest_from_labels=False)
+    c.add_argument("--split", help="the split whose manifest checks the result (default: the track's default)")
+    c.set_defaults(func=cmd_convert)
 
     c = sub.add_parser("submit", help="upload predictions (large files in resumable parts)")
     c.add_argument("--track", required=True)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from django.conf import settings
 from django.db.models import Prefetch, QuerySet
 from django.http import Http404
 from django.shortcuts import get_object_or_404
@@ -20,3 +21,9 @@ def get_split(track: str, name: str | None) -> Split:
     if split is None:
         raise Http404(f"No split {name!r} for {track}.")
     return split
+
+
+def upload_limit(split: Split) -> int:
+    """The largest file accepted on ``split``: the track's limit, or less by ``UPLOAD_MAX_BYTES``."""
+    spec = split.benchmark.spec
+    return min(spec.max_upload_bytes, settings.UPLOAD_MAX_BYTES.get(spec.name, spec.max_upload_bytes))

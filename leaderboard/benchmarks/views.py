@@ -1,8 +1,11 @@
-from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import render
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, render
+from django.utils.safestring import mark_safe
 
+from leaderboard.benchmarks.formats import format_html
+from leaderboard.benchmarks.models import Benchmark
 from leaderboard.benchmarks.permissions import results_embargoed
-from leaderboard.benchmarks.selectors import list_benchmarks
+from leaderboard.benchmarks.selectors import get_split, list_benchmarks, upload_limit
 from leaderboard.lib.pagecache import cached_page
 
 
@@ -32,3 +35,35 @@ def api_tracks(request: HttpRequest) -> JsonResponse:
                        "splits": [{"name": s.name, "accepting_submissions": s.accepting_submissions,
                                    "default": s.is_default} for s in benchmark.splits.all()]})
     return JsonResponse({"tracks": tracks})
+
+
+def format_page(request: HttpRequest, track: str) -> HttpResponse:
+    """Every accepted form of a track, samples to download, converters, size limits and the metrics' glossary."""
+    from evaluation_workers.convert import FORMS as CONVERTERS
+    from evaluation_workers.synthetic.samples import FORMS as SAMPLES
+
+    benchmark = get_object_or_404(Benchmark, track=track, is_active=True)
+    splits = [{"split": s, "limit": upload_limit(s), "has_labels": s.active_labels is not None}
+              for s in benchmark.splits.order_by("-is_default", "name")]
+    return render(request, "benchmarks/format.html", {
+        "benchmark": benchmark, "splits": splits, "doc": mark_safe(format_html(track)),  # noqa: S308 -- docs/ is ours
+        "samples": [(form, name, text) for form, (name, text) in SAMPLES.get(track, {}).items()],
+        "converters": list(CONVERTERS.get(track, {})),
+    })
+
+
+def format_sample(request: HttpRequest, track: str, form: str) -> HttpResponse:
+    """A small file of ``form`` built from the split's public manifest, so that it passes validation there."""
+    from evaluation_workers.synthetic.samples import FORMS as SAMPLES
+    from evaluation_workers.synthetic.samples import sample
+
+    split = get_split(track, request.GET.get("split"))
+    if form not in SAMPLES.get(track, {}):
+        raise Http404(f"No sample form {form!r} for {track}.")
+    labels = split.active_labels
+    if labels is None:
+        raise Http404(f"No labels are loaded for {track}/{split.name} yet, so there is no sample of its ids.")
+    name, content = sample(track, form, labels.manifest)
+    response = HttpResponse(content, content_type="application/octet-stream")
+    response["Content-Disposition"] = f'attachment; filename="{track}_{split.name}_{name}"'
+    return response

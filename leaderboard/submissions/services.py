@@ -23,7 +23,9 @@ from django.utils.text import get_valid_filename
 from evaluation_workers.errors import SubmissionError
 from leaderboard.accounts.models import Team
 from leaderboard.accounts.services import personal_team
+from leaderboard.benchmarks.formats import refusal_hint
 from leaderboard.benchmarks.models import Split
+from leaderboard.benchmarks.selectors import upload_limit  # noqa: F401 -- services.upload_limit, as callers use it
 from leaderboard.lib import storage
 from leaderboard.rankings.services import refresh_entry
 from leaderboard.submissions import lifecycle, quotas
@@ -63,12 +65,6 @@ def access_submission(user: AbstractBaseUser, pk: int) -> Submission:
     if submission is None or not user_can_see(user, submission):
         raise Http404("No such submission.")
     return submission
-
-
-def upload_limit(split: Split) -> int:
-    """The largest file accepted on ``split``: the track's limit, or less by ``UPLOAD_MAX_BYTES``."""
-    spec = split.benchmark.spec
-    return min(spec.max_upload_bytes, settings.UPLOAD_MAX_BYTES.get(spec.name, spec.max_upload_bytes))
 
 
 def resolve_request(*, user: AbstractBaseUser, track: str, split: str, method_name: str,
@@ -179,8 +175,8 @@ def check_create_submission(*, user: AbstractBaseUser, track: str, split: str, m
     if not name.lower().endswith(spec.upload_suffixes):
         # Not stored, but the submitter (and the moderation desk) should see what was sent.
         Submission.objects.filter(pk=submission.pk).update(file_size=sent_size(file))
-        return do_fail(submission, Kind.INVALID_INPUT,
-                       f"{name}: expected a file ending in {' or '.join(spec.upload_suffixes)}.") or submission
+        expected = f"{name}: expected a file ending in {' or '.join(spec.upload_suffixes)}."
+        return do_fail(submission, Kind.INVALID_INPUT, expected + refusal_hint(name)) or submission
     key, limit = storage_key(submission), upload_limit(split_obj)
     try:
         size, sha = storage.store(storage.read_chunks(file), key, limit)

@@ -21,6 +21,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from leaderboard.accounts.models import Team
+from leaderboard.benchmarks.formats import refusal_hint
 from leaderboard.lib import storage
 from leaderboard.submissions.lifecycle import (
     Kind,
@@ -62,7 +63,8 @@ def check_start_upload(*, user: AbstractBaseUser, track: str, split: str, method
     spec, name, limit = split_obj.benchmark.spec, clean_file_name(file_name), upload_limit(split_obj)
     # Refused before a byte is sent, so nothing is created and nothing counts.
     if not name.lower().endswith(spec.upload_suffixes):
-        raise SubmissionRejected(f"{name}: expected a file ending in {' or '.join(spec.upload_suffixes)}.")
+        raise SubmissionRejected(f"{name}: expected a file ending in {' or '.join(spec.upload_suffixes)}."
+                                 + refusal_hint(name))
     if not isinstance(size, int) or size <= 0:
         raise SubmissionRejected(f"{name}: expected the file's size in bytes (a positive integer).")
     if size > limit:

@@ -111,3 +111,27 @@ def test_submit_wait_then_describe_and_publish_reaches_the_leaderboard(live_serv
     board = client.get("/api/v1/leaderboards/sqa3d?split=test").json()
     [row] = [r for r in board["rows"] if r["method"] == "WaitNet"]
     assert row["scores"]["EM"] == expected["metrics"]["EM"]
+
+
+def test_submit_never_uploads_a_pickle_and_prints_the_convert_command(lb_config, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("LB_SERVER", "http://127.0.0.1:9")  # nothing is sent: no server is needed
+    (tmp_path / "submission.pkl").write_bytes(b"\x80\x02}q\x00.")
+    assert main(["submit", "--track", "mmscan-vg", "--method", "M", str(tmp_path / "submission.pkl")]) == 2
+    err = capsys.readouterr().err
+    assert "needs unpickling, which the leaderboard never does" in err
+    assert f"lb convert --track mmscan-vg --from embodiedscan-pkl {tmp_path / 'submission.pkl'} submission.npz" in err
+
+
+def test_convert_validates_against_the_servers_manifest(logged_in, sqa3d_split, sqa3d_files, tmp_path, capsys):
+    questions = json.loads(next(sqa3d_files["labels"].glob("v1_balanced_questions_*"))
+                           .read_text())["questions"][:5]
+    (tmp_path / "q.json").write_text(json.dumps({"questions": questions}))
+    results = [{"scene_id": q["scene_id"], "situation": q["situation"],
+                "instruction": f"USER: {q['question']} ASSISTANT:", "response_pred": "left"} for q in questions]
+    (tmp_path / "results.json").write_text(json.dumps(results))
+    out = tmp_path / "answers.json"
+    assert main(["convert", "--track", "sqa3d", "--from", "leo", "--questions", str(tmp_path / "q.json"),
+                 str(tmp_path / "results.json"), str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "5 LEO answers" in printed and '"answered": 5' in printed
+    assert [a["question_id"] for a in json.loads(out.read_text())] == [q["question_id"] for q in questions]

@@ -94,6 +94,9 @@ MATRIX: dict[str, list[Op]] = {
     "/benchmarks/<slug:track>/": [Op("get", lambda w: "/benchmarks/sqa3d/", public())],
     "/benchmarks/<slug:track>/export.<str:fmt>": [Op("get", lambda w: "/benchmarks/sqa3d/export.csv", public()),
                                                   Op("get", lambda w: "/benchmarks/sqa3d/export.json", public())],
+    "/benchmarks/<slug:track>/format/": [Op("get", lambda w: "/benchmarks/sqa3d/format/", public())],
+    "/benchmarks/<slug:track>/format/sample/<str:form>": [
+        Op("get", lambda w: "/benchmarks/sqa3d/format/sample/list", public())],
     "/benchmarks/<slug:track>/compare/": [Op("get", lambda w: f"/benchmarks/sqa3d/compare/?e={w.entry.pk}",
                                              public())],
     "/methods/<int:pk>/": [Op("get", lambda w: f"/methods/{w.published.method_id}/", public())],
