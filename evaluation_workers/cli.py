@@ -3,10 +3,15 @@
     score     --track T --labels L --predictions P [--output F]
     validate  --track T (--labels L | --manifest M) --predictions P
     manifest  --track T --labels L
+    worker    [celery worker options]
 
 ``score`` prints the result JSON of METRICS.md; ``validate`` checks a file's
 format against the public manifest (no hidden labels needed) and exits 1 with
-a message naming the file and field on a bad file.
+a message naming the file and field on a bad file. ``worker`` starts a
+scoring worker on the queues of the tracks in ``EVAL_TRACKS`` (default: all)
+for its device (``EVAL_QUEUE_DEVICES``, default from ``EVAL_DEVICE``),
+normal queues first, then their bulk twins (``evaluation_workers.queues``);
+further options go to ``celery worker`` (e.g. ``-n eval@%h -l info``).
 """
 
 from __future__ import annotations
@@ -47,10 +52,29 @@ def _parser() -> argparse.ArgumentParser:
     manifest = sub.add_parser("manifest", help="print the public manifest of a labels folder")
     manifest.add_argument("--track", required=True, choices=names())
     manifest.add_argument("--labels", required=True, type=Path)
+
+    worker = sub.add_parser("worker", help="run a scoring worker on the queues of EVAL_TRACKS")
+    worker.add_argument("celery_args", nargs=argparse.REMAINDER, help="passed to celery worker")
     return parser
 
 
+def run_worker(celery_args: Sequence[str]) -> int:
+    from evaluation_workers.app import app
+    from evaluation_workers.queues import served_devices, served_tracks, worker_queues
+
+    queues = worker_queues(served_tracks(), served_devices())
+    print(f"Scoring worker queues: {','.join(queues)}", file=sys.stderr, flush=True)
+    args = ["worker", "-Q", ",".join(queues), *celery_args]
+    if not {"-n", "--hostname"} & set(celery_args):
+        args += ["-n", "eval@%h"]
+    app.worker_main(args)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["worker"]:  # everything after it is celery's (argparse would take its dashes)
+        return run_worker(argv[1:])
     args = _parser().parse_args(argv)
     track = get_track(args.track)
     try:
