@@ -127,14 +127,18 @@ def site_worker(redis_url: str, queue: str) -> Iterator[None]:
     import leaderboard.submissions.tasks  # noqa: F401 - registers the report tasks
     from leaderboard.celery import app
 
-    app.close()  # drop connections to another test's broker
+    def forget_connections() -> None:  # the pools were made for the broker of the test before
+        app._pool = None
+        app.amqp._producer_pool = None
+
+    forget_connections()
     before = (app.conf.broker_url, app.conf.get("CELERY_BROKER_URL"))
     app.conf.CELERY_BROKER_URL = app.conf.broker_url = redis_url
     try:
         with start_worker(app, pool="solo", perform_ping_check=False, queues=[queue], shutdown_timeout=20):
             yield
     finally:
-        app.close()
+        forget_connections()
         app.conf.broker_url, app.conf.CELERY_BROKER_URL = before
 
 

@@ -142,6 +142,7 @@ MATRIX: dict[str, list[Op]] = {
     "/api/": [Op("get", lambda w: "/api/", public())],
     "/moderation/": [Op("get", lambda w: "/moderation/", maintainers())],
     "/moderation/audit/": [Op("get", lambda w: "/moderation/audit/", maintainers())],
+    "/moderation/health/": [Op("get", lambda w: "/moderation/health/", maintainers())],
     "/moderation/submissions/<int:pk>/": [Op("get", lambda w: f"/moderation/submissions/{w.published.pk}/",
                                              maintainers())],
     "/moderation/submissions/<int:pk>/<slug:action>/": [Op(
