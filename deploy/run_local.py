@@ -61,8 +61,8 @@ def main() -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *a: stopping.append(True))
 
-    def popen(args: list[str]) -> subprocess.Popen[bytes]:
-        return subprocess.Popen(args, env=env, cwd=ROOT)
+    def popen(args: list[str], **extra: str) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(args, env={**env, **extra}, cwd=ROOT)
 
     def launch(child: Child) -> None:
         child.proc = child.start()  # type: ignore[operator]
@@ -91,18 +91,20 @@ def main() -> int:
         manage = [python, str(ROOT / "manage.py")]
         subprocess.run([*manage, "migrate", "--noinput", "-v0"], env=env, check=True)
         subprocess.run([*manage, "load_demo"], env=env, check=True)
-        queues = ",".join(sorted({env.get("EVAL_QUEUE_CPU", "eval-cpu"), env.get("EVAL_QUEUE_GPU", "eval-gpu")}))
         celery = [python, "-m", "celery"]
         site_worker = [*celery, "-A", "leaderboard", "worker", "-Q", env.get("SITE_QUEUE", "site"), "-P", "solo",
                        "-n", "site@%h", "-l", "warning",
                        # Embedded beat runs the periodic jobs (the sweeper, expiring abandoned uploads).
                        "-B", "--schedule", str(data_dir / "celerybeat-schedule")]
-        scoring_worker = [*celery, "-A", "evaluation_workers.app", "worker", "-Q", queues,
+        # One scoring worker for every track's queues, CPU and GPU alike (it builds its own -Q list).
+        scoring_worker = [python, "-m", "evaluation_workers", "worker",
                           "-c", env.get("EVAL_CONCURRENCY", "1"), "-n", "eval@%h", "-l", "info"]
         web = [python, "-m", "gunicorn", "leaderboard.wsgi", "-c", str(ROOT / "deploy" / "gunicorn.conf.py"),
                "--bind", f"127.0.0.1:{port}"]
-        for name, args in (("site-worker", site_worker), ("scoring-worker", scoring_worker), ("web", web)):
-            child = Child(name, lambda args=args: popen(args))
+        every_queue = {"EVAL_TRACKS": "all", "EVAL_QUEUE_DEVICES": "cpu,gpu"}
+        for name, args, extra in (("site-worker", site_worker, {}), ("scoring-worker", scoring_worker, every_queue),
+                                  ("web", web, {})):
+            child = Child(name, lambda args=args, extra=extra: popen(args, **extra))
             launch(child)
             children.append(child)
         print(f"\n  Leaderboard: http://127.0.0.1:{port}/   (sign in as demo / demo-password)\n"

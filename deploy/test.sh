@@ -19,6 +19,12 @@ if ! command -v chromium >/dev/null; then
     echo "No chromium on PATH: browser tests will be skipped (install Debian's chromium package)." >&2
   fi
 fi
+# The compose file is validated by a compose client (Debian's docker-compose needs no daemon).
+if ! command -v docker-compose >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  echo "Installing docker-compose to validate deploy/compose.yaml..." >&2
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose; } >/dev/null 2>&1 \
+    || echo "Could not install docker-compose: the compose test will be skipped." >&2
+fi
 # Lint and type checks first (seconds), then the tests.
 .venv/bin/ruff check --quiet .
 .venv/bin/mypy --no-error-summary

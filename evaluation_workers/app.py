@@ -1,10 +1,11 @@
 """The scoring workers' Celery app, configured from the environment.
 
-    celery -A evaluation_workers.app worker -Q eval-cpu --concurrency 1
+    python -m evaluation_workers worker        # builds its -Q list from EVAL_TRACKS (evaluation_workers.queues)
 
 Variables: ``EVAL_BROKER_URL`` (default ``REDIS_URL``), ``EVAL_UPLOADS_DIR`` and
 ``EVAL_LABELS_DIR`` (the roots that storage keys are relative to),
-``EVAL_DEVICE`` (auto|cpu|gpu), ``EVAL_HEARTBEAT_SECONDS`` (default 20). The worker needs no database credentials:
+``EVAL_DEVICE`` (auto|cpu|gpu), ``EVAL_HEARTBEAT_SECONDS`` (default 20), ``EVAL_TRACKS``,
+``EVAL_QUEUE_DEVICES``, ``EVAL_LABELS_S3_BUCKET`` (labels from a bucket, ``labels_cache``). The worker needs no database credentials:
 it reports over the broker to the site queue named in each request.
 """
 
@@ -14,7 +15,7 @@ import os
 
 from celery import Celery
 
-app = Celery("evaluation_workers", include=["evaluation_workers.tasks"])
+app = Celery("evaluation_workers", include=["evaluation_workers.tasks", "evaluation_workers.presence"])
 app.conf.update(
     broker_url=os.environ.get("EVAL_BROKER_URL") or os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"),
     # Scoring is idempotent (a re-run overwrites the same result), so a task is
@@ -31,8 +32,10 @@ app.conf.update(
     task_ignore_result=True,
     task_default_queue=os.environ.get("EVAL_QUEUE_CPU", "eval-cpu"),
     # Longer than the hard time limit, so a running task is not redelivered.
+    # Normal queues before bulk ones, round robin among the normal (queues.NormalFirstCycle).
     broker_transport_options={"visibility_timeout": 4 * 3600, "socket_timeout": 10,
-                              "socket_connect_timeout": 5},
+                              "socket_connect_timeout": 5,
+                              "queue_order_strategy": "evaluation_workers.queues:NormalFirstCycle"},
     broker_connection_retry_on_startup=True,
     broker_connection_retry=True,
     broker_connection_max_retries=None,  # a worker outlives a broker restart, however long

@@ -5,6 +5,7 @@
     manifest  --track T --labels L
     convert   --track T --from FORM IN OUT [--manifest M | --labels L] [options]
     convert-labels --track mmscan-vg --annotations MMScan_VG.json --infos embodiedscan_infos_val.pkl --split val OUT
+    worker    [celery worker options]
 
 ``score`` prints the result JSON of METRICS.md; ``validate`` checks a file's
 format against the public manifest (no hidden labels needed) and exits 1 with
@@ -12,7 +13,11 @@ a message naming the file and field on a bad file. ``convert`` turns a
 codebase's own output (Open3DIS ``.pth``, an OpenMask3D dump, an EmbodiedScan
 challenge ``.pkl``, LEO's ``results.json``) into an accepted form on the
 researcher's machine (``evaluation_workers/convert/``); ``convert-labels``
-writes MMScan VG labels from the dataset's files on the maintainer's.
+writes MMScan VG labels from the dataset's files on the maintainer's. ``worker`` starts a
+scoring worker on the queues of the tracks in ``EVAL_TRACKS`` (default: all)
+for its device (``EVAL_QUEUE_DEVICES``, default from ``EVAL_DEVICE``),
+normal queues first, then their bulk twins (``evaluation_workers.queues``);
+further options go to ``celery worker`` (e.g. ``-n eval@%h -l info``).
 """
 
 from __future__ import annotations
@@ -65,6 +70,9 @@ def _parser() -> argparse.ArgumentParser:
     labels.add_argument("--infos", required=True, type=Path, help="embodiedscan_infos_<split>.pkl (a trusted pickle)")
     labels.add_argument("--split", required=True, help="the split key in the annotations (val, test)")
     labels.add_argument("out", type=Path, help="labels JSON to write (for manage.py load_labels)")
+
+    worker = sub.add_parser("worker", help="run a scoring worker on the queues of EVAL_TRACKS")
+    worker.add_argument("celery_args", nargs=argparse.REMAINDER, help="passed to celery worker")
     return parser
 
 
@@ -96,7 +104,23 @@ def run_convert(args: argparse.Namespace, manifest: dict[str, Any] | None) -> st
     return summary + "\nvalid: " + json.dumps(checked, default=str)
 
 
+def run_worker(celery_args: Sequence[str]) -> int:
+    from evaluation_workers.app import app
+    from evaluation_workers.queues import served_devices, served_tracks, worker_queues
+
+    queues = worker_queues(served_tracks(), served_devices())
+    print(f"Scoring worker queues: {','.join(queues)}", file=sys.stderr, flush=True)
+    args = ["worker", "-Q", ",".join(queues), *celery_args]
+    if not {"-n", "--hostname"} & set(celery_args):
+        args += ["-n", "eval@%h"]
+    app.worker_main(args)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["worker"]:  # everything after it is celery's (argparse would take its dashes)
+        return run_worker(argv[1:])
     args = _parser().parse_args(argv)
     track = get_track(args.track)
     try:

@@ -78,6 +78,7 @@ class ResultReport(TypedDict):
     result: dict[str, Any]
     seconds: float
     device: str
+    worker: str
 
 
 class FailureReport(TypedDict):
@@ -85,3 +86,24 @@ class FailureReport(TypedDict):
     attempt: int
     kind: FailureKind
     message: str
+
+
+WORKER_KEY_PREFIX = "lb:worker:"
+
+
+def worker_key(name: str) -> str:
+    """Broker key a scoring worker rewrites (with an expiry) while it runs: ``presence.WorkerInfo`` as JSON."""
+    return f"{WORKER_KEY_PREFIX}{name}"
+
+
+class WorkerInfo(TypedDict):
+    """What a scoring worker says about itself under ``worker_key`` (read by the site's health page)."""
+
+    name: str
+    host: str
+    pid: int
+    device: str
+    queues: list[str]
+    versions: dict[str, str]
+    started_at: float
+    seen_at: float

@@ -34,7 +34,8 @@ from celery.signals import task_failure
 from evaluation_workers import attempts, contracts
 from evaluation_workers.app import app
 from evaluation_workers.errors import PlatformError, SubmissionError
-from evaluation_workers.storage import fetched_predictions, labels_path
+from evaluation_workers.labels_cache import labels_for
+from evaluation_workers.storage import fetched_predictions
 from evaluation_workers.tracks import get_track
 
 log = logging.getLogger(__name__)
@@ -51,7 +52,14 @@ PROGRESS_INTERVAL = 0.5
 FETCHED = 0.05
 # Reports survive a broker restart of a minute or two: the worker keeps trying to send.
 REPORT_RETRY = {"max_retries": 60, "interval_start": 0.5, "interval_step": 0.5, "interval_max": 3}
-WORKER = f"{socket.gethostname()}:{os.getpid()}"
+
+
+def worker_name() -> str:
+    """``<celery node name>:<pid>`` of the process scoring (the node name is what ``presence`` announces)."""
+    from celery import current_task
+
+    node = getattr(getattr(current_task, "request", None), "hostname", None) or socket.gethostname()
+    return f"{node}:{os.getpid()}"
 
 
 class Reporter:
@@ -60,6 +68,7 @@ class Reporter:
     def __init__(self, request: contracts.ScoreRequest) -> None:
         self.ids = {"submission_id": request["submission_id"], "attempt": request["attempt"]}
         self.queue = request["reply_queue"]
+        self.worker = worker_name()
         self._last = 0.0
 
     def _send(self, name: str, **kwargs: Any) -> None:
@@ -71,13 +80,13 @@ class Reporter:
         if now - self._last >= PROGRESS_INTERVAL or fraction >= 1.0:
             self._last = now
             self._send(contracts.RECORD_PROGRESS, fraction=max(0.0, min(1.0, fraction)), message=message,
-                       worker=WORKER)
+                       worker=self.worker)
 
     def heartbeat(self) -> None:
-        self._send(contracts.RECORD_HEARTBEAT, worker=WORKER)
+        self._send(contracts.RECORD_HEARTBEAT, worker=self.worker)
 
     def result(self, result: dict[str, Any], seconds: float, device: str) -> None:
-        self._send(contracts.RECORD_RESULT, result=result, seconds=seconds, device=device)
+        self._send(contracts.RECORD_RESULT, result=result, seconds=seconds, device=device, worker=self.worker)
 
     def failure(self, kind: contracts.FailureKind, message: str) -> None:
         self._send(contracts.RECORD_FAILURE, kind=kind, message=message)
@@ -150,7 +159,8 @@ def _score(request: contracts.ScoreRequest, reporter: Reporter) -> None:
             def progress(fraction: float, message: str = "") -> None:
                 reporter.progress(FETCHED + (1.0 - FETCHED) * fraction, message)
 
-            result = track.score(labels_path(request["labels_key"]), predictions, progress)
+            with labels_for(request["labels_key"]) as labels:
+                result = track.score(labels, predictions, progress)
     except SubmissionError as exc:
         reporter.failure("invalid_input", exc.message)
     except PlatformError as exc:

@@ -148,6 +148,15 @@ SITE_URL = (env("SITE_URL") or "http://127.0.0.1:8000").rstrip("/")
 # labels: under LABELS_DIR, which only workers read (load_labels writes it).
 UPLOADS_DIR = Path(env("UPLOADS_DIR") or DATA_DIR / "uploads")
 LABELS_DIR = Path(env("LABELS_DIR") or DATA_DIR / "labels")
+# Hidden labels in object storage instead (a bucket, or a prefix of one, that workers read
+# with their own credentials): load_labels uploads each version there and keeps no local copy;
+# the site itself never reads it. Endpoint, region and keys default to the uploads' S3_*.
+LABELS_S3_BUCKET = env("LABELS_S3_BUCKET", "")
+LABELS_S3_PREFIX = env("LABELS_S3_PREFIX", "")
+LABELS_S3_ENDPOINT_URL = env("LABELS_S3_ENDPOINT_URL", "")
+LABELS_S3_REGION = env("LABELS_S3_REGION", "")
+LABELS_S3_ACCESS_KEY_ID = env("LABELS_S3_ACCESS_KEY_ID", "")
+LABELS_S3_SECRET_ACCESS_KEY = env("LABELS_S3_SECRET_ACCESS_KEY", "")
 # Modes of the files and folders written there (uploads, their parts, labels): the site's
 # user writes, the group (scoring workers running as another user) reads, others nothing.
 FILE_MODE = envmode("FILE_MODE", 0o640)
@@ -213,6 +222,8 @@ CELERY_BROKER_CONNECTION_TIMEOUT = 3
 SEND_RETRY_POLICY = {"max_retries": 2, "interval_start": 0, "interval_step": 0.3, "interval_max": 0.5}
 SITE_QUEUE = env("SITE_QUEUE", "site")
 CELERY_TASK_DEFAULT_QUEUE = SITE_QUEUE
+# Base names of the scoring queues: each track has <base>-<track>-v<scorer version> and a
+# "-bulk" twin for re-scoring a split (lifecycle.queue_for, evaluation_workers/queues.py).
 EVAL_QUEUE_CPU = env("EVAL_QUEUE_CPU", "eval-cpu")
 EVAL_QUEUE_GPU = env("EVAL_QUEUE_GPU", "eval-gpu")
 # Tracks scored on the GPU queue (where a GPU worker runs); all others use the CPU queue.
@@ -245,10 +256,19 @@ CACHES = {
     }
 }
 PAGE_CACHE_SECONDS = envint("PAGE_CACHE_SECONDS", 600)
+# Retention of prediction files (submissions.retention), off unless RETENTION_DAYS is set:
+# every method keeps its published submission and its RETENTION_KEEP_LAST latest per split;
+# the others' files are deleted RETENTION_DAYS after upload, except files whose scores could
+# still be re-scored (a submission with a result) unless RETENTION_DELETE_SCORED is true.
+RETENTION_DAYS = envint("RETENTION_DAYS", 0)
+RETENTION_KEEP_LAST = envint("RETENTION_KEEP_LAST", 5)
+RETENTION_DELETE_SCORED = envbool("RETENTION_DELETE_SCORED", False)
+RETENTION_INTERVAL = envfloat("RETENTION_INTERVAL", 6 * 3600)
 CELERY_BEAT_SCHEDULE = {
     "sweep": {"task": "submissions.sweep", "schedule": SWEEP_INTERVAL},
     # Uploads that never complete are aborted and stop counting against quotas.
     "expire-uploads": {"task": "submissions.expire_uploads", "schedule": 15 * 60},
+    "apply-retention": {"task": "submissions.apply_retention", "schedule": RETENTION_INTERVAL},
 }
 # Fault-injection tests only: a folder whose files switch holds on (lifecycle.fault_hold).
 FAULT_DIR = env("FAULT_DIR") or ""

@@ -12,6 +12,7 @@ from django.db import transaction
 from evaluation_workers.results import sha256_tree
 from evaluation_workers.tracks import all_tracks
 from leaderboard.benchmarks.models import Benchmark, LabelSet, Split
+from leaderboard.lib import labels_store
 from leaderboard.lib.files import make_dirs, restrict_tree
 
 # The splits each track is scored on; the first is shown by default.
@@ -34,6 +35,9 @@ def do_sync_benchmarks() -> list[Benchmark]:
 def do_load_labels(split: Split, source: Path, loaded_by: str = "") -> tuple[LabelSet, bool]:
     """Copy a labels folder (or file) into the worker-only labels store and activate it.
 
+    The store is ``LABELS_DIR`` or, with ``LABELS_S3_BUCKET``, the labels bucket
+    (uploaded once, here: the only code of the site that touches it).
+
     Returns the label set and whether it is new. The same labels loaded again
     (same checksum) re-activate the existing version; results scored on older
     labels keep their recorded checksum and are not changed.
@@ -47,17 +51,24 @@ def do_load_labels(split: Split, source: Path, loaded_by: str = "") -> tuple[Lab
     created = existing is None
     if existing is None:
         key = f"{split.benchmark.track}/{split.name}/{sha}"
-        dest = Path(settings.LABELS_DIR) / key
-        make_dirs(Path(settings.LABELS_DIR), dest.parent)
-        # Prepare into a temporary sibling and rename, so a crash never leaves a
-        # half-written version under its final name.
-        with tempfile.TemporaryDirectory(dir=dest.parent, prefix=".loading-") as tmp:
-            staging = Path(tmp) / "labels"
-            manifest = track.prepare_labels(source, staging)
-            restrict_tree(staging)  # FILE_MODE/DIR_MODE: readable by the workers' group only
-            if dest.exists():
-                shutil.rmtree(dest)
-            staging.rename(dest)
+        if labels_store.is_enabled():
+            # Into the labels bucket (its index last); no copy stays on the site's disk.
+            with tempfile.TemporaryDirectory(prefix="labels-") as tmp:
+                staging = Path(tmp) / "labels"
+                manifest = track.prepare_labels(source, staging)
+                labels_store.upload_version(staging, key)
+        else:
+            dest = Path(settings.LABELS_DIR) / key
+            make_dirs(Path(settings.LABELS_DIR), dest.parent)
+            # Prepare into a temporary sibling and rename, so a crash never leaves a
+            # half-written version under its final name.
+            with tempfile.TemporaryDirectory(dir=dest.parent, prefix=".loading-") as tmp:
+                staging = Path(tmp) / "labels"
+                manifest = track.prepare_labels(source, staging)
+                restrict_tree(staging)  # FILE_MODE/DIR_MODE: readable by the workers' group only
+                if dest.exists():
+                    shutil.rmtree(dest)
+                staging.rename(dest)
         existing = LabelSet(split=split, sha256=sha, storage_key=key, manifest=manifest, loaded_by=loaded_by)
     with transaction.atomic():
         LabelSet.objects.filter(split=split, is_active=True).update(is_active=False)

@@ -66,6 +66,9 @@ def check_rescore(user: Any, submission: Submission, reason: str = "") -> None:
     """Queue a submission again (a new attempt); its earlier results stay, the new one carries the
     scorer version. A queued or running one is re-queued: the way to rescue a stuck submission."""
     check_maintainer(user, submission.split.benchmark)
+    if submission.file_deleted_at is not None:
+        raise ModerationError(f"Submission #{submission.pk} cannot be re-scored: its predictions file was deleted "
+                              f"on {submission.file_deleted_at:%Y-%m-%d %H:%M} UTC by the retention policy.")
     with transaction.atomic():
         _audit(user, Action.RESCORE, split=submission.split, submission=submission,
                target=f"submission #{submission.pk}", reason=reason, was=submission.status)
@@ -74,13 +77,15 @@ def check_rescore(user: Any, submission: Submission, reason: str = "") -> None:
 
 
 def check_rescore_split(user: Any, split: Split, reason: str) -> int:
-    """Re-score every finished or failed submission of a split; returns how many were queued."""
+    """Re-score every finished or failed submission of a split that still has its file; returns how many
+    were queued. They go to the bulk queue, which workers serve only when no new submission waits."""
     check_maintainer(user, split.benchmark)
     with transaction.atomic():
-        ids = list(Submission.objects.filter(split=split, status__in=["finished", "failed"])
+        ids = list(Submission.objects.filter(split=split, status__in=["finished", "failed"],
+                                             file_deleted_at__isnull=True)
                    .exclude(file_key="").values_list("pk", flat=True))
         _audit(user, Action.RESCORE_ALL, split=split, target=str(split), reason=reason, count=len(ids))
-        return sum(lifecycle.do_enqueue(pk) is not None for pk in ids)
+        return sum(lifecycle.do_enqueue(pk, bulk=True) is not None for pk in ids)
 
 
 def check_cancel(user: Any, submission: Submission, reason: str = "") -> None:

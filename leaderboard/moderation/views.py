@@ -20,9 +20,9 @@ from django.views.decorators.http import require_POST
 
 from leaderboard.benchmarks.models import Benchmark, Split
 from leaderboard.benchmarks.permissions import is_maintainer
-from leaderboard.moderation import services
+from leaderboard.moderation import health, services
 from leaderboard.moderation.models import AuditEntry
-from leaderboard.submissions import broker
+from leaderboard.submissions import broker, lifecycle
 from leaderboard.submissions.models import Submission
 
 QUEUES = {
@@ -58,11 +58,19 @@ def desk(request: HttpRequest) -> HttpResponse:
     submissions = (Submission.objects.filter(QUEUES[queue][1], split__benchmark__in=benchmarks)
                    .select_related("method", "team", "split__benchmark").order_by("-updated_at")[:200])
     # Work waiting for a worker is never failed for waiting; here is where it shows.
-    broker_queues = sorted({settings.EVAL_QUEUE_CPU, settings.EVAL_QUEUE_GPU, settings.SITE_QUEUE})
+    broker_queues = sorted({*lifecycle.all_queues(), settings.SITE_QUEUE})
+    lengths = broker.queue_lengths(broker_queues) if queue == "running" else {}
     return render(request, "moderation/desk.html", {
         "queue": queue, "queues": [(k, v[0]) for k, v in QUEUES.items()], "submissions": submissions,
-        "benchmarks": benchmarks, "now": timezone.now(),
-        "queue_lengths": broker.queue_lengths(broker_queues) if queue == "running" else {}})
+        "benchmarks": benchmarks, "now": timezone.now(), "unserved": health.unserved(broker.workers_seen()),
+        # Empty queues of every track and version would drown the few that matter.
+        "queue_lengths": {q: n for q, n in lengths.items() if n != 0}})
+
+
+@maintainer_required
+def health_page(request: HttpRequest) -> HttpResponse:
+    """Queue lengths, the scoring workers seen (versions, devices), the oldest waiting submission."""
+    return render(request, "moderation/health.html", health.scoring_health())
 
 
 @maintainer_required

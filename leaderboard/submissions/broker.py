@@ -8,6 +8,8 @@
   in a queue or held unacknowledged by a worker; the sweeper tells a message
   that waits for a busy worker from one that was lost.
 - ``queue_lengths``: for the moderation desk.
+- ``workers_seen``: the scoring workers announcing themselves
+  (``evaluation_workers.presence``), for the health page.
 
 Kombu's Redis transport keeps a queue as a list under the queue's name and
 messages delivered but not yet acknowledged in the hash ``unacked``; each
@@ -91,3 +93,22 @@ def queue_lengths(queues: list[str]) -> dict[str, int | None]:
         return {q: int(redis.llen(q)) for q in queues}
     except Exception:  # noqa: BLE001 - shown as "unknown" on the desk
         return dict.fromkeys(queues)
+
+
+def workers_seen() -> list[dict[str, Any]] | None:
+    """The scoring workers whose announcement has not expired, by name; None where the broker cannot be read."""
+    try:
+        redis = client()
+        keys = sorted(redis.scan_iter(match=f"{contracts.WORKER_KEY_PREFIX}*", count=200))
+        raw = redis.mget(keys) if keys else []
+    except Exception:  # noqa: BLE001 - shown as "unknown" on the health page
+        return None
+    workers = []
+    for value in raw:
+        try:
+            info = json.loads(value)
+        except (TypeError, ValueError):
+            continue  # expired between SCAN and MGET, or not ours
+        if isinstance(info, dict) and "name" in info:
+            workers.append(info)
+    return sorted(workers, key=lambda w: str(w["name"]))

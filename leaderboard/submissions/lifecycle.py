@@ -40,7 +40,8 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from evaluation_workers import contracts
+from evaluation_workers import contracts, queues
+from evaluation_workers.tracks import all_tracks, get_track
 from leaderboard.celery import app as celery_app
 from leaderboard.lib import storage
 from leaderboard.rankings.services import refresh_entry
@@ -164,11 +165,22 @@ def do_abort_upload(upload: Upload) -> None:
     Upload.objects.filter(pk=upload.pk, completed_at__isnull=True).update(aborted_at=timezone.now())
 
 
-def queue_for(track: str) -> str:
-    return settings.EVAL_QUEUE_GPU if track in settings.EVAL_GPU_TRACKS else settings.EVAL_QUEUE_CPU
+def queue_for(track: str, *, bulk: bool = False) -> str:
+    """The one place that names a scoring queue: device base, track and the scorer version the site runs
+    (``evaluation_workers.queues``), so only workers with the same scorer take it; ``bulk`` for re-scoring."""
+    base = settings.EVAL_QUEUE_GPU if track in settings.EVAL_GPU_TRACKS else settings.EVAL_QUEUE_CPU
+    return queues.queue_name(base, track, get_track(track).scorer_version, bulk=bulk)
 
 
-def do_enqueue(submission_id: int, *, requeue: bool = False, lost: int | None = None) -> Submission | None:
+def all_queues() -> list[str]:
+    """Every scoring queue the site may send to now (both devices, normal and bulk)."""
+    return sorted({queues.queue_name(base, t.name, t.scorer_version, bulk=bulk)
+                   for t in all_tracks() for base in (settings.EVAL_QUEUE_CPU, settings.EVAL_QUEUE_GPU)
+                   for bulk in (False, True)})
+
+
+def do_enqueue(submission_id: int, *, requeue: bool = False, lost: int | None = None,
+               bulk: bool = False) -> Submission | None:
     """Queue a submission for scoring (a new attempt) with its split's active labels.
 
     Without ``requeue`` it leaves only ``submitted``, ``finished``, ``failed``
@@ -176,9 +188,13 @@ def do_enqueue(submission_id: int, *, requeue: bool = False, lost: int | None = 
     re-queue). ``lost`` names an attempt found lost: only that attempt, still
     queued or running, is replaced (never one that finished meanwhile). The
     task is sent after the surrounding transaction commits; if the broker is
-    unreachable the sweeper sends it.
+    unreachable the sweeper sends it. ``bulk`` (re-scoring a split) sends it to
+    the track's bulk queue, which workers serve only when no new submission
+    waits; a bulk attempt sent again stays bulk.
     """
     submission = Submission.objects.select_related("split__benchmark").get(pk=submission_id)
+    bulk = bulk or ((requeue or lost is not None) and submission.status in {Status.QUEUED, Status.RUNNING}
+                    and queues.is_bulk(submission.queue))
     labels = submission.split.active_labels
     if labels is None:
         return do_fail(submission, Kind.PLATFORM_ERROR,
@@ -187,7 +203,7 @@ def do_enqueue(submission_id: int, *, requeue: bool = False, lost: int | None = 
     active = {Status.QUEUED, Status.RUNNING}
     allow = active if lost is not None else None if requeue else set(Status) - active
     queued = do_transition(submission_id, Status.QUEUED, attempt=lost, allow=allow, labels=labels,
-                           queue=queue_for(submission.split.benchmark.track))
+                           queue=queue_for(submission.split.benchmark.track, bulk=bulk))
     if queued is None:
         return None
     transaction.on_commit(lambda: do_send(queued.pk, queued.attempt))
@@ -242,7 +258,7 @@ def record_heartbeat(*, submission_id: int, attempt: int, worker: str = "") -> N
 
 
 def record_result(*, submission_id: int, attempt: int, result: dict[str, Any], seconds: float | None = None,
-                  device: str = "") -> Result | None:
+                  device: str = "", worker: str = "") -> Result | None:
     """Store a worker's result (overwriting the same scorer version's) and finish."""
     with transaction.atomic():
         submission = do_transition(submission_id, Status.FINISHED, attempt=attempt, progress=1.0,
@@ -258,7 +274,7 @@ def record_result(*, submission_id: int, attempt: int, result: dict[str, Any], s
                       "predictions_sha256": result["predictions_sha256"],
                       "metrics": result["metrics"], "breakdown": result["breakdown"],
                       "details": result.get("details", {}), "warnings": result.get("warnings", []),
-                      "seconds": seconds, "device": device})
+                      "seconds": seconds, "device": device, "worker": worker[:200]})
         if submission.is_published:
             refresh_entry(submission.method, submission.split)
         fault_hold("record-result")  # fault-injection tests: a kill lands inside the transaction

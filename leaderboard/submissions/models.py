@@ -89,6 +89,8 @@ class Submission(models.Model):
     file_name = models.CharField(max_length=255)
     file_key = models.CharField(max_length=300, blank=True)
     file_size = models.BigIntegerField(default=0)
+    # Set when the retention policy deleted the predictions file; it cannot be re-scored after that.
+    file_deleted_at = models.DateTimeField(null=True, blank=True)
     predictions_sha256 = models.CharField(max_length=64, blank=True)
     labels = models.ForeignKey(LabelSet, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
 
@@ -147,6 +149,7 @@ class Result(models.Model):
     warnings = models.JSONField(default=list)
     seconds = models.FloatField(null=True)
     device = models.CharField(max_length=8, blank=True)
+    worker = models.CharField(max_length=200, blank=True, help_text="The worker that scored it (node:pid).")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

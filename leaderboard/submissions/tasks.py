@@ -14,7 +14,7 @@ from celery import shared_task
 from django.db import DatabaseError, InterfaceError
 
 from evaluation_workers import contracts
-from leaderboard.submissions import lifecycle
+from leaderboard.submissions import lifecycle, retention
 from leaderboard.submissions.uploads import do_expire_uploads
 
 # A locked SQLite file or a restarting PostgreSQL: wait and try again, never drop the report.
@@ -58,3 +58,9 @@ def sweep() -> dict[str, int]:
 def expire_uploads() -> int:
     """Run by Celery beat (``CELERY_BEAT_SCHEDULE``); ``manage.py expire_uploads`` does the same."""
     return do_expire_uploads()
+
+
+@shared_task(name="submissions.apply_retention", ignore_result=True)
+def apply_retention() -> int:
+    """Run by Celery beat (``RETENTION_INTERVAL``); deletes nothing unless ``RETENTION_DAYS`` is set."""
+    return retention.do_apply_retention()

@@ -136,16 +136,20 @@ def queues() -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def scoring_worker(redis_url: str, storage_dirs: dict[str, Path], queue: str, log: Path,
+def scoring_worker(redis_url: str, storage_dirs: dict[str, Path], queue: str, log: Path, *,
+                   name: str | None = None, command: list[str] | None = None,
                    **env_extra: str) -> Iterator[subprocess.Popen[bytes]]:
-    """A real scoring worker process (``celery -A evaluation_workers.app worker``) on ``queue``,
-    without the site's settings; ``env_extra`` adds EVAL_* variables (e.g. S3)."""
+    """A real scoring worker process (``python -m evaluation_workers worker``) serving every track's
+    queues under the base name ``queue`` (the site's ``EVAL_QUEUE_CPU``), without the site's
+    settings; ``env_extra`` adds EVAL_* variables (e.g. S3, ``EVAL_TRACKS``). ``name`` is its node
+    name; ``command`` replaces ``python -m evaluation_workers`` (a wrapper, another namespace)."""
     env = {**os.environ, "REDIS_URL": redis_url, "EVAL_UPLOADS_DIR": str(storage_dirs["uploads"]),
-           "EVAL_LABELS_DIR": str(storage_dirs["labels"]), "EVAL_DEVICE": "cpu", **env_extra}
+           "EVAL_LABELS_DIR": str(storage_dirs["labels"]), "EVAL_DEVICE": "cpu", "EVAL_QUEUE_CPU": queue,
+           "EVAL_QUEUE_DEVICES": "cpu", **env_extra}
     env.pop("DJANGO_SETTINGS_MODULE", None)
+    command = command or [sys.executable, "-m", "evaluation_workers"]
     with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "celery", "-A", "evaluation_workers.app", "worker",
-                                 "-Q", queue, "-P", "solo", "-n", f"{queue}@%h", "-l", "info",
+        proc = subprocess.Popen([*command, "worker", "-P", "solo", "-n", name or f"{queue}@%h", "-l", "info",
                                  "--without-mingle", "--without-gossip"],
                                 cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 60

@@ -27,8 +27,9 @@ def real_broker(settings, redis_url):
     """Sends really go to the test Redis, to a queue of this test only (no worker consumes it)."""
     from leaderboard.celery import app
 
-    queue = f"eval-lifecycle-{uuid.uuid4().hex[:8]}"
-    settings.EVAL_QUEUE_CPU, settings.EVAL_GPU_TRACKS = queue, []
+    settings.EVAL_QUEUE_CPU = f"eval-lifecycle-{uuid.uuid4().hex[:8]}"
+    settings.EVAL_GPU_TRACKS = []
+    queue = lifecycle.queue_for("sqa3d")
     before = (app.conf.broker_url, app.conf.get("CELERY_BROKER_URL"))
     app.conf.CELERY_BROKER_URL = app.conf.broker_url = redis_url
     yield queue

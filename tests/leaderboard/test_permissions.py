@@ -147,6 +147,7 @@ MATRIX: dict[str, list[Op]] = {
     "/favicon.ico": [Op("get", lambda w: "/favicon.ico", public(301))],
     "/moderation/": [Op("get", lambda w: "/moderation/", maintainers())],
     "/moderation/audit/": [Op("get", lambda w: "/moderation/audit/", maintainers())],
+    "/moderation/health/": [Op("get", lambda w: "/moderation/health/", maintainers())],
     "/moderation/submissions/<int:pk>/": [Op("get", lambda w: f"/moderation/submissions/{w.published.pk}/",
                                              maintainers())],
     "/moderation/submissions/<int:pk>/<slug:action>/": [Op(

@@ -32,7 +32,7 @@ def test_it_queues_a_valid_upload_with_keys_not_data(owner, sqa3d_split, sqa3d_f
     assert submission.attempt == 1 and submission.labels.is_active
     [call] = sent_tasks
     assert call["name"] == contracts.SCORE_SUBMISSION
-    assert call["queue"] == "eval-cpu"
+    assert call["queue"] == "eval-cpu-sqa3d-v" + get_track("sqa3d").scorer_version
     kwargs = call["kwargs"]
     assert kwargs == {"schema": 1, "submission_id": submission.pk, "attempt": 1, "track": "sqa3d",
                       "predictions_key": submission.file_key, "labels_key": submission.labels.storage_key,
@@ -51,7 +51,7 @@ def test_it_routes_gpu_tracks_to_the_gpu_queue(owner, sqa3d_split, sqa3d_files, 
     settings.EVAL_GPU_TRACKS = ["sqa3d"]
     with django_capture_on_commit_callbacks(execute=True):
         create(owner, sqa3d_files["predictions"].read_bytes())
-    assert sent_tasks[0]["queue"] == "eval-gpu"
+    assert sent_tasks[0]["queue"] == "eval-gpu-sqa3d-v" + get_track("sqa3d").scorer_version
 
 
 @pytest.mark.parametrize("content, name, message", [
