@@ -26,6 +26,8 @@ def format_html(track: str) -> str:
     """The track's format notes as HTML; links to other docs pages point to the repository's files."""
     text = doc_path(track).read_text(encoding="utf-8")
     html = markdown.markdown(text, extensions=["tables", "fenced_code", "toc"], output_format="html")
+    # Wide tables scroll inside their own box, as every table of the site does.
+    html = html.replace("<table>", '<div class="table-wrap"><table>').replace("</table>", "</table></div>")
     # the first heading is the page's own title
     return re.sub(r"^<h1[^>]*>.*?</h1>\s*", "", html, count=1, flags=re.S)
 

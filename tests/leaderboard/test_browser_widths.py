@@ -110,6 +110,10 @@ def visits(s: dict[str, Any]) -> dict[str, list[str]]:
     compare = f"?split=test&e={s['sqa_entry'].pk}&e={s['paper'].pk}"
     return {
         "benchmarks:home": ["/"],
+        "benchmarks:format": ["/benchmarks/sqa3d/format/", "/benchmarks/openscan/format/",
+                              "/benchmarks/mmscan-vg/format/"],
+        "benchmarks:format_sample": ["/benchmarks/sqa3d/format/sample/jsonl",
+                                     "/benchmarks/mmscan-vg/format/sample/json.gz"],
         "rankings:leaderboard": ["/benchmarks/sqa3d/", "/benchmarks/sqa3d/?metric=EM_R",
                                  "/benchmarks/openscan/", "/benchmarks/mmscan-vg/",
                                  "/benchmarks/mmscan-vg/?split=test", "/benchmarks/mmscan-vg/?extra=only"],
@@ -164,6 +168,7 @@ def visits(s: dict[str, Any]) -> dict[str, list[str]]:
         "api-docs": ["/api/"],
         "moderation:desk": ["/moderation/", "/moderation/?queue=all"],
         "moderation:audit": ["/moderation/audit/"],
+        "moderation:health": ["/moderation/health/"],
         "moderation:submission": [f"/moderation/submissions/{mm}/"],
         "moderation:act": [f"/moderation/submissions/{mm}/verify/"],
         "moderation:track": ["/moderation/tracks/mmscan-vg/"],
@@ -179,7 +184,7 @@ SIGNED_OUT = ["/", "/benchmarks/sqa3d/", "/accounts/login/", "/accounts/signup/"
               "/submissions/", "/nope/", "/api/"]
 
 # Files, not pages: fetched, not photographed.
-DOWNLOADS = {"rankings:export", "rankings:bibtex", "favicon"}
+DOWNLOADS = {"rankings:export", "rankings:bibtex", "favicon", "benchmarks:format_sample"}
 # Forms post here; a GET is answered 405 without a page (the page they lead to is visited).
 POST_ONLY = {"submissions:publish", "submissions:cancel", "accounts:revoke_token", "accounts:remove_member",
              "logout", "moderation:act"}
