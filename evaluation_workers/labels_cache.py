@@ -53,8 +53,9 @@ UNAVAILABLE = ("The hidden labels of this split could not be fetched (a fault of
                "file). It does not count against your quota; the maintainers have been told.")
 
 
-def _env(name: str) -> str | None:
-    return os.environ.get(f"EVAL_LABELS_S3_{name}") or os.environ.get(f"EVAL_S3_{name}") or None
+def _env(labels_name: str, uploads_name: str) -> str | None:
+    """The labels store's setting, else the uploads store's (names spelled out, so that they can be found)."""
+    return os.environ.get(labels_name) or os.environ.get(uploads_name) or None
 
 
 def _client() -> Any:
@@ -62,8 +63,10 @@ def _client() -> Any:
     from botocore.config import Config
 
     return boto3.client(
-        "s3", endpoint_url=_env("ENDPOINT_URL"), region_name=_env("REGION"),
-        aws_access_key_id=_env("ACCESS_KEY_ID"), aws_secret_access_key=_env("SECRET_ACCESS_KEY"),
+        "s3", endpoint_url=_env("EVAL_LABELS_S3_ENDPOINT_URL", "EVAL_S3_ENDPOINT_URL"),
+        region_name=_env("EVAL_LABELS_S3_REGION", "EVAL_S3_REGION"),
+        aws_access_key_id=_env("EVAL_LABELS_S3_ACCESS_KEY_ID", "EVAL_S3_ACCESS_KEY_ID"),
+        aws_secret_access_key=_env("EVAL_LABELS_S3_SECRET_ACCESS_KEY", "EVAL_S3_SECRET_ACCESS_KEY"),
         config=Config(signature_version="s3v4",
                       s3={"addressing_style": os.environ.get("EVAL_S3_ADDRESSING_STYLE", "path")}))
 
