@@ -245,3 +245,83 @@ def test_it_agrees_with_pytorch3d_on_boxes_in_general_position() -> None:
     m1, m2 = np.array(boxes["matrix1"]), np.array(boxes["matrix2"])
     matrix = np.asarray(box_iou3d(compat.asarray(m1), compat.asarray(m2)))
     assert np.abs(matrix - np.array(golden["matrix"])).max() < 1e-5
+
+
+# ---- the kernels behind it: edge lengths, the faces fallback, the floor, threads ----
+
+
+def _frames(b1: np.ndarray, b2: np.ndarray):  # type: ignore[no-untyped-def]
+    """(half1, half2, q12, t12, t21, tol) of each pair, as the kernels take them."""
+    r1, r2 = _axes(b1), _axes(b2)
+    d = b2[:, :3] - b1[:, :3]
+    h1, h2 = b1[:, 3:6] / 2, b2[:, 3:6] / 2
+    t12 = np.einsum("nkj,nk->nj", r1, d)
+    tol = 1e-10 * (h1.max(1) + h2.max(1) + np.abs(t12).max(1))
+    return h1, h2, np.einsum("nki,nkj->nij", r1, r2), t12, -np.einsum("nkj,nk->nj", r2, d), tol
+
+
+@pytest.mark.parametrize("tilt", ["full", "yaw"])
+def test_the_edge_formula_alone_matches_the_reference_in_general_position(xp, tilt: str) -> None:
+    from evaluation_workers.metrics import iou3d_edges
+
+    rng = np.random.default_rng(20 if tilt == "full" else 21)
+    b1, b2 = _boxes(rng, 200, tilt), _boxes(rng, 200, tilt)
+    b2[:, :3] = b1[:, :3] + rng.normal(0, 0.4, (200, 3))
+    kernel = iou3d_edges.general_volume if tilt == "full" else iou3d_edges.planar_volume
+    volume, degenerate = kernel(*(xp.asarray(a) for a in _frames(b1, b2)), xp)
+    volume, degenerate = np.asarray(volume), np.asarray(degenerate)
+    assert not degenerate.any()  # general position: the fallback is not used
+    want = np.array([reference_iou(x, y) for x, y in zip(b1, b2)])
+    inter = want * (np.prod(b1[:, 3:6], 1) + np.prod(b2[:, 3:6], 1)) / (1 + want)
+    assert np.abs(volume - inter).max() < 1e-9
+    if tilt == "yaw":  # the 3-D formula agrees with the 2-D one where both apply
+        general, _ = iou3d_edges.general_volume(*(xp.asarray(a) for a in _frames(b1, b2)), xp)
+        assert np.abs(np.asarray(general) - volume).max() < 1e-12
+
+
+def test_the_edge_formula_reports_coplanar_and_touching_pairs_as_degenerate(xp) -> None:
+    from evaluation_workers.metrics import iou3d_edges
+
+    rng = np.random.default_rng(22)
+    b = _boxes(rng, 50)
+    slid = b.copy()
+    slid[:, :3] += _axes(b)[:, :, 0] * (0.3 * b[:, 3])[:, None]  # faces of two axes stay coplanar
+    for other in (b, slid):
+        _, degenerate = iou3d_edges.general_volume(*(xp.asarray(a) for a in _frames(b, other)), xp)
+        assert np.asarray(degenerate).all()
+    yaw = _boxes(rng, 50, "yaw")
+    _, degenerate = iou3d_edges.planar_volume(*(xp.asarray(a) for a in _frames(yaw, yaw)), xp)
+    assert np.asarray(degenerate).all()
+
+
+@pytest.mark.parametrize("floor", [0.25, 0.5])
+def test_a_floor_keeps_every_iou_at_or_above_it_exact(xp, floor: float) -> None:
+    from evaluation_workers.metrics.iou3d import indexed_iou3d
+
+    rng = np.random.default_rng(23)
+    n = 3000
+    b1 = _boxes(rng, n, "full")
+    b2 = b1.copy()
+    b2[:, :3] += rng.normal(0, 0.3, (n, 3)) * b1[:, 3:6]
+    b2[:, 3:6] *= rng.uniform(0.6, 1.5, (n, 3))
+    b2[: n // 2, 6:] += rng.normal(0, 0.3, (n // 2, 3))
+    rows = xp.arange(n)
+    exact = np.asarray(indexed_iou3d(xp.asarray(b1), xp.asarray(b2), rows, rows))
+    floored = np.asarray(indexed_iou3d(xp.asarray(b1), xp.asarray(b2), rows, rows, floor=floor))
+    assert ((exact >= floor) & (exact < 0.9)).sum() > 50 and (exact < floor).sum() > 300
+    assert np.array_equal(floored[exact >= floor], exact[exact >= floor])
+    below = exact < floor
+    assert ((floored[below] == 0) | (floored[below] == exact[below])).all()
+    assert (floored[below] == 0).sum() > 100  # the bound does skip work
+
+
+def test_threads_do_not_change_a_bit(monkeypatch) -> None:
+    from array_api_compat import numpy as compat
+
+    rng = np.random.default_rng(24)
+    b1, b2 = _boxes(rng, 4000), _boxes(rng, 4000)
+    b2[:, :3] = b1[:, :3] + rng.normal(0, 0.5, (4000, 3))
+    monkeypatch.setenv("EVAL_THREADS", "1")
+    one = _iou(compat, b1, b2, chunk=97)
+    monkeypatch.setenv("EVAL_THREADS", "3")
+    assert np.array_equal(one, _iou(compat, b1, b2, chunk=97))

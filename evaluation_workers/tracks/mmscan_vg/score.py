@@ -227,6 +227,7 @@ def _score_block(
             xp.reshape(pred_index, (-1,))[flat_valid],
             xp.reshape(gt_index, (-1,))[flat_valid],
             chunk_pairs,
+            floor=min(THRESHOLDS),  # an IoU below every threshold is no match, whatever its value
         )
     iou = xp.reshape(iou, (n, n_cols))
     best_iou, best_col = grounding.best_match(iou)
