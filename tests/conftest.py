@@ -41,6 +41,18 @@ def xp(request):
     return importlib.import_module(name)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _private_scorer_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The scorer's user cache (``EVAL_CACHE_DIR``) in a folder of this session, never ~/.cache."""
+    previous = os.environ.get("EVAL_CACHE_DIR")
+    os.environ["EVAL_CACHE_DIR"] = str(tmp_path_factory.mktemp("scorer-cache"))
+    yield
+    if previous is None:
+        os.environ.pop("EVAL_CACHE_DIR", None)
+    else:
+        os.environ["EVAL_CACHE_DIR"] = previous
+
+
 # A real Redis for every test that needs one: REDIS_URL when it answers, else one started here.
 
 

@@ -91,6 +91,49 @@ def test_it_scores_both_formats_alike_and_from_the_cache(data: dict[str, Path]) 
     assert official["breakdown"]["material"]["count"] > 0 and official["warnings"] == []
 
 
+def test_a_labels_folder_is_parsed_once_per_checksum(
+    data: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    from evaluation_workers.tracks.openscan import labels as labels_module
+
+    monkeypatch.setenv("EVAL_CACHE_DIR", str(tmp_path / "cache"))
+    parsed, hashed = [], []
+    real_parse, real_hash = labels_module.parse_labels, labels_module.sha256_tree
+    monkeypatch.setattr(labels_module, "parse_labels", lambda f: parsed.append(f) or real_parse(f))
+    monkeypatch.setattr(labels_module, "sha256_tree", lambda f: hashed.append(f) or real_hash(f))
+    folder = tmp_path / "labels"
+    shutil.copytree(data["labels"], folder)
+    first = score(folder, data["compact"])
+    again = score(folder, data["compact"])
+    assert (len(parsed), len(hashed)) == (1, 1)  # the second run neither parsed nor hashed the text
+    assert first["metrics"] == again["metrics"] and first["labels_sha256"] == again["labels_sha256"]
+    copy = tmp_path / "copy"
+    shutil.copytree(folder, copy)
+    assert score(copy, data["compact"])["labels_sha256"] == first["labels_sha256"]
+    assert (len(parsed), len(hashed)) == (1, 2)  # same checksum elsewhere: hashed, not parsed
+    ids = next((folder / "gt" / "material").glob("*.txt"))
+    values = ids.read_text().split()
+    values[0] = "0" if values[0] != "0" else "1001"
+    ids.write_text("\n".join(values) + "\n")
+    changed = score(folder, data["compact"])
+    assert len(parsed) == 2 and changed["labels_sha256"] != first["labels_sha256"]
+    cache = tmp_path / "cache" / "openscan-labels"
+    assert sorted(p.name for p in cache.glob("*.npz")) == sorted(
+        f"{s}.npz" for s in {first["labels_sha256"], changed["labels_sha256"]})
+    assert not list(cache.rglob("*.tmp*"))
+
+
+def test_a_damaged_user_cache_is_rebuilt(data: dict[str, Path], tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVAL_CACHE_DIR", str(tmp_path / "cache"))
+    want = score(data["labels"], data["compact"])
+    for cached in (tmp_path / "cache" / "openscan-labels").glob("*.npz"):
+        cached.write_bytes(b"not a zip")
+    assert score(data["labels"], data["compact"])["metrics"] == want["metrics"]
+
+
 def test_it_counts_a_missing_scene_as_misses_and_warns(data: dict[str, Path], tmp_path: Path) -> None:
     scene, _ = _scene(data)
     with zipfile.ZipFile(data["official"]) as src:

@@ -13,9 +13,12 @@ instance table. ``.cache`` is excluded from the labels checksum.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import os
 import shutil
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -172,6 +175,60 @@ def build_cache(folder: Path) -> dict[str, AspectLabels]:
     """Parse the text once and write ``.cache/openscan_labels.npz`` inside ``folder``."""
     folder = Path(folder)
     labels = parse_labels(folder)
+    _write_cache(folder / CACHE_FILE, labels, sha256_tree(folder), _file_stats(folder))
+    return labels
+
+
+def user_cache_dir() -> Path:
+    """Where the scorer keeps label caches of folders it may not write into (``EVAL_CACHE_DIR``)."""
+    base = os.environ.get("EVAL_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "lb-eval")
+    return Path(base) / "openscan-labels"
+
+
+def load_labels(folder: Path) -> tuple[dict[str, AspectLabels], str]:
+    """The labels and their checksum, parsing the text only the first time a checksum is seen.
+
+    1. The folder's own cache (``prepare_labels`` writes it for the service's
+       labels), when the size and mtime it records for every file still match.
+    2. Else the user cache (``user_cache_dir()``), keyed by the labels'
+       checksum: ``<sha256>.npz``, found through ``by-files/<fingerprint>``
+       (the sha256 of the folder's path and its files' sizes and mtimes), so
+       an unchanged folder is neither parsed nor hashed again; a copy of known
+       labels elsewhere is hashed once and not parsed.
+    3. Else the text is parsed and the user cache written for next time.
+
+    Writes go to a temporary name and ``os.replace``: concurrent scorers never
+    read a half-written cache (at worst two of them parse the same labels
+    once). A cache that cannot be written (read-only home) costs only the parse.
+    """
+    folder = Path(folder)
+    stats = _file_stats(folder)
+    own = _read_cache(folder / CACHE_FILE, stats)
+    if own is not None:
+        return own
+    root = user_cache_dir()
+    fingerprint = hashlib.sha256(json.dumps([str(folder.resolve()), stats]).encode()).hexdigest()
+    pointer = root / "by-files" / fingerprint
+    if pointer.is_file():
+        known = pointer.read_text().strip()
+        cached = _read_cache(root / f"{known}.npz", stats, sha=known)
+        if cached is not None:
+            return cached
+    sha = sha256_tree(folder)
+    cached = _read_cache(root / f"{sha}.npz", stats, sha=sha)
+    labels = cached[0] if cached is not None else parse_labels(folder)
+    with contextlib.suppress(OSError):
+        if cached is None:
+            _write_cache(root / f"{sha}.npz", labels, sha, stats)
+        pointer.parent.mkdir(parents=True, exist_ok=True)
+        tmp = pointer.with_name(f"{fingerprint}.{os.getpid()}.tmp")
+        tmp.write_text(sha)
+        os.replace(tmp, pointer)
+    return labels, sha
+
+
+def _write_cache(path: Path, labels: dict[str, AspectLabels], sha: str, stats: list[list[Any]]) -> None:
     arrays: dict[str, np.ndarray] = {}
     for aspect, lab in labels.items():
         arrays[f"{aspect}.scene_ids"] = np.array(lab.scene_ids, dtype=str)
@@ -181,47 +238,45 @@ def build_cache(folder: Path) -> dict[str, AspectLabels]:
         arrays[f"{aspect}.instance_class"] = lab.instance_class
         arrays[f"{aspect}.instance_size"] = lab.instance_size
         arrays[f"{aspect}.n_classes"] = np.array(lab.n_classes)
-    meta = {
-        "version": CACHE_VERSION,
-        "aspects": list(labels),
-        "labels_sha256": sha256_tree(folder),
-        "files": _file_stats(folder),
-    }
+    meta = {"version": CACHE_VERSION, "aspects": list(labels), "labels_sha256": sha, "files": stats}
     arrays["meta"] = np.array(json.dumps(meta))
-    path = folder / CACHE_FILE
-    path.parent.mkdir(exist_ok=True)
-    tmp = path.with_suffix(".tmp.npz")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp.npz")
     np.savez(tmp, **arrays)  # type: ignore[arg-type]  # uncompressed: loads at disk speed
     os.replace(tmp, path)
-    return labels
 
 
-def load_labels(folder: Path) -> tuple[dict[str, AspectLabels], str]:
-    """The labels and their checksum, from the cache when it matches the files.
+def _read_cache(
+    path: Path, stats: list[list[Any]], sha: str | None = None
+) -> tuple[dict[str, AspectLabels], str] | None:
+    """A cache's labels and checksum; None when absent, of another version, or stale.
 
-    The cache records each official file's size and mtime; when they all still
-    match, the recorded checksum is reused instead of re-hashing the text.
+    Stale: with ``sha``, recorded for other labels; without, recorded for other files.
     """
-    folder = Path(folder)
-    path = folder / CACHE_FILE
-    if path.is_file():
+    if not path.is_file():
+        return None
+    try:
         with np.load(path, allow_pickle=False) as data:
             meta = json.loads(str(data["meta"]))
-            if meta.get("version") == CACHE_VERSION and meta.get("files") == _file_stats(folder):
-                labels = {
-                    a: AspectLabels(
-                        scene_ids=[str(s) for s in data[f"{a}.scene_ids"]],
-                        vertex_offsets=data[f"{a}.vertex_offsets"],
-                        gt_local=data[f"{a}.gt_local"],
-                        instance_offsets=data[f"{a}.instance_offsets"],
-                        instance_class=data[f"{a}.instance_class"],
-                        instance_size=data[f"{a}.instance_size"],
-                        n_classes=int(data[f"{a}.n_classes"]),
-                    )
-                    for a in meta["aspects"]
-                }
-                return labels, str(meta["labels_sha256"])
-    return parse_labels(folder), sha256_tree(folder)
+            if meta.get("version") != CACHE_VERSION:
+                return None
+            if meta.get("labels_sha256") != sha if sha is not None else meta.get("files") != stats:
+                return None
+            labels = {
+                a: AspectLabels(
+                    scene_ids=[str(s) for s in data[f"{a}.scene_ids"]],
+                    vertex_offsets=data[f"{a}.vertex_offsets"],
+                    gt_local=data[f"{a}.gt_local"],
+                    instance_offsets=data[f"{a}.instance_offsets"],
+                    instance_class=data[f"{a}.instance_class"],
+                    instance_size=data[f"{a}.instance_size"],
+                    n_classes=int(data[f"{a}.n_classes"]),
+                )
+                for a in meta["aspects"]
+            }
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile):  # a damaged cache is rebuilt, never trusted
+        return None
+    return labels, str(meta["labels_sha256"])
 
 
 def manifest(folder: Path) -> dict[str, Any]:
