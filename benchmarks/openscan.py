@@ -1,23 +1,38 @@
-"""OpenScan scoring speed: our scorer vs a loop baseline vs the official evaluator.
+"""OpenScan scoring speed on the files researchers upload, side by side with the official evaluator.
 
     nice .venv/bin/python benchmarks/openscan.py [--scenes 50] [--points 150000] [--aspects material]
-        [--official /tmp/official] [--full]
+        [--official DIR] [--skip-baseline] [--full]
 
-Generates (once, under --work) a labels folder and predictions in both layouts
-with the synthetic generator, builds the label cache, then prints wall times
-and peak memory of separate processes:
-- ours, compact .npz with the label cache (the target: under 3 s for 50 x 150k);
-- ours, official zip, with and without the label cache;
-- a baseline written from METRICS.md the way the official code works (text
-  labels via np.loadtxt, per scene -> class -> instance -> prediction loops);
-- the official evaluator itself, if --official points to a runnable copy of
-  Evaluation/MaskClustering (adapted to run without a GPU), one run per aspect.
-``--full`` adds the 312 scenes x 8 aspects shape (compact, ours only).
+Generates once, under --work, a text labels folder and predictions with the
+synthetic generator (100 masks per scene), and writes the official layout as
+MaskClustering does (``np.savez`` per scene, key ``pred_score``) twice: a
+stored zip and a deflated one (``zip``'s default level 6). Then, each scorer
+run a separate process (``python -m evaluation_workers score``, ``EVAL_DEVICE=cpu``),
+it prints wall time, CPU time (user + system) and peak RSS of:
+
+- ours, stored zip, text labels, cold: an empty scorer cache (``EVAL_CACHE_DIR``)
+  and the inputs evicted from the page cache (``posix_fadvise``);
+- ours, stored zip, text labels, warm (the label cache the cold run built);
+  the same with ``EVAL_THREADS=1``; the deflated zip; the compact form;
+- the one-pass limit, in this process: sha256 of the zip beside reading each
+  member from the page cache (inflating it when deflated) and counting the
+  non-zeros of its masks;
+- the official evaluator, unmodified (``--official DIR``: a folder holding its
+  ``evaluation/`` package, from YoujunZhao/OpenScan
+  ``Evaluation/MaskClustering/evaluation/``; not part of this repository), on
+  torch CPU with ``Tensor.cuda`` as the identity (there is no GPU), on the
+  extracted per-scene files and the text labels, one run per aspect;
+- a baseline written from METRICS.md the way the official code works (loops).
+
+Every run's AP is printed; they must agree. ``--full`` adds the 312 scenes x 8
+aspects shape (compact, ours only).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import io
 import json
 import os
 import subprocess
@@ -26,6 +41,7 @@ import tempfile
 import time
 import zipfile
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -49,7 +65,7 @@ def baseline(labels: Path, predictions: Path) -> float:
                 scene = name.split("/")[1][:-4]
                 with zf.open(name) as f:
                     pred = np.load(f)
-                    masks, scores, classes = pred["pred_masks"], pred["pred_scores"], pred["pred_classes"]
+                    masks, scores, classes = pred["pred_masks"], pred["pred_score"], pred["pred_classes"]
                 ids = np.loadtxt(labels / "gt" / aspect / f"{scene}.txt").astype(np.int64)
                 void = ~np.isin(ids // 1000, np.arange(1, k + 1))
                 gts = {c: [] for c in range(1, k + 1)}
@@ -125,56 +141,69 @@ def baseline(labels: Path, predictions: Path) -> float:
     return float(np.nanmean(all_ap))
 
 
-def run(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, str]:
-    """Wall seconds and stdout of a child process."""
-    start = time.perf_counter()
-    out = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(env or {})}, check=False)
-    wall = time.perf_counter() - start
-    if out.returncode:
-        raise RuntimeError(f"{cmd} failed: {out.stderr[-2000:]}")
-    return wall, out.stdout
-
-
 def score_cmd(labels: Path, predictions: Path) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "evaluation_workers",
-        "score",
-        "--track",
-        "openscan",
-        "--labels",
-        str(labels),
-        "--predictions",
-        str(predictions),
-        "--quiet",
-    ]
+    return [sys.executable, "-m", "evaluation_workers", "score", "--track", "openscan",
+            "--labels", str(labels), "--predictions", str(predictions), "--quiet"]
+
+
+_PROBE = """
+import json, resource, subprocess, sys, time
+start = time.perf_counter()
+out = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+wall = time.perf_counter() - start
+usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps({"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "rss_mib": usage.ru_maxrss / 1024,
+                  "rc": out.returncode, "stdout": out.stdout, "stderr": out.stderr[-3000:]}))
+"""
+
+
+def measured(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> dict[str, Any]:
+    """Wall, CPU (user + system) and peak RSS of ``cmd`` alone, from a fresh parent process."""
+    out = subprocess.run([sys.executable, "-c", _PROBE, *cmd], capture_output=True, text=True, check=True,
+                         env={**os.environ, **(env or {})}, cwd=cwd)
+    run = json.loads(out.stdout)
+    if run["rc"]:
+        raise RuntimeError(f"{cmd} failed: {run['stderr']}")
+    return run
+
+
+def evict(paths: list[Path]) -> None:
+    """Drop files from the page cache (a cold read), without privileges."""
+    for path in paths:
+        for p in [path] if path.is_file() else [q for q in path.rglob("*") if q.is_file()]:
+            fd = os.open(p, os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+
+
+def official_layout(source: Path, stored: Path, deflated: Path) -> None:
+    """The synthetic zip rewritten as MaskClustering writes it: ``np.savez`` per scene, ``pred_score``."""
+    with zipfile.ZipFile(source) as zin, zipfile.ZipFile(stored, "w", zipfile.ZIP_STORED) as zs, \
+            zipfile.ZipFile(deflated, "w", zipfile.ZIP_DEFLATED, compresslevel=6) as zd:
+        for info in zin.infolist():
+            with np.load(io.BytesIO(zin.read(info))) as data:
+                arrays = dict(data)
+            arrays["pred_score"] = arrays.pop("pred_scores")
+            buf = io.BytesIO()
+            np.savez(buf, **arrays)  # type: ignore[arg-type]
+            zs.writestr(info.filename, buf.getvalue())
+            zd.writestr(info.filename, buf.getvalue())
 
 
 def prepare(work: Path, scenes: int, points: int, aspects: list[str], fmt: str) -> dict[str, Path]:
     if not (work / "done").exists():
         start = time.perf_counter()
-        synthetic.generate(
-            argparse.Namespace(
-                out=work,
-                scenes=scenes,
-                points=points,
-                instances=(30, 50),
-                masks=100,
-                aspects=aspects,
-                format=fmt,
-                semantic=False,
-                missing=0,
-                seed=1,
-            )
-        )
+        synthetic.generate(argparse.Namespace(out=work, scenes=scenes, points=points, instances=(30, 50),
+                                              masks=100, aspects=aspects, format=fmt, semantic=False,
+                                              missing=0, seed=1))
+        if fmt == "both":
+            official_layout(work / "predictions.zip", work / "stored.zip", work / "deflated.zip")
         (work / "done").write_text("")
         print(f"  generated in {time.perf_counter() - start:.1f} s")
-    files = {
-        "labels": work / "labels",
-        "official": work / "predictions.zip",
-        "compact": work / "predictions.npz",
-    }
+    files = {"labels": work / "labels", "stored": work / "stored.zip", "deflated": work / "deflated.zip",
+             "compact": work / "predictions.npz"}
     cached = work / "cached"
     if not (cached / ".cache").exists():
         if cached.exists():
@@ -187,12 +216,42 @@ def prepare(work: Path, scenes: int, points: int, aspects: list[str], fmt: str) 
     return files
 
 
-def peak_memory_mib(cmd: list[str]) -> float:
-    """Peak RSS of ``cmd`` alone (children's RSS is cumulative, so measure it in a fresh parent)."""
-    probe = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:], capture_output=True, check=True); "
-             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)")
-    out = subprocess.run([sys.executable, "-c", probe, *cmd], capture_output=True, text=True, check=True)
-    return float(out.stdout)
+def one_pass(path: Path) -> dict[str, float]:
+    """The floor: sha256 of the zip beside inflating each member and counting its masks' non-zeros."""
+    start, cpu = time.perf_counter(), time.process_time()
+
+    def digest() -> str:
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            while block := f.read(1 << 22):
+                h.update(block)
+        return h.hexdigest()
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        sha = pool.submit(digest)
+        nonzero = 0
+        with zipfile.ZipFile(path) as zf:
+            for info in zf.infolist():
+                with np.load(io.BytesIO(zf.read(info))) as data:
+                    nonzero += int(np.count_nonzero(data["pred_masks"]))
+        sha.result()
+    return {"wall": time.perf_counter() - start, "cpu": time.process_time() - cpu, "nonzero": nonzero}
+
+
+def official_cmd(official: Path, pred_dir: Path, gt_dir: Path, out: Path) -> list[str]:
+    """The unmodified evaluator, with ``Tensor.cuda`` the identity (torch CPU, no GPU here)."""
+    shim = ("import runpy, sys, torch; torch.Tensor.cuda = lambda self, *a, **k: self; "
+            "sys.argv = ['evaluate.py'] + sys.argv[1:]; runpy.run_module('evaluation.evaluate', run_name='__main__')")
+    return [sys.executable, "-c", shim, "--pred_path", str(pred_dir), "--gt_path", str(gt_dir),
+            "--dataset", "scannet", "--output_file", str(out)]
+
+
+def _row(name: str, run: dict[str, Any], ap: float | str = "") -> None:
+    ap_text = f"AP={ap:.6f}" if isinstance(ap, float) else ap
+    print(f"  {name:52s} {run['wall']:7.2f} s wall {run['cpu']:7.2f} s CPU "
+          f"{run.get('rss_mib', float('nan')):7.0f} MiB  {ap_text}")
 
 
 def main() -> int:
@@ -201,90 +260,76 @@ def main() -> int:
     parser.add_argument("--points", type=int, default=150_000)
     parser.add_argument("--aspects", nargs="+", default=["material"])
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "openscan_bench")
-    parser.add_argument(
-        "--official", type=Path, help="folder with an adapted copy of the official evaluation/"
-    )
+    parser.add_argument("--official", type=Path, help="folder holding the official evaluation/ package")
     parser.add_argument("--skip-baseline", action="store_true")
     parser.add_argument("--full", action="store_true", help="also 312 scenes x 8 aspects, compact, ours only")
     args = parser.parse_args()
     tag = f"{args.scenes}x{args.points}_{'-'.join(args.aspects)}"
-    print(f"OpenScan benchmark: {args.scenes} scenes x {args.points} vertices, aspects {args.aspects}")
+    print(f"OpenScan benchmark: {args.scenes} scenes x {args.points} vertices x 100 masks, aspects {args.aspects}; "
+          f"load average at start {os.getloadavg()[0]:.2f}, {len(os.sched_getaffinity(0))} CPUs")
     files = prepare(args.work / tag, args.scenes, args.points, args.aspects, "both")
-    sizes = {k: files[k].stat().st_size / 2**20 for k in ("official", "compact")}
-    print(
-        f"  predictions: official zip {sizes['official']:.1f} MiB, compact {sizes['compact']:.2f} MiB "
-        f"({sizes['official'] / sizes['compact']:.1f}x smaller)"
-    )
-    rows = {}
-    for name, labels, preds in (
-        ("ours, compact + label cache", files["cached"], files["compact"]),
-        ("ours, official zip + label cache", files["cached"], files["official"]),
-        ("ours, official zip, text labels", files["labels"], files["official"]),
-    ):
-        wall, out = run(score_cmd(labels, preds), {"EVAL_DEVICE": "cpu"})
-        rows[name] = (wall, json.loads(out)["metrics"]["AP"])
-        print(f"  {name:40s} {wall:7.2f} s  AP={rows[name][1]:.6f}")
-    # peak RSS of children is cumulative (max over all); measure the compact run alone for memory
-    print(f"  peak memory, ours compact: {peak_memory_mib(score_cmd(files['cached'], files['compact'])):.0f} MiB")
-    print(f"  peak memory, ours official zip: {peak_memory_mib(score_cmd(files['cached'], files['official'])):.0f} MiB")
-    base = rows["ours, compact + label cache"][0]
+    mib = {k: files[k].stat().st_size / 2**20 for k in ("stored", "deflated", "compact")}
+    print(f"  predictions: stored zip {mib['stored']:.0f} MiB, deflated zip {mib['deflated']:.1f} MiB, "
+          f"compact {mib['compact']:.2f} MiB")
+    runs: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory() as cache:
+        env = {"EVAL_DEVICE": "cpu", "EVAL_CACHE_DIR": cache}
+        evict([files["labels"], files["stored"]])
+        plan = [
+            ("ours, stored zip, text labels, cold", files["stored"], {}),
+            ("ours, stored zip, text labels, warm", files["stored"], {}),
+            ("ours, stored zip, text labels, warm, EVAL_THREADS=1", files["stored"], {"EVAL_THREADS": "1"}),
+            ("ours, deflated zip, text labels, warm", files["deflated"], {}),
+            ("ours, compact, text labels, warm", files["compact"], {}),
+        ]
+        for name, preds, extra in plan:
+            run = measured(score_cmd(files["labels"], preds), {**env, **extra})
+            run["result"] = json.loads(run["stdout"])
+            runs[name] = run
+            _row(name, run, run["result"]["metrics"]["AP"])
+    same = {json.dumps(r["result"]["metrics"], sort_keys=True) for r in runs.values()}
+    print(f"  all five results {'bit-identical' if len(same) == 1 else 'DIFFER'}")
+    limits = {}
+    for kind in ("stored", "deflated"):
+        one_pass(files[kind])  # warm the page cache
+        limits[kind] = one_pass(files[kind])
+        _row(f"one pass over the {kind} zip (sha256 + read + count non-zeros)", limits[kind],
+             f"{limits[kind]['nonzero']:,} non-zeros")
+    for kind, name in (("stored", "ours, stored zip, text labels, warm"),
+                       ("deflated", "ours, deflated zip, text labels, warm")):
+        print(f"  ours / one pass, {kind}: {runs[name]['wall'] / limits[kind]['wall']:.2f}x")
     if not args.skip_baseline:
         start = time.perf_counter()
-        ap = baseline(files["labels"], files["official"])
-        wall = time.perf_counter() - start
-        print(
-            f"  {'baseline loops (official algorithm)':40s} {wall:7.2f} s  AP={ap:.6f}  "
-            f"(ours compact {wall / base:.0f}x faster)"
-        )
+        ap = baseline(files["labels"], files["stored"])
+        print(f"  {'baseline loops (official algorithm, in process)':52s} {time.perf_counter() - start:7.2f} s wall"
+              f"{'':31s}AP={ap:.6f}")
     if args.official:
-        total = 0.0
+        total = {"wall": 0.0, "cpu": 0.0, "rss_mib": 0.0}
         with tempfile.TemporaryDirectory() as tmp:
-            with zipfile.ZipFile(files["official"]) as zf:
+            with zipfile.ZipFile(files["stored"]) as zf:
                 zf.extractall(tmp)
-            for aspect in args.aspects:  # the official loader reads `pred_score`
-                for npz in sorted(Path(tmp, aspect).glob("*.npz")):
-                    with np.load(npz) as d:
-                        arrays = dict(d)
-                    np.savez(npz, pred_score=arrays["pred_scores"], **arrays)
-                names = json.loads((files["labels"] / "vocabulary.json").read_text())[aspect]
+            vocabulary = json.loads((files["labels"] / "vocabulary.json").read_text())
+            for aspect in args.aspects:
+                names = vocabulary[aspect]
                 (args.official / "evaluation" / "constants.py").write_text(
                     "MATTERPORT_LABELS = MATTERPORT_IDS = SCANNETPP_LABELS = SCANNETPP_IDS = []\n"
-                    f"SCANNET_LABELS = {names!r}\nSCANNET_IDS = list(range(1, {len(names) + 1}))\n"
-                )
-                start = time.perf_counter()
-                subprocess.run(
-                    [
-                        sys.executable,
-                        "-m",
-                        "evaluation.evaluate",
-                        "--pred_path",
-                        f"{tmp}/{aspect}",
-                        "--gt_path",
-                        str(files["labels"] / "gt" / aspect),
-                        "--dataset",
-                        "scannet",
-                        "--output_file",
-                        f"{tmp}/out_{aspect}.csv",
-                    ],
-                    cwd=args.official,
-                    capture_output=True,
-                    check=True,
-                )
-                total += time.perf_counter() - start
-                last = Path(f"{tmp}/out_{aspect}.csv").read_text().splitlines()[-1]
-                print(f"  official evaluator, {aspect}: averages {last}")
-        print(
-            f"  {'official evaluator':40s} {total:7.2f} s  (ours compact {total / base:.0f}x faster, "
-            f"ours official zip {total / rows['ours, official zip + label cache'][0]:.0f}x faster)"
-        )
+                    f"SCANNET_LABELS = {names!r}\nSCANNET_IDS = list(range(1, {len(names) + 1}))\n")
+                evict([files["labels"], Path(tmp)])
+                run = measured(official_cmd(args.official, Path(tmp, aspect), files["labels"] / "gt" / aspect,
+                                            Path(tmp, f"out_{aspect}.csv")), cwd=args.official)
+                for key in total:
+                    total[key] = max(total[key], run[key]) if key == "rss_mib" else total[key] + run[key]
+                print(f"  official evaluator, {aspect}: {Path(tmp, f'out_{aspect}.csv').read_text().splitlines()[-1]}")
+        _row("official evaluator (unmodified, torch CPU), cold", total)
+        for name in ("ours, stored zip, text labels, cold", "ours, stored zip, text labels, warm",
+                     "ours, deflated zip, text labels, warm", "ours, compact, text labels, warm"):
+            print(f"  {name}: {total['wall'] / runs[name]['wall']:.1f}x faster than the official evaluator")
     if args.full:
         print("Full shape: 312 scenes x 150000 vertices x 8 aspects (compact)")
         full = prepare(args.work / "full", 312, args.points, list(ASPECTS), "compact")
         print(f"  compact predictions {full['compact'].stat().st_size / 2**20:.1f} MiB")
-        wall, out = run(score_cmd(full["cached"], full["compact"]), {"EVAL_DEVICE": "cpu"})
-        print(
-            f"  ours, compact + label cache (CPU)        {wall:7.2f} s  AP={json.loads(out)['metrics']['AP']:.6f}"
-        )
+        run = measured(score_cmd(full["cached"], full["compact"]), {"EVAL_DEVICE": "cpu"})
+        _row("ours, compact + label cache (CPU)", run, json.loads(run["stdout"])["metrics"]["AP"])
     return 0
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 from typing import Any
 
 import numpy as np
@@ -36,6 +37,24 @@ def backend() -> Any:
         except Exception as exc:  # ImportError, CUDA driver errors
             if choice == "gpu":
                 raise RuntimeError(f"EVAL_DEVICE=gpu but CuPy cannot use a GPU: {exc}") from exc
+    return numpy_namespace()
+
+
+@functools.cache
+def numpy_namespace() -> Any:
+    """``array_api_compat.numpy``, imported without ``numpy.testing`` and ``numpy.f2py``.
+
+    Its ``from numpy import *`` imports every submodule numpy lists in
+    ``__all__``, two of which (test helpers and the Fortran wrapper generator)
+    cost 0.1-0.4 s of every scorer process's start and are never used here.
+    """
+    if "array_api_compat.numpy" not in sys.modules:
+        full = np.__all__
+        np.__all__ = [name for name in full if name not in ("testing", "f2py")]
+        try:
+            import array_api_compat.numpy  # noqa: F401
+        finally:
+            np.__all__ = full
     from array_api_compat import numpy as compat_numpy
 
     return compat_numpy

@@ -41,7 +41,6 @@ result is the same bit for bit with any number of threads.
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -49,6 +48,7 @@ from array_api_compat import is_numpy_namespace
 
 from evaluation_workers._xp import array_namespace
 from evaluation_workers.metrics import iou3d_edges, iou3d_faces
+from evaluation_workers.threads import threads
 
 __all__ = ["DEFAULT_CHUNK_PAIRS", "TOL_REL", "box_iou3d", "paired_iou3d", "rotation_matrices"]
 
@@ -193,9 +193,7 @@ def _threads(xp: Any, chunks: int) -> int:
     """Threads for the chunks: NumPy only (CuPy queues kernels on one stream)."""
     if chunks < 2 or not is_numpy_namespace(xp):
         return 1
-    setting = os.environ.get("EVAL_THREADS", "")
-    wanted = int(setting) if setting.strip() else len(os.sched_getaffinity(0))
-    return max(1, min(wanted, chunks))
+    return min(threads(), chunks)
 
 
 def _intersection_chunk(half1: Any, half2: Any, rot1: Any, rot2: Any, delta: Any, floor: float, xp: Any) -> Any:

@@ -93,12 +93,36 @@ def memberships(masks: np.ndarray) -> Proposals:
         empty = np.zeros(0, dtype=np.int64)
         return Proposals(empty, empty.copy(), n)
     if masks.flags.c_contiguous:
-        flat = np.flatnonzero(masks)  # ravel of a C array is a view: one pass, no (V, M) temporary
+        flat = flat_nonzero(masks)
         vertex = flat // n
         return Proposals(vertex, flat - vertex * n, n)
-    flat = np.flatnonzero(masks.T)  # Fortran order: the transpose is the C view
+    flat = flat_nonzero(masks.T)  # Fortran order: the transpose is the C view
     mask = flat // n_vertices
     return Proposals(flat - mask * n_vertices, mask, n)
+
+
+def flat_nonzero(array: np.ndarray) -> np.ndarray:
+    """``np.flatnonzero(array)`` of a C-contiguous array, three to ten times faster on masks.
+
+    NumPy's nonzero is fast on bool data only, so masks become bool (a view
+    when their bytes are all 0 or 1, as bool and uint8 masks are; ``!= 0``
+    otherwise, which a bool array whose bytes are not 0 or 1 also gets). Then
+    the bool bytes are scanned eight at a time as words, and only the words
+    with a non-zero byte are looked into: masks are mostly zeros.
+    """
+    flat = array.reshape(-1)
+    if flat.dtype.itemsize == 1 and flat.view(np.uint8).max(initial=0) <= 1:
+        bits = flat.view(np.bool_)
+    else:
+        bits = flat != 0
+    head = bits.shape[0] - bits.shape[0] % 8
+    words = bits[:head].view(np.uint64)
+    hit = np.flatnonzero(words != 0)
+    inside = np.flatnonzero(words[hit].view(np.bool_))
+    found = hit[inside >> 3] * 8 + (inside & 7)
+    if head == bits.shape[0]:
+        return found
+    return np.concatenate([found, head + np.flatnonzero(bits[head:])])
 
 
 def check_kind(arr: np.ndarray, kinds: str, loc: str, field_name: str) -> np.ndarray:

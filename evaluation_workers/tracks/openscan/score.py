@@ -9,6 +9,7 @@ matching and PR curves then run once per aspect over all scenes
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from evaluation_workers.metrics.instance_ap import (
 )
 from evaluation_workers.metrics.semseg import confusion, iou_and_accuracy
 from evaluation_workers.results import make_result, sha256_file
+from evaluation_workers.threads import read_ahead, threads
 from evaluation_workers.tracks.base import Manifest, Progress, Result, no_progress
 from evaluation_workers.tracks.openscan import intervals
 from evaluation_workers.tracks.openscan.common import Proposals
@@ -102,6 +104,31 @@ def _vertex_class(xp: Any, state: _AspectState) -> Any:
     return state.vertex_class
 
 
+def _add_scene(xp: Any, states: dict[str, _AspectState], units: dict[str, int], scene: str,
+               read: dict[str, Any]) -> None:
+    """Add one scene's predictions (all aspects) to the aspects' running state."""
+    cache: dict[int, tuple[Any, Any]] = {}
+    for aspect, pred in read.items():
+        st = states[aspect]
+        inter = _intersections(xp, st, scene, pred.proposals, cache)
+        st.inter.append(xp.take(inter, to_device(pred.rows, xp), axis=0))
+        st.classes.append(pred.classes)
+        st.scores.append(pred.scores)
+        st.base.append(
+            np.full(len(pred.rows), st.labels.instance_offsets[st.index[scene]], dtype=np.int64)
+        )
+        st.unit.append(np.full(len(pred.rows), units[scene], dtype=np.int64))
+        if pred.sem_pred is None:
+            st.without_sem.append(scene)
+            continue
+        st.with_sem.append(scene)
+        s = st.index[scene]
+        v0, v1 = (int(x) for x in st.labels.vertex_offsets[s : s + 2])
+        conf = confusion(_vertex_class(xp, st)[v0:v1], to_device(pred.sem_pred, xp), st.labels.n_classes)
+        st.conf = conf if st.conf is None else st.conf + conf
+        _note_scene_semantics(st, units[scene], conf, len(units))
+
+
 def score(labels_path: Path, predictions_path: Path, progress: Progress = no_progress) -> Result:
     """Score a predictions file (official zip, text zip or compact .npz) against a labels folder."""
     labels_path, predictions_path = Path(labels_path), Path(predictions_path)
@@ -114,29 +141,19 @@ def score(labels_path: Path, predictions_path: Path, progress: Progress = no_pro
     units = {scene: u for u, scene in enumerate(manifest["scenes"])}
     states = {a: _AspectState(xp, lab, units) for a, lab in labels.items()}
     scenes = reader.scenes()
-    for i, scene in enumerate(scenes):
-        cache: dict[int, tuple[Any, Any]] = {}
-        for aspect, pred in reader.read(scene).items():
-            st = states[aspect]
-            inter = _intersections(xp, st, scene, pred.proposals, cache)
-            st.inter.append(xp.take(inter, to_device(pred.rows, xp), axis=0))
-            st.classes.append(pred.classes)
-            st.scores.append(pred.scores)
-            st.base.append(
-                np.full(len(pred.rows), st.labels.instance_offsets[st.index[scene]], dtype=np.int64)
-            )
-            st.unit.append(np.full(len(pred.rows), units[scene], dtype=np.int64))
-            if pred.sem_pred is None:
-                st.without_sem.append(scene)
-                continue
-            st.with_sem.append(scene)
-            s = st.index[scene]
-            v0, v1 = (int(x) for x in st.labels.vertex_offsets[s : s + 2])
-            conf = confusion(_vertex_class(xp, st)[v0:v1], to_device(pred.sem_pred, xp), st.labels.n_classes)
-            st.conf = conf if st.conf is None else st.conf + conf
-            _note_scene_semantics(st, units[scene], conf, len(units))
-        if i % 10 == 0 or i == len(scenes) - 1:
-            progress(0.05 + 0.85 * (i + 1) / max(len(scenes), 1), f"scene {i + 1} of {len(scenes)}")
+    # Two threads: one hashes the predictions file, the other reads the next scene
+    # while this one is scored (threads.read_ahead); values do not depend on it.
+    pool = ThreadPoolExecutor(2) if threads() > 1 else None
+    try:
+        predictions_sha = pool.submit(sha256_file, predictions_path) if pool else None
+        for i, (scene, read) in enumerate(read_ahead(pool, reader.read, scenes)):
+            _add_scene(xp, states, units, scene, read)
+            if i % 10 == 0 or i == len(scenes) - 1:
+                progress(0.05 + 0.85 * (i + 1) / max(len(scenes), 1), f"scene {i + 1} of {len(scenes)}")
+        predictions_sha256 = predictions_sha.result() if predictions_sha else sha256_file(predictions_path)
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
 
     warnings: list[str] = []
     metrics_rows: dict[str, Any] = {}
@@ -208,7 +225,7 @@ def score(labels_path: Path, predictions_path: Path, progress: Progress = no_pro
         track="openscan",
         scorer_version=SCORER_VERSION,
         labels_sha256=labels_sha,
-        predictions_sha256=sha256_file(predictions_path),
+        predictions_sha256=predictions_sha256,
         metrics=metrics_rows,
         breakdown=breakdown,
         details={

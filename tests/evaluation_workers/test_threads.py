@@ -1,0 +1,60 @@
+"""Reading ahead in a thread, and the mask scan it overlaps with scoring."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+from evaluation_workers.threads import read_ahead, threads
+from evaluation_workers.tracks.openscan.common import flat_nonzero
+
+
+@pytest.mark.parametrize("pool", [None, "pool"])
+def test_read_ahead_yields_in_order_one_read_at_a_time_and_raises_at_the_item(pool) -> None:
+    in_flight, seen = [0], []
+
+    def read(item: int) -> int:
+        in_flight[0] += 1
+        assert in_flight[0] == 1  # never two reads at once
+        seen.append(item)
+        in_flight[0] -= 1
+        if item == 3:
+            raise ValueError("bad item 3")
+        return item * 10
+
+    with ThreadPoolExecutor(2) as executor:
+        got = []
+        with pytest.raises(ValueError, match="bad item 3"):
+            for item, value in read_ahead(executor if pool else None, read, [0, 1, 2, 3, 4]):
+                got.append((item, value))
+    assert got == [(0, 0), (1, 10), (2, 20)]  # items before the bad one were all delivered
+    assert seen[:4] == [0, 1, 2, 3]
+
+
+def test_eval_threads_is_read_and_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVAL_THREADS", "3")
+    assert threads() == 3
+    monkeypatch.setenv("EVAL_THREADS", "many")
+    with pytest.raises(ValueError, match="EVAL_THREADS"):
+        threads()
+
+
+@pytest.mark.parametrize("dtype", [np.bool_, np.uint8, np.int8, np.int32, np.float32, np.float64])
+@pytest.mark.parametrize("density", [0.0, 0.003, 0.3, 1.0])
+def test_flat_nonzero_equals_numpy_on_masks_of_any_type_and_size(dtype, density: float) -> None:
+    rng = np.random.default_rng(int(density * 1000))
+    for shape in [(1, 1), (7, 3), (1503, 101), (64, 8)]:
+        on = rng.random(shape) < density
+        masks = on.astype(dtype)
+        if dtype in (np.int8, np.int32):
+            masks[on] = -7  # any non-zero value is in
+        if dtype == np.float32 and on.size > 1:
+            masks.reshape(-1)[1] = np.nan  # NaN != 0: in, as the official `!= 0` has it
+        assert np.array_equal(flat_nonzero(masks), np.flatnonzero(masks))
+
+
+def test_flat_nonzero_reads_bool_bytes_other_than_one_as_in() -> None:
+    raw = np.frombuffer(bytes([0, 2, 0, 1, 0, 0, 0, 0, 255, 0, 9]), dtype=np.bool_)
+    assert flat_nonzero(raw).tolist() == [1, 3, 8, 10]
