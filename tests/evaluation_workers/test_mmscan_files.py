@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from evaluation_workers.errors import LabelsError, PredictionFormatError
@@ -138,7 +139,8 @@ def test_it_writes_a_manifest_without_boxes_and_scores_from_a_prepared_folder(
     assert manifest["sample_ids"] == [x["sample_id"] for x in LABELS]
     assert manifest["groups"]["OO-space"] == 1
     assert "gt_bboxes" not in json.dumps(manifest) and "0.5" not in json.dumps(manifest["sample_ids"])
-    assert [p.name for p in dest.iterdir()] == ["labels.json"]
+    assert sorted(p.name for p in dest.iterdir()) == [".cache", "labels.json"]  # the file and its parsed copy
+    assert (dest / mmscan_vg.labels.CACHE_FILE).is_file()
     preds = _preds(tmp_path, [_entry()])
     summary = TRACK.validate(preds, manifest)
     assert summary == {"samples": 1, "boxes": 1, "missing_samples": 1}
@@ -257,3 +259,25 @@ def test_it_gives_the_same_numbers_whatever_the_block_size() -> None:
     pr = mmscan_vg.load_predictions(fixtures / "devkit_predictions.json", lab.index)
     whole = mmscan_vg.score_arrays(lab, pr, compat, block_pairs=1 << 30)
     assert mmscan_vg.score_arrays(lab, pr, compat, block_pairs=7) == whole
+
+
+def test_labels_are_parsed_once_per_checksum_and_a_stale_copy_is_never_used(
+    tmp_path: Path, labels: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from evaluation_workers.tracks.mmscan_vg import labels as labels_module
+
+    monkeypatch.setenv("EVAL_CACHE_DIR", str(tmp_path / "cache"))
+    parsed: list[Path] = []
+    real = labels_module.parse_labels
+    monkeypatch.setattr(labels_module, "parse_labels", lambda f: parsed.append(f) or real(f))
+    file = tmp_path / "copy.json"
+    file.write_bytes(labels.read_bytes())
+    first = mmscan_vg.load_labels(file)
+    again = mmscan_vg.load_labels(file)
+    assert len(parsed) == 1 and again.sample_ids == first.sample_ids
+    assert np.array_equal(again.gt_boxes, first.gt_boxes) and np.array_equal(again.group, first.group)
+    changed = json.loads(file.read_text())
+    changed[0]["gt_bboxes"][0][0] += 1.0
+    file.write_text(json.dumps(changed))
+    assert mmscan_vg.load_labels(file).gt_boxes[0, 0] == first.gt_boxes[0, 0] + 1.0
+    assert len(parsed) == 2

@@ -96,13 +96,14 @@ def test_a_labels_folder_is_parsed_once_per_checksum(
 ) -> None:
     import shutil
 
+    from evaluation_workers import parsed_cache
     from evaluation_workers.tracks.openscan import labels as labels_module
 
     monkeypatch.setenv("EVAL_CACHE_DIR", str(tmp_path / "cache"))
     parsed, hashed = [], []
-    real_parse, real_hash = labels_module.parse_labels, labels_module.sha256_tree
+    real_parse, real_hash = labels_module.parse_labels, parsed_cache.sha256_tree
     monkeypatch.setattr(labels_module, "parse_labels", lambda f: parsed.append(f) or real_parse(f))
-    monkeypatch.setattr(labels_module, "sha256_tree", lambda f: hashed.append(f) or real_hash(f))
+    monkeypatch.setattr(parsed_cache, "sha256_tree", lambda f: hashed.append(f) or real_hash(f))
     folder = tmp_path / "labels"
     shutil.copytree(data["labels"], folder)
     first = score(folder, data["compact"])

@@ -15,6 +15,7 @@ Formats and messages: docs/mmscan-vg-format.md.
 from __future__ import annotations
 
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +32,10 @@ from evaluation_workers.tracks.mmscan_vg.labels import (
     SUB_CLASS_GROUP,
     Labels,
     Predictions,
+    build_cache,
     labels_file,
     load_labels,
+    parse_labels,
 )
 from evaluation_workers.tracks.mmscan_vg.reader import load_predictions
 from evaluation_workers.tracks.mmscan_vg.score import (
@@ -68,10 +71,11 @@ def manifest(labels: Path) -> Manifest:
 def prepare_labels(source: Path, dest: Path) -> Manifest:
     """Copy the official labels file into ``dest`` and return the public manifest."""
     file = labels_file(source)
-    load_labels(file)  # refuse a bad file before copying it
+    parse_labels(file)  # refuse a bad file before copying it
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(file, dest / file.name)
+    build_cache(dest)
     return manifest(dest)
 
 
@@ -95,6 +99,15 @@ def score(labels: Path, predictions: Path, progress: Progress = no_progress) -> 
     ``labels_sha256`` is the checksum of the labels file itself, so the file
     and the folder ``prepare_labels`` wrote from it give the same value.
     """
+    with ThreadPoolExecutor(1) as pool:  # the checksums are computed while the file is scored
+        checksums = pool.submit(lambda: (sha256_file(labels_file(Path(labels))), sha256_file(Path(predictions))))
+        result = _score(labels, predictions, progress)
+        labels_sha, predictions_sha = checksums.result()
+    return make_result(track=TRACK.name, scorer_version=TRACK.scorer_version, labels_sha256=labels_sha,
+                       predictions_sha256=predictions_sha, **result)
+
+
+def _score(labels: Path, predictions: Path, progress: Progress) -> dict[str, Any]:
     labels_data = load_labels(labels)
     progress(0.05, "labels read")
     preds = load_predictions(predictions, labels_data.index)
@@ -114,17 +127,8 @@ def score(labels: Path, predictions: Path, progress: Progress = no_progress) -> 
             "score 0 (first: {})".format(preds.missing[0])
         )
     progress(1.0, "done")
-    return make_result(
-        track=TRACK.name,
-        scorer_version=TRACK.scorer_version,
-        labels_sha256=sha256_file(labels_file(Path(labels))),
-        predictions_sha256=sha256_file(Path(predictions)),
-        metrics=values["metrics"],
-        breakdown=values["breakdown"],
-        details=values["details"],
-        warnings=warnings,
-        uncertainty=uncertainty,
-    )
+    return {"metrics": values["metrics"], "breakdown": values["breakdown"], "details": values["details"],
+            "warnings": warnings, "uncertainty": uncertainty}
 
 
 TRACK = Track(

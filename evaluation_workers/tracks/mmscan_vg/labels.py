@@ -15,8 +15,10 @@ from typing import Any
 
 import numpy as np
 
+from evaluation_workers import parsed_cache
 from evaluation_workers.errors import LabelsError, PredictionFormatError
 from evaluation_workers.limits import read_maybe_gzip, unlimited
+from evaluation_workers.results import sha256_tree
 
 # Published models output 100-256 queries per prompt.
 MAX_BOXES_PER_PROMPT = 1000
@@ -95,9 +97,43 @@ def labels_file(path: Path) -> Path:
     return found[0]
 
 
+CACHE_FILE = Path(".cache") / "mmscan_vg_labels.npz"
+CACHE_VERSION = 1
+
+
 def load_labels(path: Path) -> Labels:
-    """Read and check the official labels (``LabelsError`` on a bad file)."""
+    """The labels of a folder or file, parsed once per checksum (``parsed_cache``)."""
     file = labels_file(path)
+    folder = file.parent
+    own = folder / CACHE_FILE if Path(path).is_dir() else None
+    arrays, _ = parsed_cache.cached(file, "mmscan-vg-labels", CACHE_VERSION, _stats(file), own,
+                                    lambda: _to_arrays(parse_labels(file)))
+    return _from_arrays(arrays)
+
+
+def build_cache(folder: Path) -> None:
+    """Write ``.cache/mmscan_vg_labels.npz`` inside a prepared labels folder."""
+    file = labels_file(folder)
+    parsed_cache.write(Path(folder) / CACHE_FILE, _to_arrays(parse_labels(file)), sha256_tree(file),
+                       _stats(file), CACHE_VERSION)
+
+
+def _stats(file: Path) -> list[list[Any]]:
+    return parsed_cache.file_stats([file], file.parent)
+
+
+def _to_arrays(labels: Labels) -> dict[str, np.ndarray]:
+    return {"sample_ids": np.array(labels.sample_ids, dtype=str), "group": labels.group,
+            "gt_count": labels.gt_count, "gt_boxes": labels.gt_boxes}
+
+
+def _from_arrays(arrays: dict[str, np.ndarray]) -> Labels:
+    return Labels(sample_ids=arrays["sample_ids"].tolist(), group=arrays["group"], gt_count=arrays["gt_count"],
+                  gt_boxes=arrays["gt_boxes"])
+
+
+def parse_labels(file: Path) -> Labels:
+    """Read and check the official labels file (``LabelsError`` on a bad file)."""
     try:
         raw = json.loads(read_maybe_gzip(file, unlimited(file.name)))
     except (ValueError, OSError, EOFError) as exc:

@@ -13,25 +13,22 @@ instance table. ``.cache`` is excluded from the labels checksum.
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import json
-import os
 import shutil
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from evaluation_workers import parsed_cache
 from evaluation_workers.errors import LabelsError
 from evaluation_workers.results import sha256_tree
 
 ASPECTS = ("affordance", "property", "type", "manner", "synonym", "requirement", "element", "material")
 VOCABULARY_FILE = "vocabulary.json"
 CACHE_FILE = Path(".cache") / "openscan_labels.npz"
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 DEFAULT_VOCABULARY = Path(__file__).resolve().parents[2] / "data" / "openscan_vocabulary.json"
 
 
@@ -168,68 +165,11 @@ def parse_labels(folder: Path) -> dict[str, AspectLabels]:
 
 def _file_stats(folder: Path) -> list[list[Any]]:
     files = [Path(folder) / VOCABULARY_FILE] + sorted((Path(folder) / "gt").rglob("*.txt"))
-    return [[p.relative_to(folder).as_posix(), p.stat().st_size, p.stat().st_mtime_ns] for p in files]
+    return parsed_cache.file_stats(files, Path(folder))
 
 
-def build_cache(folder: Path) -> dict[str, AspectLabels]:
-    """Parse the text once and write ``.cache/openscan_labels.npz`` inside ``folder``."""
-    folder = Path(folder)
-    labels = parse_labels(folder)
-    _write_cache(folder / CACHE_FILE, labels, sha256_tree(folder), _file_stats(folder))
-    return labels
-
-
-def user_cache_dir() -> Path:
-    """Where the scorer keeps label caches of folders it may not write into (``EVAL_CACHE_DIR``)."""
-    base = os.environ.get("EVAL_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "lb-eval")
-    return Path(base) / "openscan-labels"
-
-
-def load_labels(folder: Path) -> tuple[dict[str, AspectLabels], str]:
-    """The labels and their checksum, parsing the text only the first time a checksum is seen.
-
-    1. The folder's own cache (``prepare_labels`` writes it for the service's
-       labels), when the size and mtime it records for every file still match.
-    2. Else the user cache (``user_cache_dir()``), keyed by the labels'
-       checksum: ``<sha256>.npz``, found through ``by-files/<fingerprint>``
-       (the sha256 of the folder's path and its files' sizes and mtimes), so
-       an unchanged folder is neither parsed nor hashed again; a copy of known
-       labels elsewhere is hashed once and not parsed.
-    3. Else the text is parsed and the user cache written for next time.
-
-    Writes go to a temporary name and ``os.replace``: concurrent scorers never
-    read a half-written cache (at worst two of them parse the same labels
-    once). A cache that cannot be written (read-only home) costs only the parse.
-    """
-    folder = Path(folder)
-    stats = _file_stats(folder)
-    own = _read_cache(folder / CACHE_FILE, stats)
-    if own is not None:
-        return own
-    root = user_cache_dir()
-    fingerprint = hashlib.sha256(json.dumps([str(folder.resolve()), stats]).encode()).hexdigest()
-    pointer = root / "by-files" / fingerprint
-    if pointer.is_file():
-        known = pointer.read_text().strip()
-        cached = _read_cache(root / f"{known}.npz", stats, sha=known)
-        if cached is not None:
-            return cached
-    sha = sha256_tree(folder)
-    cached = _read_cache(root / f"{sha}.npz", stats, sha=sha)
-    labels = cached[0] if cached is not None else parse_labels(folder)
-    with contextlib.suppress(OSError):
-        if cached is None:
-            _write_cache(root / f"{sha}.npz", labels, sha, stats)
-        pointer.parent.mkdir(parents=True, exist_ok=True)
-        tmp = pointer.with_name(f"{fingerprint}.{os.getpid()}.tmp")
-        tmp.write_text(sha)
-        os.replace(tmp, pointer)
-    return labels, sha
-
-
-def _write_cache(path: Path, labels: dict[str, AspectLabels], sha: str, stats: list[list[Any]]) -> None:
-    arrays: dict[str, np.ndarray] = {}
+def _to_arrays(labels: dict[str, AspectLabels]) -> dict[str, np.ndarray]:
+    arrays: dict[str, np.ndarray] = {"aspects": np.array(list(labels), dtype=str)}
     for aspect, lab in labels.items():
         arrays[f"{aspect}.scene_ids"] = np.array(lab.scene_ids, dtype=str)
         arrays[f"{aspect}.vertex_offsets"] = lab.vertex_offsets
@@ -238,45 +178,40 @@ def _write_cache(path: Path, labels: dict[str, AspectLabels], sha: str, stats: l
         arrays[f"{aspect}.instance_class"] = lab.instance_class
         arrays[f"{aspect}.instance_size"] = lab.instance_size
         arrays[f"{aspect}.n_classes"] = np.array(lab.n_classes)
-    meta = {"version": CACHE_VERSION, "aspects": list(labels), "labels_sha256": sha, "files": stats}
-    arrays["meta"] = np.array(json.dumps(meta))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp.npz")
-    np.savez(tmp, **arrays)  # type: ignore[arg-type]  # uncompressed: loads at disk speed
-    os.replace(tmp, path)
+    return arrays
 
 
-def _read_cache(
-    path: Path, stats: list[list[Any]], sha: str | None = None
-) -> tuple[dict[str, AspectLabels], str] | None:
-    """A cache's labels and checksum; None when absent, of another version, or stale.
+def _from_arrays(arrays: dict[str, np.ndarray]) -> dict[str, AspectLabels]:
+    return {
+        a: AspectLabels(
+            scene_ids=[str(s) for s in arrays[f"{a}.scene_ids"]],
+            vertex_offsets=arrays[f"{a}.vertex_offsets"],
+            gt_local=arrays[f"{a}.gt_local"],
+            instance_offsets=arrays[f"{a}.instance_offsets"],
+            instance_class=arrays[f"{a}.instance_class"],
+            instance_size=arrays[f"{a}.instance_size"],
+            n_classes=int(arrays[f"{a}.n_classes"]),
+        )
+        for a in (str(x) for x in arrays["aspects"])
+    }
 
-    Stale: with ``sha``, recorded for other labels; without, recorded for other files.
-    """
-    if not path.is_file():
-        return None
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            meta = json.loads(str(data["meta"]))
-            if meta.get("version") != CACHE_VERSION:
-                return None
-            if meta.get("labels_sha256") != sha if sha is not None else meta.get("files") != stats:
-                return None
-            labels = {
-                a: AspectLabels(
-                    scene_ids=[str(s) for s in data[f"{a}.scene_ids"]],
-                    vertex_offsets=data[f"{a}.vertex_offsets"],
-                    gt_local=data[f"{a}.gt_local"],
-                    instance_offsets=data[f"{a}.instance_offsets"],
-                    instance_class=data[f"{a}.instance_class"],
-                    instance_size=data[f"{a}.instance_size"],
-                    n_classes=int(data[f"{a}.n_classes"]),
-                )
-                for a in meta["aspects"]
-            }
-    except (OSError, ValueError, KeyError, zipfile.BadZipFile):  # a damaged cache is rebuilt, never trusted
-        return None
-    return labels, str(meta["labels_sha256"])
+
+def build_cache(folder: Path) -> dict[str, AspectLabels]:
+    """Parse the text once and write ``.cache/openscan_labels.npz`` inside ``folder``."""
+    folder = Path(folder)
+    labels = parse_labels(folder)
+    parsed_cache.write(folder / CACHE_FILE, _to_arrays(labels), sha256_tree(folder), _file_stats(folder),
+                       CACHE_VERSION)
+    return labels
+
+
+def load_labels(folder: Path) -> tuple[dict[str, AspectLabels], str]:
+    """The labels and their checksum, parsing the text only the first time a checksum is seen
+    (the folder's own cache, else the user cache: ``parsed_cache``)."""
+    folder = Path(folder)
+    arrays, sha = parsed_cache.cached(folder, "openscan-labels", CACHE_VERSION, _file_stats(folder),
+                                      folder / CACHE_FILE, lambda: _to_arrays(parse_labels(folder)))
+    return _from_arrays(arrays), sha
 
 
 def manifest(folder: Path) -> dict[str, Any]:
