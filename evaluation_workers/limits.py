@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
+import orjson
 
 from evaluation_workers.errors import PredictionFormatError
 
@@ -257,6 +258,11 @@ def loads_json(data: bytes | str, file: str, object_pairs_hook: Callable[..., An
     """
     if _depth_exceeds(data, MAX_JSON_DEPTH):
         raise json_depth_error(file)
+    if object_pairs_hook is None:
+        try:
+            return orjson.loads(data)  # 4-5x faster; same values for every JSON it accepts
+        except orjson.JSONDecodeError:
+            pass  # the standard parser words the error (and reads NaN, as the official loaders do)
     try:
         return json.loads(data, object_pairs_hook=object_pairs_hook)
     except RecursionError:

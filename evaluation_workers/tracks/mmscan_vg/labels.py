@@ -8,7 +8,6 @@ Labels are trusted (a maintainer loads them), so they are read without budgets.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ import numpy as np
 
 from evaluation_workers import parsed_cache
 from evaluation_workers.errors import LabelsError, PredictionFormatError
-from evaluation_workers.limits import read_maybe_gzip, unlimited
+from evaluation_workers.limits import loads_json, read_maybe_gzip, unlimited
 from evaluation_workers.results import sha256_tree
 
 # Published models output 100-256 queries per prompt.
@@ -135,7 +134,7 @@ def _from_arrays(arrays: dict[str, np.ndarray]) -> Labels:
 def parse_labels(file: Path) -> Labels:
     """Read and check the official labels file (``LabelsError`` on a bad file)."""
     try:
-        raw = json.loads(read_maybe_gzip(file, unlimited(file.name)))
+        raw = loads_json(read_maybe_gzip(file, unlimited(file.name)), file.name)
     except (ValueError, OSError, EOFError) as exc:
         raise LabelsError(f"{file}: not valid JSON: {exc}") from exc
     except PredictionFormatError as exc:  # from the gzip reader: still the maintainer's file
