@@ -106,20 +106,29 @@ def _load() -> str:
     return f"load average {os.getloadavg()[0]:.2f} on {len(os.sched_getaffinity(0))} CPUs"
 
 
-def full_test_shape(preds: int, max_gt: int) -> int:
-    """Wall time, CPU time and peak memory of scoring the full test split's shape in the binary form."""
+def full_test_shape(preds: int, max_gt: int, work: Path | None) -> int:
+    """Wall time, CPU time and peak memory of scoring the full test split's shape in the binary form.
+
+    ``work``: where the generated files are kept and reused by a later run (a fresh folder otherwise).
+    """
     from evaluation_workers.synthetic.mmscan_vg import make_arrays, write_npz
 
     prompts = 209_717
     start = time.perf_counter()
-    labels, arrays = make_arrays(prompts, seed=0, min_preds=preds, max_preds=preds, max_gt=max_gt,
-                                 empty_fraction=0.0)
-    work = Path(tempfile.mkdtemp(prefix="mmscan_vg_full_"))
-    (work / "labels.json").write_text(json.dumps(labels))
-    del labels
-    write_npz(work / "predictions.npz", arrays)
-    n_boxes = int(arrays["offsets"][-1])
-    del arrays
+    if work is None:
+        work = Path(tempfile.mkdtemp(prefix="mmscan_vg_full_"))
+    work = work / f"{prompts}x{preds}_gt{max_gt}"
+    if not (work / "done").exists():
+        work.mkdir(parents=True, exist_ok=True)
+        labels, arrays = make_arrays(prompts, seed=0, min_preds=preds, max_preds=preds, max_gt=max_gt,
+                                     empty_fraction=0.0)
+        (work / "labels.json").write_text(json.dumps(labels))
+        del labels
+        write_npz(work / "predictions.npz", arrays)
+        del arrays
+        (work / "done").write_text("")
+    with np.load(work / "predictions.npz") as data:
+        n_boxes = int(data["offsets"][-1])
     size = (work / "predictions.npz").stat().st_size
     print(f"{prompts:,} prompts x {preds} boxes = {n_boxes:,} float32 boxes, 1-{max_gt} true boxes per prompt; "
           f"predictions.npz {size / 2**20:,.0f} MiB (generated in {time.perf_counter() - start:.0f} s)")
@@ -143,6 +152,7 @@ def main() -> int:
     parser.add_argument("--full-test-shape", action="store_true", help="the binary form at full test-split size")
     parser.add_argument("--preds", type=int, default=100, help="boxes per prompt with --full-test-shape")
     parser.add_argument("--max-gt", type=int, default=5, help="true boxes per prompt (1..max) with --full-test-shape")
+    parser.add_argument("--work", type=Path, help="keep (and reuse) the --full-test-shape files here")
     parser.add_argument("--samples", type=int, default=5000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tilted-fraction", type=float, default=1.0, help="share of boxes rotated in 3-D")
@@ -151,7 +161,7 @@ def main() -> int:
     parser.add_argument("--reference-pairs", type=int, default=2000, help="scipy IoU sample size")
     args = parser.parse_args()
     if args.full_test_shape:
-        return full_test_shape(args.preds, args.max_gt)
+        return full_test_shape(args.preds, args.max_gt, args.work)
 
     labels, preds = make_data(args.samples, seed=args.seed, empty_fraction=0.0, tilted_fraction=args.tilted_fraction)
     work = Path(tempfile.mkdtemp(prefix="mmscan_vg_bench_"))
