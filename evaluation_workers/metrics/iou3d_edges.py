@@ -76,17 +76,24 @@ def _slab_clip(
     outside = on_boundary = None
     for alpha, beta, half in zip(alphas, betas, halves):
         par = xp.abs(beta) <= PARALLEL
-        safe = xp.where(par, xp.ones_like(beta), beta)
-        t1 = (-half - alpha) / safe
-        t2 = (half - alpha) / safe
-        lo = xp.where(par, lo, xp.maximum(lo, xp.minimum(t1, t2)))
-        hi = xp.where(par, hi, xp.minimum(hi, xp.maximum(t1, t2)))
+        inv = 1 / xp.where(par, xp.ones_like(beta), beta)
+        mid = -alpha * inv
+        reach = half * xp.abs(inv)
+        if not bool(xp.any(par)):  # general position: no line parallel to this slab
+            lo = xp.maximum(lo, mid - reach)
+            hi = xp.minimum(hi, mid + reach)
+            continue
+        reach = xp.where(par, xp.inf, reach)
+        lo = xp.maximum(lo, mid - reach)
+        hi = xp.minimum(hi, mid + reach)
         excess = xp.abs(alpha) - half
         out, on = par & (excess > tol), par & (xp.abs(excess) <= tol)
         outside = out if outside is None else outside | out
         on_boundary = on if on_boundary is None else on_boundary | on
-    length = xp.where(outside, xp.zeros_like(lo), xp.clip(hi - lo, 0.0, None))
-    return length, on_boundary
+    length = xp.clip(hi - lo, 0.0, None)
+    if outside is None:
+        return length, xp.zeros(length.shape, dtype=xp.bool)
+    return xp.where(outside, xp.zeros_like(length), length), on_boundary
 
 
 def _box_edges(half_own: Any, half_other: Any, q: Any, centre: Any, tol: Any, xp: Any) -> tuple[Any, Any]:
