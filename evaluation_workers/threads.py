@@ -19,10 +19,13 @@ R = TypeVar("R")
 
 
 def threads() -> int:
-    """``EVAL_THREADS``, by default the CPUs this process may run on."""
+    """``EVAL_THREADS``; by default the CPUs this process may run on, shared among the
+    worker's ``EVAL_CONCURRENCY`` scoring processes."""
     setting = os.environ.get("EVAL_THREADS", "").strip()
     if not setting:
-        return len(os.sched_getaffinity(0))
+        processes = os.environ.get("EVAL_CONCURRENCY", "").strip()
+        share = int(processes) if processes.isdigit() and int(processes) > 0 else 1
+        return max(1, len(os.sched_getaffinity(0)) // share)
     try:
         return max(1, int(setting))
     except ValueError:

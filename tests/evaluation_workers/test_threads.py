@@ -58,3 +58,14 @@ def test_flat_nonzero_equals_numpy_on_masks_of_any_type_and_size(dtype, density:
 def test_flat_nonzero_reads_bool_bytes_other_than_one_as_in() -> None:
     raw = np.frombuffer(bytes([0, 2, 0, 1, 0, 0, 0, 0, 255, 0, 9]), dtype=np.bool_)
     assert flat_nonzero(raw).tolist() == [1, 3, 8, 10]
+
+
+def test_the_default_shares_the_cpus_among_the_worker_processes(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    monkeypatch.delenv("EVAL_THREADS", raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)))
+    monkeypatch.setenv("EVAL_CONCURRENCY", "2")
+    assert threads() == 4
+    monkeypatch.setenv("EVAL_CONCURRENCY", "16")
+    assert threads() == 1
