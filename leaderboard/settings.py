@@ -195,6 +195,14 @@ QUOTA_PER_DAY = envint("QUOTA_PER_DAY", 5)
 QUOTA_TOTAL = envint("QUOTA_TOTAL", 100)
 QUOTA_IN_FLIGHT = envint("QUOTA_IN_FLIGHT", 2)
 QUOTA_REJECTED_PER_DAY = envint("QUOTA_REJECTED_PER_DAY", 20)
+# Seconds between two counted submissions of one team (and of one user) on a split; 0: none.
+QUOTA_MIN_INTERVAL = envint("QUOTA_MIN_INTERVAL", 0)
+# The same limits per user and split, over every team of the user, so that a new
+# team does not buy new submissions. 0 (the default): the limit of the team submitting.
+# Splits set their own (``SplitLimit``, in the admin).
+QUOTA_USER_PER_DAY = envint("QUOTA_USER_PER_DAY", 0)
+QUOTA_USER_TOTAL = envint("QUOTA_USER_TOTAL", 0)
+QUOTA_USER_IN_FLIGHT = envint("QUOTA_USER_IN_FLIGHT", 0)
 # Whether a method needs its description, authors and extra-data answer before publishing.
 PUBLISH_NEEDS_METHOD_DETAILS = envbool("PUBLISH_NEEDS_METHOD_DETAILS", True)
 FILE_UPLOAD_MAX_MEMORY_SIZE = 4 * 2**20

@@ -163,7 +163,7 @@ def api_submissions(request: HttpRequest) -> JsonResponse:
             method_name=request.POST["method_name"], file=upload, file_name=upload.name,
             team=request.POST.get("team") or None)
     except services.SubmissionRejected as exc:
-        return api_error(str(exc), exc.status)
+        return api_error(str(exc), exc.status, exc.code, getattr(exc, "retry_at", None))
     body = submission_as_json(submission)
     if submission.status == submission.Status.FAILED:
         return failed_submission(body)
