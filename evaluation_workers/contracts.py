@@ -72,13 +72,18 @@ class LostReport(TypedDict):
     reason: str
 
 
-class ResultReport(TypedDict):
+class ResultReport(TypedDict, total=False):
+    """``result`` is the result JSON; labels with a public subset give the public
+    subset's there and the private remainder's in ``more_results`` (each with its
+    ``"partition"``)."""
+
     submission_id: int
     attempt: int
     result: dict[str, Any]
     seconds: float
     device: str
     worker: str
+    more_results: list[dict[str, Any]]
 
 
 class FailureReport(TypedDict):
