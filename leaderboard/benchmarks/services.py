@@ -14,8 +14,8 @@ from evaluation_workers.results import sha256_tree
 from evaluation_workers.tracks import all_tracks
 from leaderboard.benchmarks.models import Benchmark, LabelSet, Split
 from leaderboard.lib import labels_store
-from leaderboard.lib.pagecache import bump
 from leaderboard.lib.files import make_dirs, restrict_tree
+from leaderboard.lib.pagecache import bump
 
 # The splits each track is scored on; the first is shown by default.
 TRACK_SPLITS = {"sqa3d": ["test"], "openscan": ["val"], "mmscan-vg": ["val", "test"]}
