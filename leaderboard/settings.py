@@ -277,6 +277,8 @@ CELERY_BEAT_SCHEDULE = {
     # Uploads that never complete are aborted and stop counting against quotas.
     "expire-uploads": {"task": "submissions.expire_uploads", "schedule": 15 * 60},
     "apply-retention": {"task": "submissions.apply_retention", "schedule": RETENTION_INTERVAL},
+    # Boards of challenges whose deadline passed show everything (readers reveal them too).
+    "reveal-due": {"task": "rankings.reveal_due", "schedule": 60},
 }
 # Fault-injection tests only: a folder whose files switch holds on (lifecycle.fault_hold).
 FAULT_DIR = env("FAULT_DIR") or ""

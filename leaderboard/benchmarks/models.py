@@ -73,6 +73,8 @@ class Split(models.Model):
     @property
     def has_partition(self) -> bool:
         """Whether results on this split come in a public and a private part (its active labels say)."""
+        if "labels_partition" in self.__dict__:  # annotated by ``selectors.get_split``
+            return bool(self.__dict__["labels_partition"])
         labels = self.active_labels
         return bool(labels and labels.has_partition)
 

@@ -14,7 +14,7 @@ from leaderboard.api_errors import failed_submission
 from leaderboard.benchmarks.models import Benchmark
 from leaderboard.submissions import quotas, services
 from leaderboard.submissions.forms import MethodForm, SubmissionForm
-from leaderboard.submissions.models import Method, Submission
+from leaderboard.submissions.models import Method, Submission, shown_result
 from leaderboard.submissions.selectors import list_submissions_for, submission_as_json
 
 # Multipart overhead allowed above UPLOAD_DIRECT_MAX_BYTES in a one-request upload.
@@ -96,7 +96,7 @@ def team_history(request: HttpRequest, slug: str) -> HttpResponse:
                    .prefetch_related("results").order_by("-created_at"))
     rows = []
     for s in submissions:
-        result = max(s.results.all(), key=lambda r: r.created_at, default=None)
+        result = shown_result(list(s.results.all()), s.split)  # never a private result before the reveal
         primary = s.split.benchmark.spec.primary_metric
         rows.append((s, result, primary, result.metrics.get(primary) if result else None))
     return render(request, "submissions/team_history.html", {"team": team, "rows": rows})
