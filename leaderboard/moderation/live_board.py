@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from leaderboard.benchmarks.models import Split
 from leaderboard.rankings.models import LeaderboardEntry
-from leaderboard.submissions.models import Result, Submission
+from leaderboard.submissions.models import Result, Submission, shown_result
 
 
 @dataclass
@@ -32,10 +32,11 @@ def live_board(split: Split) -> list[LiveRow]:
         public = latest.get(Result.Partition.PUBLIC) or latest.get(Result.Partition.ALL)
         private = latest.get(Result.Partition.PRIVATE)
         entry = entries.get(sub.method_id)
+        due = shown_result(list(sub.results.all()), split)  # what the public board would show without the freeze
         rows.append(LiveRow(
             submission=sub, public=public.metrics.get(primary) if public else None,
             private=private.metrics.get(primary) if private else None,
             shown=entry.primary_score if entry else None,
-            held=entry is None or entry.submission_id != sub.pk
-            or entry.result_id not in {r.pk for r in latest.values()}))
+            held=due is not None and (entry is None or entry.submission_id != sub.pk or entry.result_id != due.pk
+                                      or entry.updated_at < due.updated_at)))
     return sorted(rows, key=lambda r: (r.public is None, -(r.public or 0.0)))
