@@ -104,3 +104,17 @@ def test_the_in_flight_limit_per_user_says_when_the_next_is_allowed(owner, sqa3d
     with pytest.raises(services.QuotaExceeded, match=r"1 submissions by user alice .* \(at most 1 at once\); the "
                                                      r"next one is allowed when one of them finishes"):
         create(owner, good, team=do_create_team(owner, "Parallel"))
+
+
+def test_lb_quota_shows_the_users_own_limits_and_the_interval(live_server, owner, lb_config, sqa3d_split, good,
+                                                              sent_tasks, capsys):
+    from leaderboard_cli.main import main
+
+    SplitLimit.objects.create(split=sqa3d_split, scope=SplitLimit.Scope.USER, per_day=3, min_interval=600)
+    create(owner, good)
+    assert main(["login", "--server", live_server.url, "--token", do_create_token(owner)]) == 0
+    capsys.readouterr()
+    assert main(["quota", "--track", "sqa3d", "--split", "test"]) == 0
+    out = capsys.readouterr().out
+    assert "you, over all your teams:" in out and "per day              1 of 3" in out
+    assert "min interval      600 s; the next is allowed at " in out
