@@ -11,6 +11,7 @@ from django.views.decorators.http import require_POST
 from leaderboard.accounts.auth import api_auth, api_error
 from leaderboard.accounts.models import Team
 from leaderboard.api_errors import failed_submission
+from leaderboard.benchmarks import phases
 from leaderboard.benchmarks.models import Benchmark
 from leaderboard.submissions import quotas, services
 from leaderboard.submissions.forms import MethodForm, SubmissionForm
@@ -56,9 +57,10 @@ def submit(request: HttpRequest, track: str) -> HttpResponse:
             return redirect("submissions:detail", pk=submission.pk)
     methods = request.user.teams.values_list("methods__name", flat=True).distinct()
     usage = [(team, split, quotas.usage(team, split)) for team in teams for split in splits]
+    closed = [text for split in splits if (text := phases.refusal(split))]
     return render(request, "submissions/submit.html",
                   {"benchmark": benchmark, "form": form, "methods": [m for m in methods if m], "usage": usage,
-                   "direct_max_bytes": settings.UPLOAD_DIRECT_MAX_BYTES})
+                   "direct_max_bytes": settings.UPLOAD_DIRECT_MAX_BYTES, "closed": closed})
 
 
 @login_required

@@ -89,6 +89,8 @@ def test_before_the_start_nothing_is_accepted_and_the_page_says_when_it_opens(
                                                    "file": io.BytesIO(good)})
     assert "opens for submissions at" in form.content.decode()
     assert not Submission.objects.exists()
+    assert 'class="alert warning phase-closed">sqa3d/test opens for submissions at' in client.get(
+        "/submissions/new/sqa3d/").content.decode()  # said before a file is chosen
 
     page = client.get("/benchmarks/sqa3d/").content.decode()
     assert 'data-phase="upcoming"' in page and "Open in <time" in page
