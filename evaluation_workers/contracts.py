@@ -13,7 +13,7 @@ broker under ``attempt_key``, so that a worker skips a stale message unscored.
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 SCHEMA_VERSION = 1
 
@@ -72,7 +72,7 @@ class LostReport(TypedDict):
     reason: str
 
 
-class ResultReport(TypedDict, total=False):
+class ResultReport(TypedDict):
     """``result`` is the result JSON; labels with a public subset give the public
     subset's there and the private remainder's in ``more_results`` (each with its
     ``"partition"``)."""
@@ -83,7 +83,7 @@ class ResultReport(TypedDict, total=False):
     seconds: float
     device: str
     worker: str
-    more_results: list[dict[str, Any]]
+    more_results: NotRequired[list[dict[str, Any]]]
 
 
 class FailureReport(TypedDict):
