@@ -13,7 +13,7 @@ broker under ``attempt_key``, so that a worker skips a stale message unscored.
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 SCHEMA_VERSION = 1
 
@@ -73,12 +73,17 @@ class LostReport(TypedDict):
 
 
 class ResultReport(TypedDict):
+    """``result`` is the result JSON; labels with a public subset give the public
+    subset's there and the private remainder's in ``more_results`` (each with its
+    ``"partition"``)."""
+
     submission_id: int
     attempt: int
     result: dict[str, Any]
     seconds: float
     device: str
     worker: str
+    more_results: NotRequired[list[dict[str, Any]]]
 
 
 class FailureReport(TypedDict):

@@ -31,7 +31,7 @@ from typing import Any
 from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded, WorkerLostError
 from celery.signals import task_failure
 
-from evaluation_workers import attempts, contracts
+from evaluation_workers import attempts, contracts, partitions
 from evaluation_workers.app import app
 from evaluation_workers.errors import PlatformError, SubmissionError
 from evaluation_workers.labels_cache import labels_for
@@ -85,8 +85,11 @@ class Reporter:
     def heartbeat(self) -> None:
         self._send(contracts.RECORD_HEARTBEAT, worker=self.worker)
 
-    def result(self, result: dict[str, Any], seconds: float, device: str) -> None:
-        self._send(contracts.RECORD_RESULT, result=result, seconds=seconds, device=device, worker=self.worker)
+    def result(self, result: dict[str, Any], seconds: float, device: str,
+               more_results: list[dict[str, Any]] | None = None) -> None:
+        extra = {"more_results": more_results} if more_results else {}
+        self._send(contracts.RECORD_RESULT, result=result, seconds=seconds, device=device, worker=self.worker,
+                   **extra)
 
     def failure(self, kind: contracts.FailureKind, message: str) -> None:
         self._send(contracts.RECORD_FAILURE, kind=kind, message=message)
@@ -160,7 +163,8 @@ def _score(request: contracts.ScoreRequest, reporter: Reporter) -> None:
                 reporter.progress(FETCHED + (1.0 - FETCHED) * fraction, message)
 
             with labels_for(request["labels_key"]) as labels:
-                result = track.score(labels, predictions, progress)
+                # Labels with a public subset give two results: the public one first, then the private.
+                results = partitions.score(track, labels, predictions, progress)
     except SubmissionError as exc:
         reporter.failure("invalid_input", exc.message)
     except PlatformError as exc:
@@ -178,7 +182,7 @@ def _score(request: contracts.ScoreRequest, reporter: Reporter) -> None:
     else:
         seconds = time.monotonic() - started
         log.info("Scored submission %s (%s) in %.2f s", request["submission_id"], request["track"], seconds)
-        reporter.result(result, seconds, device_name())
+        reporter.result(results[0], seconds, device_name(), results[1:])
 
 
 @task_failure.connect

@@ -13,11 +13,14 @@ and never with a traceback. Pages outside ``/api/`` keep Django's handling.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from django.core.exceptions import BadRequest, PermissionDenied, SuspiciousOperation
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.utils import timezone
 
 log = logging.getLogger("django.request")
 
@@ -28,13 +31,26 @@ CODES = {400: "invalid_request", 401: "unauthorized", 403: "forbidden", 404: "no
          500: "server_error", 503: "unavailable"}
 # Narrower codes that views use.
 EXTRA_CODES = {"invalid_file": "The predictions file was refused; the message names the problem",
-               "submission_failed": "The submission could not be scored; the message says why"}
+               "submission_failed": "The submission could not be scored; the message says why",
+               "phase_closed": "The split's challenge accepts no submission now (not started, frozen or "
+                               "past its deadline); the message says until when"}
 
 
-def api_error(message: str, status: int, code: str | None = None) -> JsonResponse:
-    """The API's error answer; ``code`` defaults to the status's (``CODES``)."""
+def api_error(message: str, status: int, code: str | None = None,
+              retry_at: datetime | None = None) -> JsonResponse:
+    """The API's error answer; ``code`` defaults to the status's (``CODES``).
+
+    ``retry_at``: when the request may succeed (a quota's next allowed
+    submission), sent as ``retry_at`` in the body and as ``Retry-After`` seconds.
+    """
     code = code or CODES.get(status) or ("server_error" if status >= 500 else "invalid_request")
-    return JsonResponse({"error": {"code": code, "message": message}}, status=status)
+    error: dict[str, Any] = {"code": code, "message": message}
+    if retry_at is not None:
+        error["retry_at"] = retry_at.isoformat()
+    response = JsonResponse({"error": error}, status=status)
+    if retry_at is not None:
+        response["Retry-After"] = str(max(0, math.ceil((retry_at - timezone.now()).total_seconds())))
+    return response
 
 
 def failed_submission(body: dict[str, Any]) -> JsonResponse:

@@ -26,7 +26,8 @@ ERROR_TEXT = {400: "Bad request; the message names the field or the problem",
               404: "Not yours or absent",
               409: "The state forbids it; the message says what to do",
               413: "Too large for one request: use /api/v1/uploads",
-              429: "Quota reached; the message says which limit and when it resets",
+              429: "Quota reached; the message says which limit (team or user), its value and when the next "
+                   "submission is allowed (also as retry_at and Retry-After where known)",
               500: "Server error; details are logged, never returned",
               503: "Storage or the broker is unavailable; nothing was counted: try again later"}
 ERROR_SCHEMA = {
@@ -38,7 +39,9 @@ ERROR_SCHEMA = {
             "code": {"type": "string", "enum": sorted({*CODES.values(), *EXTRA_CODES}),
                      "description": "Stable slug for programs"},
             "message": {"type": "string", "description": "For people: names the thing, the rule and the value"},
-            "kind": {"type": "string", "description": "invalid_file/submission_failed only: the failure's kind"}}}},
+            "kind": {"type": "string", "description": "invalid_file/submission_failed only: the failure's kind"},
+            "retry_at": {"type": "string", "format": "date-time",
+                         "description": "quota_exceeded only, where known: when the next submission is allowed"}}}},
 }
 
 
@@ -104,7 +107,8 @@ PATHS: dict[str, dict[str, Any]] = {
                      {"201": {"description": "Created: id and status"}}, (400, 401, 403, 413, 429, 503),
                      e400="Bad request (invalid_request), or the file was refused (invalid_file: the body is "
                           "the failed submission, its error has the failure's kind)",
-                     e403="CSRF check failed (session requests without the token)")}},
+                     e403="CSRF check failed (session requests without the token), or the split's challenge "
+                          "accepts no submission now (phase_closed: not started, frozen, past its deadline)")}},
     "/api/v1/submissions/{id}": {"get": _get("Status, progress, error and aggregate result", SUBMISSION_ID,
                                              auth=True, tag="submissions")},
     "/api/v1/submissions/{id}/publish": {"post": {
@@ -114,7 +118,7 @@ PATHS: dict[str, dict[str, Any]] = {
                                 e409="Not publishable yet: not finished, or the method is not described")}},
     "/api/v1/me": {"get": _get("Who the token belongs to, and their teams", auth=True, tag="accounts")},
     "/api/v1/quota": {"get": _get(
-        "Your team's quota on a split and when the daily count resets",
+        "Your team's and your own limits on a split, and when the next submission is allowed",
         _param("track", "query", "Track slug", required=True), SPLIT,
         _param("team", "query", "Team slug (default: your personal team)"), auth=True, tag="submissions",
         errors=(404,))},

@@ -33,9 +33,29 @@ SCORES = {"type": "object", "additionalProperties": nullable(NUM),
           "description": "Flat scores, fractions in [0, 1]: '<metric>' overall, '<group>/<metric>' per group "
                          "(and '<group>/count'); null where undefined"}
 
+PHASE = {
+    "phase": {"type": "string", "enum": ["upcoming", "open", "frozen", "closed", "revealed"],
+              "description": "The split's challenge phase (open for ever without a schedule); closed: past the "
+                             "deadline, waiting for the maintainers' reveal"},
+    "starts_at": nullable(DATE), "freeze_at": nullable(DATE), "deadline": nullable(DATE),
+    "reveal": {"type": "string", "enum": ["deadline", "maintainer"], "description": "What reveals the full board"},
+    "revealed_at": nullable(DATE), "reopened": BOOL,
+    "next_phase": nullable({"type": "string"}), "next_phase_at": nullable(DATE),
+    "seconds_to_next_phase": nullable(INT),
+    "accepting_submissions": {"type": "boolean", "description": "Accepting now (phase and maintainers' pause)"},
+    "public_subset": {"type": "boolean", "description": "Scored on a public subset (shown until the reveal) "
+                                                         "and on the private remainder (shown after it)"},
+}
+QUOTA_USE = _obj({"used": INT, "limit": INT})
+QUOTA = {"per_day": QUOTA_USE, "total": QUOTA_USE, "in_flight": QUOTA_USE, "rejected_per_day": QUOTA_USE,
+         "min_interval": _obj({"seconds": INT, "next_at": nullable(DATE)}), "resets_at": DATE}
+
 SCHEMAS: dict[str, dict[str, Any]] = {
     "Result": _obj({
         "scorer_version": STR, "labels_sha256": STR, "predictions_sha256": STR,
+        "partition": {"type": "string", "enum": ["", "public", "private"],
+                      "description": "The units scored: all (''), the public subset, or the private remainder "
+                                     "(never shown before the split is revealed)"},
         "metrics": {"type": "object", "additionalProperties": nullable(NUM), "description": "Overall, fractions"},
         "breakdown": {"type": "object", "additionalProperties": {"type": "object"},
                       "description": "Per group: each metric and 'count'"},
@@ -58,7 +78,9 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     "Leaderboard": _obj({
         "track": STR, "split": STR, "primary_metric": STR, "metrics": {"type": "array", "items": STR},
         "groups": {"type": "array", "items": STR}, "sort": STR, "order": {"type": "string", "enum": ["asc", "desc"]},
-        "scorer_version": STR, "page": INT, "pages": INT, "count": INT, "results_embargoed": BOOL,
+        "scorer_version": STR, "page": INT, "pages": INT, "count": INT, "results_embargoed": BOOL, **PHASE,
+        "scores_of": {"type": "string", "enum": ["all", "public", "private"],
+                      "description": "The units the rows' scores cover"},
         "rows": {"type": "array", "items": ref("LeaderboardRow")}}),
     "Compare": _obj({"track": STR, "split": STR, "columns": {"type": "array", "items": STR},
                      "entries": {"type": "array", "items": _obj({"entry_id": INT, "method": STR,
@@ -81,8 +103,11 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "track": STR, "title": STR, "primary_metric": STR, "metrics": {"type": "array", "items": STR},
         "groups": {"type": "array", "items": STR}, "scorer_version": STR,
         "upload_suffixes": {"type": "array", "items": STR}, "max_upload_bytes": INT,
-        "splits": {"type": "array", "items": _obj({"name": STR, "accepting_submissions": BOOL, "default": BOOL})}}),
+        "splits": {"type": "array", "items": _obj({"name": STR, "default": BOOL, **PHASE})}}),
     "TrackList": _obj({"tracks": {"type": "array", "items": ref("Track")}}),
+    "Quota": _obj({"track": STR, "split": STR, "team": STR, **QUOTA,
+                   "user": _obj(QUOTA, description="Your own limits on the split, over all your teams")},
+                  description="Limits of the team and of you on a split, what is used, and when the next is allowed"),
     "Me": _obj({"username": STR, "email": STR, "teams": {"type": "array", "items": _obj(
         {"slug": STR, "name": STR, "personal": BOOL, "role": STR})}}),
     "Upload": _obj({
@@ -115,6 +140,7 @@ OK: dict[tuple[str, str], str] = {
     ("/api/v1/submissions/{id}", "get"): "Submission",
     ("/api/v1/submissions/{id}/publish", "post"): "Submission",
     ("/api/v1/me", "get"): "Me",
+    ("/api/v1/quota", "get"): "Quota",
     ("/api/v1/uploads", "get"): "UploadSettings",
     ("/api/v1/uploads", "post"): "Upload",
     ("/api/v1/uploads/{id}", "get"): "Upload",

@@ -195,6 +195,14 @@ QUOTA_PER_DAY = envint("QUOTA_PER_DAY", 5)
 QUOTA_TOTAL = envint("QUOTA_TOTAL", 100)
 QUOTA_IN_FLIGHT = envint("QUOTA_IN_FLIGHT", 2)
 QUOTA_REJECTED_PER_DAY = envint("QUOTA_REJECTED_PER_DAY", 20)
+# Seconds between two counted submissions of one team (and of one user) on a split; 0: none.
+QUOTA_MIN_INTERVAL = envint("QUOTA_MIN_INTERVAL", 0)
+# The same limits per user and split, over every team of the user, so that a new
+# team does not buy new submissions. 0 (the default): the limit of the team submitting.
+# Splits set their own (``SplitLimit``, in the admin).
+QUOTA_USER_PER_DAY = envint("QUOTA_USER_PER_DAY", 0)
+QUOTA_USER_TOTAL = envint("QUOTA_USER_TOTAL", 0)
+QUOTA_USER_IN_FLIGHT = envint("QUOTA_USER_IN_FLIGHT", 0)
 # Whether a method needs its description, authors and extra-data answer before publishing.
 PUBLISH_NEEDS_METHOD_DETAILS = envbool("PUBLISH_NEEDS_METHOD_DETAILS", True)
 FILE_UPLOAD_MAX_MEMORY_SIZE = 4 * 2**20
@@ -269,6 +277,8 @@ CELERY_BEAT_SCHEDULE = {
     # Uploads that never complete are aborted and stop counting against quotas.
     "expire-uploads": {"task": "submissions.expire_uploads", "schedule": 15 * 60},
     "apply-retention": {"task": "submissions.apply_retention", "schedule": RETENTION_INTERVAL},
+    # Boards of challenges whose deadline passed show everything (readers reveal them too).
+    "reveal-due": {"task": "rankings.reveal_due", "schedule": 60},
 }
 # Fault-injection tests only: a folder whose files switch holds on (lifecycle.fault_hold).
 FAULT_DIR = env("FAULT_DIR") or ""

@@ -274,8 +274,21 @@ def cmd_quota(args: argparse.Namespace) -> int:
     print(f"{q['team']} on {q['track']}/{q['split']}:")
     for name in ("per_day", "total", "in_flight", "rejected_per_day"):
         print(f"  {name.replace('_', ' '):<17} {q[name]['used']:>4} of {q[name]['limit']}")
+    _print_interval(q)
+    if "user" in q:  # a site with limits per user (over all your teams)
+        print("you, over all your teams:")
+        for name in ("per_day", "total", "in_flight"):
+            print(f"  {name.replace('_', ' '):<17} {q['user'][name]['used']:>4} of {q['user'][name]['limit']}")
+        _print_interval(q["user"])
     print(f"  the daily counts reset at {q['resets_at']}")
     return 0
+
+
+def _print_interval(q: dict[str, Any]) -> None:
+    interval = q.get("min_interval") or {}
+    if interval.get("seconds"):
+        after = f"; the next is allowed at {interval['next_at']}" if interval.get("next_at") else ""
+        print(f"  {'min interval':<17} {interval['seconds']} s{after}")
 
 
 def _find_method(client: Client, name: str, team: str | None) -> dict[str, Any]:

@@ -21,7 +21,10 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -67,21 +70,24 @@ def counts_of(indices: np.ndarray, n_units: int) -> np.ndarray:
 
 def replicates(
     statistic: Statistic, n_units: int, resamples: int, seed: int = SEED, xp: Any = None,
-    width: int = 1,
+    width: int = 1, subset: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """Every value of ``statistic`` on every resample: {key: (resamples,) float64}.
 
     ``width`` is how many entries per resample the statistic holds at once (its
     largest (b, width) temporary); blocks are cut so that b * width stays
-    under ``MAX_ELEMENTS``.
+    under ``MAX_ELEMENTS``. ``subset`` (m,) unit indices: resample those m
+    units only (a partition's), the others weigh 0; the draws are those of m
+    units, so they match resampling the subset's units scored on their own.
     """
     from evaluation_workers._xp import backend
 
     xp = xp or backend()
     rows_at_once = max(1, MAX_ELEMENTS // max(width, n_units, 1))
     parts: dict[str, list[np.ndarray]] = {}
-    for indices in draw_indices(n_units, resamples, seed):
-        counts = counts_of(indices, n_units)
+    drawn = n_units if subset is None else int(subset.shape[0])
+    for indices in draw_indices(drawn, resamples, seed):
+        counts = counts_of(indices if subset is None else subset[indices], n_units)
         for r0 in range(0, counts.shape[0], rows_at_once):
             values = statistic(to_device(counts[r0 : r0 + rows_at_once], xp))
             for key, v in values.items():
@@ -101,19 +107,54 @@ def percentile_interval(values: np.ndarray, level: float = LEVEL) -> list[float]
 
 def intervals(
     statistic: Statistic, n_units: int, unit: str, resamples: int | None = None, seed: int = SEED,
-    xp: Any = None, width: int = 1,
+    xp: Any = None, width: int = 1, unit_ids: Sequence[Any] | None = None, subset: np.ndarray | None = None,
 ) -> tuple[dict[str, list[float] | None], dict[str, Any]] | None:
     """Percentile intervals of every value of ``statistic``, and the record of how they were drawn.
 
+    ``unit_ids`` (n,) names the units in the statistic's order; a track that
+    gives them can be scored on a partition of its units (inside
+    ``collecting``, resampling on or off; ``evaluation_workers.partitions``). ``subset``:
+    resample only those unit indices (``replicates``).
+
     Returns None when resampling is off (``resamples`` 0, or no unit to draw).
     """
+    collected = _collected.get()
+    if unit_ids is not None and collected is not None:
+        collected.append(Units(statistic=statistic, ids=[str(u) for u in unit_ids], unit=unit, xp=xp, width=width))
     resamples = resamples_setting() if resamples is None else resamples
-    if resamples <= 0 or n_units <= 0:
+    drawn = n_units if subset is None else int(subset.shape[0])
+    if resamples <= 0 or drawn <= 0:
         return None
-    values = replicates(statistic, n_units, resamples, seed, xp, width)
-    record = {"resamples": resamples, "seed": seed, "unit": unit, "units": n_units, "level": LEVEL,
+    values = replicates(statistic, n_units, resamples, seed, xp, width, subset)
+    record = {"resamples": resamples, "seed": seed, "unit": unit, "units": drawn, "level": LEVEL,
               "method": "percentile", "block": BLOCK}
     return {key: percentile_interval(v) for key, v in values.items()}, record
+
+
+@dataclass(frozen=True)
+class Units:
+    """A track's statistic and the ids of its units, in the statistic's order (what ``intervals`` was given)."""
+
+    statistic: Statistic
+    ids: list[str]
+    unit: str
+    xp: Any = None
+    width: int = 1
+
+
+_collected: ContextVar[list[Units] | None] = ContextVar("bootstrap_units", default=None)
+
+
+@contextmanager
+def collecting() -> Iterator[list[Units]]:
+    """Collect the ``Units`` of every ``intervals`` call made inside the block (by a track's ``score``):
+    the worker scores partitions from them (``evaluation_workers.partitions``)."""
+    collected: list[Units] = []
+    token = _collected.set(collected)
+    try:
+        yield collected
+    finally:
+        _collected.reset(token)
 
 
 def weighted_ratio(xp: Any, num: Any, den: Any) -> Any:

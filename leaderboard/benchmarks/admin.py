@@ -3,9 +3,14 @@ from django.contrib import admin
 from leaderboard.benchmarks.models import Benchmark, LabelSet, Split
 
 
-class SplitInline(admin.TabularInline):
+class SplitInline(admin.StackedInline):
+    """A split and its challenge phases (start, freeze, deadline, reveal); the public subset comes with the
+    labels (``manage.py load_labels --partition``)."""
+
     model = Split
     extra = 0
+    fields = (("name", "is_default", "accepting_submissions"), "description", "results_visible_after",
+              ("starts_at", "freeze_at", "deadline"), ("reveal_at_deadline", "revealed_at", "reopened"))
 
 
 @admin.register(Benchmark)
@@ -16,6 +21,6 @@ class BenchmarkAdmin(admin.ModelAdmin):
 
 @admin.register(LabelSet)
 class LabelSetAdmin(admin.ModelAdmin):
-    list_display = ("split", "sha256", "is_active", "loaded_at", "loaded_by")
-    # The manifest is public; the labels themselves never reach the database.
-    readonly_fields = ("split", "sha256", "storage_key", "manifest", "loaded_at", "loaded_by")
+    list_display = ("split", "sha256", "is_active", "has_partition", "loaded_at", "loaded_by")
+    # The manifest is public; the labels themselves (and the public subset's ids) never reach the database.
+    readonly_fields = ("split", "sha256", "storage_key", "manifest", "has_partition", "loaded_at", "loaded_by")

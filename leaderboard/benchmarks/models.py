@@ -34,6 +34,18 @@ class Split(models.Model):
     is_default = models.BooleanField(default=False)
     results_visible_after = models.DateTimeField(
         null=True, blank=True, help_text="Until then, scores on this split are shown to maintainers only.")
+    # Challenge phases (``phases.py``); all optional, a split without them is simply open.
+    starts_at = models.DateTimeField(null=True, blank=True, help_text="No submission is accepted before.")
+    freeze_at = models.DateTimeField(
+        null=True, blank=True, help_text="From then on no submission is accepted and the public board stops "
+                                         "changing until the reveal.")
+    deadline = models.DateTimeField(null=True, blank=True, help_text="The end of the challenge.")
+    reveal_at_deadline = models.BooleanField(
+        default=True, help_text="Reveal the full board at the deadline; otherwise a maintainer reveals it.")
+    revealed_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the full board (private scores, entries held back by the freeze) "
+                                         "was revealed.")
+    reopened = models.BooleanField(default=False, help_text="Accept submissions again after the deadline.")
 
     class Meta:
         ordering = ["-is_default", "name"]
@@ -45,6 +57,26 @@ class Split(models.Model):
     @property
     def active_labels(self) -> LabelSet | None:
         return self.label_sets.filter(is_active=True).first()
+
+    @property
+    def phase(self) -> str:
+        from leaderboard.benchmarks.phases import phase_of
+
+        return phase_of(self)
+
+    @property
+    def is_revealed(self) -> bool:
+        from leaderboard.benchmarks.phases import is_revealed
+
+        return is_revealed(self)
+
+    @property
+    def has_partition(self) -> bool:
+        """Whether results on this split come in a public and a private part (its active labels say)."""
+        if "labels_partition" in self.__dict__:  # annotated by ``selectors.get_split``
+            return bool(self.__dict__["labels_partition"])
+        labels = self.active_labels
+        return bool(labels and labels.has_partition)
 
 
 class LabelSet(models.Model):
@@ -62,6 +94,9 @@ class LabelSet(models.Model):
     is_active = models.BooleanField(default=False)
     loaded_at = models.DateTimeField(auto_now_add=True)
     loaded_by = models.CharField(max_length=150, blank=True)
+    # Whether the labels hold a public subset (``partition.txt``, read by workers only): each
+    # submission is then scored on the public subset and on the private remainder.
+    has_partition = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["-loaded_at"]

@@ -1,11 +1,11 @@
 from __future__ import annotations
 
 from django.conf import settings
-from django.db.models import Prefetch, QuerySet
+from django.db.models import Exists, OuterRef, Prefetch, QuerySet
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 
-from leaderboard.benchmarks.models import Benchmark, Split
+from leaderboard.benchmarks.models import Benchmark, LabelSet, Split
 
 
 def list_benchmarks() -> QuerySet[Benchmark]:
@@ -16,7 +16,9 @@ def list_benchmarks() -> QuerySet[Benchmark]:
 def get_split(track: str, name: str | None) -> Split:
     """The named split of an active track, or its default split; 404 otherwise."""
     benchmark = get_object_or_404(Benchmark, track=track, is_active=True)
-    splits = benchmark.splits.order_by("-is_default", "name")
+    # Whether its labels hold a public subset comes with it (``Split.has_partition``): no query of its own.
+    splits = benchmark.splits.order_by("-is_default", "name").annotate(labels_partition=Exists(
+        LabelSet.objects.filter(split=OuterRef("pk"), is_active=True, has_partition=True)))
     split = splits.filter(name=name).first() if name else splits.first()
     if split is None:
         raise Http404(f"No split {name!r} for {track}.")

@@ -9,11 +9,13 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 
+from evaluation_workers import partitions
 from evaluation_workers.results import sha256_tree
 from evaluation_workers.tracks import all_tracks
 from leaderboard.benchmarks.models import Benchmark, LabelSet, Split
 from leaderboard.lib import labels_store
 from leaderboard.lib.files import make_dirs, restrict_tree
+from leaderboard.lib.pagecache import bump
 
 # The splits each track is scored on; the first is shown by default.
 TRACK_SPLITS = {"sqa3d": ["test"], "openscan": ["val"], "mmscan-vg": ["val", "test"]}
@@ -32,11 +34,45 @@ def do_sync_benchmarks() -> list[Benchmark]:
     return benchmarks
 
 
-def do_load_labels(split: Split, source: Path, loaded_by: str = "") -> tuple[LabelSet, bool]:
+def _prepare(split: Split, source: Path, staging: Path, public: frozenset[str] | None) -> dict:
+    """The track's prepared labels in ``staging`` (and the public subset's ids beside them); the manifest."""
+    manifest = split.benchmark.spec.prepare_labels(source, staging)
+    if public is not None:
+        public = partitions.check_partition(split.benchmark.track, manifest, public)
+        (staging / partitions.PARTITION_FILE).write_text("".join(f"{u}\n" for u in sorted(public)))
+    return manifest
+
+
+def _store(split: Split, staging: Path, key: str) -> None:
+    """Move a prepared version to where workers read it (the labels bucket, or ``LABELS_DIR/<key>``)."""
+    if labels_store.is_enabled():
+        labels_store.upload_version(staging, key)  # its index last; no copy stays on the site's disk
+        return
+    dest = Path(settings.LABELS_DIR) / key
+    restrict_tree(staging)  # FILE_MODE/DIR_MODE: readable by the workers' group only
+    if dest.exists():
+        shutil.rmtree(dest)
+    staging.rename(dest)
+
+
+def _staging_root(split: Split) -> Path | None:
+    """Where to prepare: beside the final folder (so that the rename is atomic), or anywhere for the bucket."""
+    if labels_store.is_enabled():
+        return None
+    parent = Path(settings.LABELS_DIR) / split.benchmark.track / split.name
+    make_dirs(Path(settings.LABELS_DIR), parent)
+    return parent
+
+
+def do_load_labels(split: Split, source: Path, loaded_by: str = "",
+                   partition: Path | None = None) -> tuple[LabelSet, bool]:
     """Copy a labels folder (or file) into the worker-only labels store and activate it.
 
     The store is ``LABELS_DIR`` or, with ``LABELS_S3_BUCKET``, the labels bucket
     (uploaded once, here: the only code of the site that touches it).
+    ``partition``: a file of the public subset's unit ids, one a line
+    (``evaluation_workers.partitions``); it is stored with the labels, where
+    only workers read it, and is part of the version's checksum.
 
     Returns the label set and whether it is new. The same labels loaded again
     (same checksum) re-activate the existing version; results scored on older
@@ -45,33 +81,30 @@ def do_load_labels(split: Split, source: Path, loaded_by: str = "") -> tuple[Lab
     source = Path(source)
     if not source.exists():
         raise FileNotFoundError(f"Labels not found: {source}")
-    track = split.benchmark.spec
-    sha = sha256_tree(source)
-    existing = LabelSet.objects.filter(split=split, sha256=sha).first()
-    created = existing is None
-    if existing is None:
-        key = f"{split.benchmark.track}/{split.name}/{sha}"
-        if labels_store.is_enabled():
-            # Into the labels bucket (its index last); no copy stays on the site's disk.
-            with tempfile.TemporaryDirectory(prefix="labels-") as tmp:
-                staging = Path(tmp) / "labels"
-                manifest = track.prepare_labels(source, staging)
-                labels_store.upload_version(staging, key)
+    public = partitions.parse(Path(partition).read_text(encoding="utf-8")) if partition is not None else None
+    # Prepare into a temporary folder and rename (or upload), so a crash never leaves a
+    # half-written version under its final name.
+    with tempfile.TemporaryDirectory(dir=_staging_root(split), prefix=".loading-") as tmp:
+        staging = Path(tmp) / "labels"
+        manifest: dict | None = None
+        if public is None:
+            sha = sha256_tree(source)
         else:
-            dest = Path(settings.LABELS_DIR) / key
-            make_dirs(Path(settings.LABELS_DIR), dest.parent)
-            # Prepare into a temporary sibling and rename, so a crash never leaves a
-            # half-written version under its final name.
-            with tempfile.TemporaryDirectory(dir=dest.parent, prefix=".loading-") as tmp:
-                staging = Path(tmp) / "labels"
-                manifest = track.prepare_labels(source, staging)
-                restrict_tree(staging)  # FILE_MODE/DIR_MODE: readable by the workers' group only
-                if dest.exists():
-                    shutil.rmtree(dest)
-                staging.rename(dest)
-        existing = LabelSet(split=split, sha256=sha, storage_key=key, manifest=manifest, loaded_by=loaded_by)
+            # The checksum covers the partition: prepared first, then hashed as the workers will.
+            manifest = _prepare(split, source, staging, public)
+            sha = sha256_tree(staging)
+        existing = LabelSet.objects.filter(split=split, sha256=sha).first()
+        created = existing is None
+        if existing is None:
+            key = f"{split.benchmark.track}/{split.name}/{sha}"
+            if manifest is None:
+                manifest = _prepare(split, source, staging, None)
+            _store(split, staging, key)
+            existing = LabelSet(split=split, sha256=sha, storage_key=key, manifest=manifest, loaded_by=loaded_by,
+                                has_partition=public is not None)
     with transaction.atomic():
         LabelSet.objects.filter(split=split, is_active=True).update(is_active=False)
         existing.is_active = True
         existing.save()
+        bump(split.benchmark.track)  # the leaderboard page says whether a public subset is scored
     return existing, created

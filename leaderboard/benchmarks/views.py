@@ -5,6 +5,7 @@ from django.utils.safestring import mark_safe
 from leaderboard.benchmarks.formats import format_html
 from leaderboard.benchmarks.models import Benchmark
 from leaderboard.benchmarks.permissions import results_embargoed
+from leaderboard.benchmarks.phases import phase_json
 from leaderboard.benchmarks.selectors import get_split, list_benchmarks, upload_limit
 from leaderboard.lib.pagecache import cached_page
 
@@ -32,8 +33,8 @@ def api_tracks(request: HttpRequest) -> JsonResponse:
                        "metrics": list(spec.metrics), "groups": list(spec.groups),
                        "scorer_version": spec.scorer_version, "upload_suffixes": list(spec.upload_suffixes),
                        "max_upload_bytes": spec.max_upload_bytes,
-                       "splits": [{"name": s.name, "accepting_submissions": s.accepting_submissions,
-                                   "default": s.is_default} for s in benchmark.splits.all()]})
+                       "splits": [{"name": s.name, "default": s.is_default, "public_subset": s.has_partition,
+                                   **phase_json(s)} for s in benchmark.splits.all()]})
     return JsonResponse({"tracks": tracks})
 
 

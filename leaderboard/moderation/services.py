@@ -8,12 +8,13 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
+from django.utils import timezone
 
 from leaderboard.benchmarks.models import Benchmark, Split
 from leaderboard.benchmarks.permissions import is_maintainer
 from leaderboard.lib.pagecache import bump
 from leaderboard.moderation.models import AuditEntry
-from leaderboard.rankings.services import refresh_entry
+from leaderboard.rankings.services import do_refresh_split, do_reveal, refresh_entry
 from leaderboard.submissions import lifecycle
 from leaderboard.submissions.models import Submission
 
@@ -116,3 +117,49 @@ def check_set_visible_after(user: Any, split: Split, when: datetime | None, reas
                when=when.isoformat() if when else None)
         Split.objects.filter(pk=split.pk).update(results_visible_after=when)
         bump(split.benchmark.track)  # embargoed pages show only paper rows
+
+
+# Audit actions of the challenge phases. Not in ``AuditEntry.Action`` yet (that needs a moderation
+# migration, which is not this change's to add): the column takes any short text.
+SET_PHASES, REVEAL, REOPEN = "set_phases", "reveal", "reopen"
+
+
+def check_set_phases(user: Any, split: Split, *, starts_at: datetime | None, freeze_at: datetime | None,
+                     deadline: datetime | None, reveal_at_deadline: bool, reason: str = "") -> None:
+    """Set a split's challenge schedule and rebuild its board for it.
+
+    A deadline moved into the future un-reveals the split (the challenge goes on).
+    """
+    check_maintainer(user, split.benchmark)
+    moments = [(n, m) for n, m in (("start", starts_at), ("freeze", freeze_at), ("deadline", deadline)) if m]
+    for (a, first), (b, second) in zip(moments, moments[1:]):
+        if second < first:
+            raise ModerationError(f"Expected the {a} before the {b}, but got {first:%Y-%m-%d %H:%M} and "
+                                  f"{second:%Y-%m-%d %H:%M} UTC.")
+    iso = lambda m: m.isoformat() if m else None  # noqa: E731
+    with transaction.atomic():
+        _audit(user, SET_PHASES, split=split, target=str(split), reason=reason, starts_at=iso(starts_at),
+               freeze_at=iso(freeze_at), deadline=iso(deadline), reveal_at_deadline=reveal_at_deadline)
+        fields: dict[str, Any] = {"starts_at": starts_at, "freeze_at": freeze_at, "deadline": deadline,
+                                  "reveal_at_deadline": reveal_at_deadline}
+        if deadline and deadline > timezone.now():
+            fields["revealed_at"] = None
+        Split.objects.filter(pk=split.pk).update(**fields)
+        do_refresh_split(Split.objects.select_related("benchmark").get(pk=split.pk))
+
+
+def check_reveal(user: Any, split: Split, reason: str = "") -> None:
+    """Reveal the full board now: private scores, and the rows held back since the freeze."""
+    check_maintainer(user, split.benchmark)
+    with transaction.atomic():
+        _audit(user, REVEAL, split=split, target=str(split), reason=reason)
+        do_reveal(split)
+
+
+def check_reopen(user: Any, split: Split, reopened: bool, reason: str = "") -> None:
+    """Accept submissions again after the deadline (or stop)."""
+    check_maintainer(user, split.benchmark)
+    with transaction.atomic():
+        _audit(user, REOPEN, split=split, target=str(split), reason=reason, reopened=reopened)
+        Split.objects.filter(pk=split.pk).update(reopened=reopened)
+        bump(split.benchmark.track)

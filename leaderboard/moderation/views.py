@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime
 from functools import wraps
 from typing import Any
 
@@ -18,9 +19,11 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.timezone import make_aware
 from django.views.decorators.http import require_POST
 
+from leaderboard.benchmarks import phases
 from leaderboard.benchmarks.models import Benchmark, Split
 from leaderboard.benchmarks.permissions import is_maintainer
 from leaderboard.moderation import health, services
+from leaderboard.moderation.live_board import live_board
 from leaderboard.moderation.models import AuditEntry
 from leaderboard.submissions import broker, lifecycle
 from leaderboard.submissions.models import Submission
@@ -143,8 +146,9 @@ def track(request: HttpRequest, track: str) -> HttpResponse:
     if request.method == "POST":
         reason = request.POST.get("reason", "")
         what = request.POST.get("action")
-        split = get_object_or_404(Split, benchmark=benchmark, name=request.POST.get("split", "")) \
-            if what in {"rescore_all", "visible_after"} else None
+        split = get_object_or_404(Split.objects.select_related("benchmark"), benchmark=benchmark,
+                                  name=request.POST.get("split", "")) \
+            if what in {"rescore_all", "visible_after", *PHASE_ACTIONS} else None
         if what in {"pause", "resume"}:
             _done(request, lambda: services.check_pause(request.user, benchmark, what == "pause", reason),
                   f"Submissions to {benchmark.title} {'paused' if what == 'pause' else 'resumed'}.")
@@ -160,10 +164,51 @@ def track(request: HttpRequest, track: str) -> HttpResponse:
                 when = make_aware(when) if when and when.tzinfo is None else when
                 _done(request, lambda: services.check_set_visible_after(request.user, split, when, reason),
                       f"Results on {split} visible after {when or 'now'}.")
+        elif what in PHASE_ACTIONS and split:
+            _phase_action(request, split, what, reason)
         return redirect("moderation:track", track=track)
+    splits = list(benchmark.splits.all())
     return render(request, "moderation/track.html", {
-        "benchmark": benchmark, "splits": benchmark.splits.all(),
+        "benchmark": benchmark, "splits": splits,
+        "phases": {s.pk: phases.describe(s) for s in splits},
+        "live": {s.pk: live_board(s) for s in splits},
         "audit": AuditEntry.objects.filter(track=track)[:50]})
+
+
+PHASE_ACTIONS = {"phases", "reveal", "reopen", "close"}
+
+
+def _when(raw: str, label: str) -> datetime | None:
+    """A datetime-local field (UTC) or empty; ModerationError naming the field otherwise."""
+    raw = raw.strip()
+    if not raw:
+        return None
+    when = parse_datetime(raw)
+    if when is None:
+        raise services.ModerationError(f"Expected the {label} as a date and time like 2026-12-31T23:59, but got "
+                                       f"{raw!r}.")
+    return make_aware(when, UTC) if when.tzinfo is None else when
+
+
+def _phase_action(request: HttpRequest, split: Split, what: str, reason: str) -> None:
+    """Set the schedule, reveal, reopen or close a split (the moderation desk's challenge controls)."""
+    def act() -> None:
+        if what == "phases":
+            services.check_set_phases(
+                request.user, split, starts_at=_when(request.POST.get("starts_at", ""), "start"),
+                freeze_at=_when(request.POST.get("freeze_at", ""), "freeze"),
+                deadline=_when(request.POST.get("deadline", ""), "deadline"),
+                reveal_at_deadline=request.POST.get("reveal_at_deadline") == "1", reason=reason)
+        elif what == "reveal":
+            services.check_reveal(request.user, split, reason)
+        else:
+            services.check_reopen(request.user, split, what == "reopen", reason)
+
+    done = {"phases": f"Schedule of {split} saved; its board follows it.",
+            "reveal": f"{split} is revealed: its board shows every row, with the private scores.",
+            "reopen": f"{split} accepts submissions again after its deadline.",
+            "close": f"{split} no longer accepts submissions after its deadline."}
+    _done(request, act, done[what])
 
 
 @maintainer_required

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
 
+from leaderboard.benchmarks import phases
 from leaderboard.benchmarks.models import Split
 from leaderboard.lib.pagecache import bump
 from leaderboard.rankings.models import LeaderboardEntry
@@ -25,19 +29,27 @@ def flatten_scores(metrics: dict[str, Any], breakdown: dict[str, dict[str, Any]]
 
 
 def refresh_entry(method: Any, split: Split) -> LeaderboardEntry | None:
-    """Rewrite the row of ``method`` on ``split`` from its published submission (or drop it)."""
-    from leaderboard.submissions.models import Result, Submission
+    """Rewrite the row of ``method`` on ``split`` from its published submission (or drop it).
+
+    The row shows the result the public may see now (``shown_result``: the
+    public subset's until the split is revealed, then the private remainder's).
+    While the split is frozen (``phases.board_is_held``) a row is never added
+    or changed, only dropped (withdrawn, hidden, disqualified): what is
+    published or re-scored meanwhile appears at the reveal (``do_refresh_split``).
+    """
+    from leaderboard.submissions.models import Result, Submission, shown_result
 
     with transaction.atomic():
         # Every branch below changes (or may change) the row; cached pages move on commit.
         bump(split.benchmark.track)
         published = (Submission.objects.filter(method=method, split=split, is_published=True)
                      .select_related("team").first())
-        result = (Result.objects.filter(submission=published).order_by("-created_at").first()
-                  if published else None)
+        result = shown_result(Result.objects.filter(submission=published), split) if published else None
         if published is None or result is None or published.is_hidden or published.is_disqualified:
             LeaderboardEntry.objects.filter(method=method, split=split).delete()
             return None
+        if phases.board_is_held(split):
+            return LeaderboardEntry.objects.filter(method=method, split=split).first()
         scores = flatten_scores(result.metrics, result.breakdown)
         primary = split.benchmark.spec.primary_metric
         entry, _ = LeaderboardEntry.objects.update_or_create(
@@ -48,6 +60,46 @@ def refresh_entry(method: Any, split: Split) -> LeaderboardEntry | None:
                       "primary_score": scores.get(primary), "scores": scores,
                       "scorer_version": result.scorer_version, "is_paper": False})
         return entry
+
+
+def do_refresh_split(split: Split) -> int:
+    """Rewrite every row of ``split`` (at the reveal, or when its phases change); returns how many there are."""
+    from leaderboard.submissions.models import Method
+
+    methods = Method.objects.filter(Q(submissions__split=split, submissions__is_published=True)
+                                    | Q(entries__split=split)).distinct()
+    for method in methods:
+        refresh_entry(method, split)
+    return LeaderboardEntry.objects.filter(split=split, is_paper=False).count()
+
+
+def do_reveal(split: Split, when: datetime | None = None) -> Split:
+    """Reveal the full board of ``split``: private scores, and the rows the freeze held back."""
+    with transaction.atomic():
+        locked = Split.objects.select_for_update().select_related("benchmark").get(pk=split.pk)
+        if locked.revealed_at is None:
+            locked.revealed_at = when or timezone.now()
+            locked.save(update_fields=["revealed_at"])
+        do_refresh_split(locked)
+    return locked
+
+
+def reveal_if_due(split: Split) -> Split:
+    """Reveal a split whose deadline passed (``reveal_at_deadline``) but whose board was not rebuilt yet.
+
+    Celery beat does it every minute (``tasks.reveal_due``); readers do it too,
+    so that no page shows the frozen board under a "revealed" phase meanwhile.
+    """
+    if split.revealed_at is None and phases.is_revealed(split):
+        return do_reveal(split, split.deadline)
+    return split
+
+
+def do_reveal_due() -> int:
+    """Reveal every split whose deadline passed; returns how many."""
+    due = Split.objects.select_related("benchmark").filter(revealed_at__isnull=True, reveal_at_deadline=True,
+                                                            deadline__lte=timezone.now())
+    return sum(reveal_if_due(split).revealed_at is not None for split in due)
 
 
 def do_seed_paper_rows(track: str) -> int:

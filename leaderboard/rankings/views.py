@@ -12,6 +12,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 
 from leaderboard.api_errors import api_error
+from leaderboard.benchmarks import phases
 from leaderboard.benchmarks.models import Split
 from leaderboard.benchmarks.permissions import results_embargoed
 from leaderboard.benchmarks.selectors import get_split
@@ -28,6 +29,7 @@ from leaderboard.rankings.selectors import (
     missing_metric,
     ordered_entries,
 )
+from leaderboard.rankings.services import reveal_if_due
 from leaderboard.submissions.models import Method
 
 MAX_EXPORT_ROWS = 10_000
@@ -43,13 +45,15 @@ def _csv_cell(value: Any) -> Any:
 
 
 def _embargoed(request: HttpRequest, split: Split) -> bool:
-    # A cached copy must not outlive the embargo: the page shows more after it.
+    # A cached copy must not outlive the embargo, nor the phase: the page shows more after them.
     cache_until(request, split.results_visible_after)
+    following = phases.next_change(split)
+    cache_until(request, following[1] if following else None)
     return results_embargoed(split, request.user)
 
 
 def _view(request: HttpRequest, track: str) -> LeaderboardView:
-    split = get_split(track, request.GET.get("split"))
+    split = reveal_if_due(get_split(track, request.GET.get("split")))
     return LeaderboardView.from_query(split, request.GET, embargoed=_embargoed(request, split))
 
 
@@ -66,7 +70,8 @@ def leaderboard(request: HttpRequest, track: str) -> HttpResponse:
                "progress_chart": charts.progress(best_over_time(view), f"Best {view.metric} over time")
                if not view.embargoed else "",
                "missing": missing_metric(view),
-               "families": spec.metric_families or (spec.metrics,)}
+               "families": spec.metric_families or (spec.metrics,),
+               "phase": phases.describe(view.split), "has_partition": view.split.has_partition}
     return render(request, "rankings/leaderboard.html", context)
 
 
@@ -195,8 +200,17 @@ def api_leaderboard(request: HttpRequest, track: str) -> JsonResponse:
                          "metrics": list(spec.metrics), "groups": list(spec.groups), "sort": view.sort,
                          "order": "asc" if view.ascending else "desc", "scorer_version": spec.scorer_version,
                          "page": page.number, "pages": page.pages, "count": page.count,
-                         "results_embargoed": view.embargoed,
+                         "results_embargoed": view.embargoed, **phases.phase_json(view.split),
+                         "public_subset": view.split.has_partition,
+                         "scores_of": _scores_of(view.split),
                          "rows": [entry_as_json(row, view.all_columns) for row in page.rows]})
+
+
+def _scores_of(split: Split) -> str:
+    """Which units the scores cover: "all", or "public" (the public subset, until the reveal), or "private"."""
+    if not split.has_partition:
+        return "all"
+    return "private" if split.is_revealed else "public"
 
 
 @cached_page()

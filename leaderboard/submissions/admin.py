@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from leaderboard.submissions.models import Method, QuotaOverride, Result, Submission, Upload
+from leaderboard.submissions.models import Method, QuotaOverride, Result, SplitLimit, Submission, Upload
 
 
 @admin.register(Method)
@@ -29,8 +29,17 @@ class SubmissionAdmin(admin.ModelAdmin):
 class QuotaOverrideAdmin(admin.ModelAdmin):
     """Maintainers raise or lower a team's quota here (empty fields keep the defaults)."""
 
-    list_display = ("team", "split", "per_day", "total", "in_flight", "rejected_per_day", "note", "updated_at")
+    list_display = ("team", "split", "per_day", "total", "in_flight", "rejected_per_day", "min_interval", "note",
+                    "updated_at")
     autocomplete_fields = ["team"]
+
+
+@admin.register(SplitLimit)
+class SplitLimitAdmin(admin.ModelAdmin):
+    """A split's own limits, per team or per user (over all the user's teams); empty fields keep the defaults."""
+
+    list_display = ("split", "scope", "per_day", "total", "in_flight", "min_interval")
+    list_filter = ("scope", "split__benchmark")
 
 
 @admin.register(Upload)

@@ -41,7 +41,8 @@ def _body(request: HttpRequest) -> dict[str, Any]:
 
 
 def _rejected(exc: services.SubmissionRejected) -> JsonResponse:
-    return api_error(str(exc), getattr(exc, "status", 400))
+    return api_error(str(exc), getattr(exc, "status", 400), getattr(exc, "code", None),
+                     getattr(exc, "retry_at", None))
 
 
 def _upload_of(request: HttpRequest, pk: int, write: bool = False) -> Upload:
@@ -176,8 +177,9 @@ def api_quota(request: HttpRequest) -> JsonResponse:
             else request.user.teams.filter(is_personal=True).first())
     if team is None:
         return api_error(f"You are not a member of a team {slug!r}.", 404)
-    return JsonResponse({"track": split.benchmark.track, "split": split.name, "team": team.slug,
-                         **quotas.usage(team, split).as_json()})
+    used = quotas.usage(team, split)
+    return JsonResponse({"track": split.benchmark.track, "split": split.name, "team": team.slug, **used.as_json(),
+                         "user": quotas.user_usage(request.user, split, used.limits).as_json()})
 
 
 def api_manifest(request: HttpRequest, track: str, split: str) -> JsonResponse:

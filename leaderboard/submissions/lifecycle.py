@@ -258,8 +258,13 @@ def record_heartbeat(*, submission_id: int, attempt: int, worker: str = "") -> N
 
 
 def record_result(*, submission_id: int, attempt: int, result: dict[str, Any], seconds: float | None = None,
-                  device: str = "", worker: str = "") -> Result | None:
-    """Store a worker's result (overwriting the same scorer version's) and finish."""
+                  device: str = "", worker: str = "",
+                  more_results: list[dict[str, Any]] | None = None) -> Result | None:
+    """Store a worker's result (overwriting the same scorer version's and partition's) and finish.
+
+    Labels with a public subset give two results, public (``result``) and
+    private (``more_results``); each row records its partition. Returns the first.
+    """
     with transaction.atomic():
         submission = do_transition(submission_id, Status.FINISHED, attempt=attempt, progress=1.0,
                                    status_detail="")
@@ -268,13 +273,15 @@ def record_result(*, submission_id: int, attempt: int, result: dict[str, Any], s
         if not submission.predictions_sha256:
             # Files joined by the object store were never read by the site.
             Submission.objects.filter(pk=submission.pk).update(predictions_sha256=result["predictions_sha256"])
-        stored, _ = Result.objects.update_or_create(
-            submission=submission, scorer_version=result["scorer_version"],
-            defaults={"labels_sha256": result["labels_sha256"],
-                      "predictions_sha256": result["predictions_sha256"],
-                      "metrics": result["metrics"], "breakdown": result["breakdown"],
-                      "details": result.get("details", {}), "warnings": result.get("warnings", []),
-                      "seconds": seconds, "device": device, "worker": worker[:200]})
+        rows = [Result.objects.update_or_create(
+            submission=submission, scorer_version=one["scorer_version"], partition=one.get("partition", ""),
+            defaults={"labels_sha256": one["labels_sha256"],
+                      "predictions_sha256": one["predictions_sha256"],
+                      "metrics": one["metrics"], "breakdown": one["breakdown"],
+                      "details": one.get("details", {}), "warnings": one.get("warnings", []),
+                      "seconds": seconds, "device": device, "worker": worker[:200]})[0]
+                for one in [result, *(more_results or [])]]
+        stored = rows[0]
         if submission.is_published:
             refresh_entry(submission.method, submission.split)
         fault_hold("record-result")  # fault-injection tests: a kill lands inside the transaction

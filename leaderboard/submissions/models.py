@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from django.conf import settings
 from django.db import models
 
@@ -129,15 +131,25 @@ class Submission(models.Model):
 
     @property
     def latest_result(self) -> Result | None:
-        return self.results.order_by("-created_at").first()
+        """The latest result its owner (and the public board) may see now: never a private-partition
+        result before the split is revealed (``benchmarks.phases``)."""
+        return shown_result(self.results.all(), self.split)
 
 
 class Result(models.Model):
     """Scores of one submission by one scorer version (the result JSON of METRICS.md).
 
     Re-scoring with the same scorer version overwrites this row; a new scorer
-    version adds a row and keeps the old one.
+    version adds a row and keeps the old one. Where the split's labels hold a
+    public subset, one scoring gives two rows: ``public`` (the subset, shown
+    during the challenge) and ``private`` (the remainder, hidden from everyone
+    but the maintainers until the split is revealed).
     """
+
+    class Partition(models.TextChoices):
+        ALL = "", "All units"
+        PUBLIC = "public", "Public subset"
+        PRIVATE = "private", "Private remainder"
 
     submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="results")
     scorer_version = models.CharField(max_length=40)
@@ -150,17 +162,30 @@ class Result(models.Model):
     seconds = models.FloatField(null=True)
     device = models.CharField(max_length=8, blank=True)
     worker = models.CharField(max_length=200, blank=True, help_text="The worker that scored it (node:pid).")
+    partition = models.CharField(max_length=8, choices=Partition.choices, default=Partition.ALL, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["submission", "scorer_version"],
-                                               name="one_result_per_scorer_version")]
+        constraints = [models.UniqueConstraint(fields=["submission", "scorer_version", "partition"],
+                                               name="one_result_per_scorer_version_and_partition")]
 
     def as_json(self) -> dict:
         return {"scorer_version": self.scorer_version, "labels_sha256": self.labels_sha256,
-                "predictions_sha256": self.predictions_sha256, "metrics": self.metrics,
-                "breakdown": self.breakdown, "details": self.details, "warnings": self.warnings}
+                "predictions_sha256": self.predictions_sha256, "partition": self.partition,
+                "metrics": self.metrics, "breakdown": self.breakdown, "details": self.details,
+                "warnings": self.warnings}
+
+
+def shown_result(results: Iterable[Result], split: Split) -> Result | None:
+    """The latest of ``results`` in a partition the public may see on ``split`` now (a prefetched
+    list or a queryset): the public subset until the reveal, the private remainder after it."""
+    from leaderboard.benchmarks.phases import shown_partitions
+
+    shown = shown_partitions(split)
+    if isinstance(results, models.QuerySet):
+        return results.filter(partition__in=shown).order_by("-created_at", "-pk").first()
+    return max((r for r in results if r.partition in shown), key=lambda r: (r.created_at, r.pk), default=None)
 
 
 class Upload(models.Model):
@@ -198,6 +223,8 @@ class QuotaOverride(models.Model):
     total = models.PositiveIntegerField(null=True, blank=True)
     in_flight = models.PositiveIntegerField(null=True, blank=True)
     rejected_per_day = models.PositiveIntegerField(null=True, blank=True)
+    min_interval = models.PositiveIntegerField(null=True, blank=True,
+                                               help_text="Seconds between two counted submissions.")
     note = models.CharField(max_length=300, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -210,3 +237,30 @@ class QuotaOverride(models.Model):
 
     def __str__(self) -> str:
         return f"quota of {self.team} on {self.split or 'all splits'}"
+
+
+class SplitLimit(models.Model):
+    """A split's own submission limits, for each team or for each user (over all their teams).
+
+    Empty fields keep the default (``QUOTA_*`` for teams, ``QUOTA_USER_*`` for
+    users). Per-user limits count every submission a user made on the split,
+    whichever team it was for: making a new team does not reset them.
+    """
+
+    class Scope(models.TextChoices):
+        TEAM = "team", "Per team"
+        USER = "user", "Per user"
+
+    split = models.ForeignKey(Split, on_delete=models.CASCADE, related_name="limits")
+    scope = models.CharField(max_length=4, choices=Scope.choices)
+    per_day = models.PositiveIntegerField(null=True, blank=True)
+    total = models.PositiveIntegerField(null=True, blank=True)
+    in_flight = models.PositiveIntegerField(null=True, blank=True)
+    min_interval = models.PositiveIntegerField(null=True, blank=True,
+                                               help_text="Seconds between two counted submissions.")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["split", "scope"], name="one_split_limit_per_scope")]
+
+    def __str__(self) -> str:
+        return f"{self.get_scope_display().lower()} limits on {self.split}"

@@ -23,6 +23,7 @@ from django.utils.text import get_valid_filename
 from evaluation_workers.errors import SubmissionError
 from leaderboard.accounts.models import Team
 from leaderboard.accounts.services import personal_team
+from leaderboard.benchmarks import phases
 from leaderboard.benchmarks.formats import refusal_hint
 from leaderboard.benchmarks.models import Split
 from leaderboard.benchmarks.selectors import upload_limit  # noqa: F401 -- services.upload_limit, as callers use it
@@ -39,6 +40,7 @@ class SubmissionRejected(Exception):
     """The request cannot create a submission at all (unknown track, closed split)."""
 
     status = 400
+    code: str | None = None  # the API's error code; None: the status's
 
 
 class StorageUnavailable(SubmissionRejected):
@@ -48,9 +50,16 @@ class StorageUnavailable(SubmissionRejected):
 
 
 class QuotaExceeded(SubmissionRejected, quotas.QuotaExceeded):
-    """The team's quota on this split allows no submission now (HTTP 429)."""
+    """The team's or the user's quota on this split allows no submission now (HTTP 429)."""
 
     status = 429
+
+
+class PhaseClosed(SubmissionRejected):
+    """The split's challenge phase accepts no submission now (before the start, frozen, closed; HTTP 403)."""
+
+    status = 403
+    code = "phase_closed"
 
 
 def user_can_see(user: AbstractBaseUser, submission: Submission) -> bool:
@@ -76,6 +85,8 @@ def resolve_request(*, user: AbstractBaseUser, track: str, split: str, method_na
         raise SubmissionRejected(f"Unknown track/split {track}/{split}.")
     if not split_obj.accepting_submissions:
         raise SubmissionRejected(f"{track}/{split} is not accepting submissions.")
+    if (closed := phases.refusal(split_obj)) is not None:
+        raise PhaseClosed(closed)
     method_name = (method_name or "").strip()
     if not method_name or len(method_name) > 100:
         raise SubmissionRejected("Expected a method name of 1 to 100 characters.")
@@ -94,15 +105,15 @@ def do_create_counted(*, user: AbstractBaseUser, team: Team, split: Split, metho
                       file_name: str) -> Submission:
     """Check the quota and create an ``uploading`` submission, in one transaction.
 
-    The team's row lock makes concurrent requests take turns between the count
-    and the insert; the submission counts from here on.
+    The user's and the team's row locks make concurrent requests take turns
+    between the count and the insert; the submission counts from here on.
     """
     with transaction.atomic():
-        quotas.lock_team(team)
+        quotas.lock(team, user)
         try:
-            quotas.check_quota(team, split)
+            quotas.check_quota(team, split, user)
         except quotas.QuotaExceeded as exc:
-            raise QuotaExceeded(str(exc)) from None
+            raise QuotaExceeded(str(exc), exc.retry_at) from None
         method, _ = Method.objects.get_or_create(team=team, name=method_name)
         return Submission.objects.create(team=team, method=method, split=split, created_by=user,
                                          file_name=file_name, status=Status.UPLOADING)

@@ -11,10 +11,11 @@ from django.views.decorators.http import require_POST
 from leaderboard.accounts.auth import api_auth, api_error
 from leaderboard.accounts.models import Team
 from leaderboard.api_errors import failed_submission
+from leaderboard.benchmarks import phases
 from leaderboard.benchmarks.models import Benchmark
 from leaderboard.submissions import quotas, services
 from leaderboard.submissions.forms import MethodForm, SubmissionForm
-from leaderboard.submissions.models import Method, Submission
+from leaderboard.submissions.models import Method, Submission, shown_result
 from leaderboard.submissions.selectors import list_submissions_for, submission_as_json
 
 # Multipart overhead allowed above UPLOAD_DIRECT_MAX_BYTES in a one-request upload.
@@ -56,9 +57,10 @@ def submit(request: HttpRequest, track: str) -> HttpResponse:
             return redirect("submissions:detail", pk=submission.pk)
     methods = request.user.teams.values_list("methods__name", flat=True).distinct()
     usage = [(team, split, quotas.usage(team, split)) for team in teams for split in splits]
+    closed = [text for split in splits if (text := phases.refusal(split))]
     return render(request, "submissions/submit.html",
                   {"benchmark": benchmark, "form": form, "methods": [m for m in methods if m], "usage": usage,
-                   "direct_max_bytes": settings.UPLOAD_DIRECT_MAX_BYTES})
+                   "direct_max_bytes": settings.UPLOAD_DIRECT_MAX_BYTES, "closed": closed})
 
 
 @login_required
@@ -96,7 +98,7 @@ def team_history(request: HttpRequest, slug: str) -> HttpResponse:
                    .prefetch_related("results").order_by("-created_at"))
     rows = []
     for s in submissions:
-        result = max(s.results.all(), key=lambda r: r.created_at, default=None)
+        result = shown_result(list(s.results.all()), s.split)  # never a private result before the reveal
         primary = s.split.benchmark.spec.primary_metric
         rows.append((s, result, primary, result.metrics.get(primary) if result else None))
     return render(request, "submissions/team_history.html", {"team": team, "rows": rows})
@@ -163,7 +165,7 @@ def api_submissions(request: HttpRequest) -> JsonResponse:
             method_name=request.POST["method_name"], file=upload, file_name=upload.name,
             team=request.POST.get("team") or None)
     except services.SubmissionRejected as exc:
-        return api_error(str(exc), exc.status)
+        return api_error(str(exc), exc.status, exc.code, getattr(exc, "retry_at", None))
     body = submission_as_json(submission)
     if submission.status == submission.Status.FAILED:
         return failed_submission(body)

@@ -329,3 +329,60 @@ def test_a_part_url_opens_its_own_upload_and_part_only(world, client, settings):
         assert response.status_code == 403, signature
     assert uploads.upload_parts(theirs) == []
     assert [p.number for p in uploads.upload_parts(world.upload)] == []
+
+
+PRIVATE_EM = 0.913579  # a number no other row, paper row or page of the world carries
+
+
+def _partitioned(result: dict[str, Any], name: str, value: float) -> dict[str, Any]:
+    return {**result, "partition": name, "metrics": {k: value for k in result["metrics"]},
+            "breakdown": {g: {k: value for k in row if k != "count"} for g, row in result["breakdown"].items()},
+            "details": {"partition": name}}
+
+
+def test_private_subset_results_stay_hidden_from_everyone_but_maintainers_until_the_reveal(world, sqa3d_files,
+                                                                                           settings):
+    """A submission scored on a public subset and a private remainder: no page, export or API answer shows
+    the private numbers before the reveal, not even to its owner; the maintainers' desk does."""
+    from leaderboard.benchmarks.models import LabelSet
+    from leaderboard.rankings.services import do_reveal
+
+    settings.PAGE_CACHE_SECONDS = 0  # the reveal's cache bump runs on commit, which tests never reach
+    owner = world.users["owner"]
+    split = world.published.split
+    LabelSet.objects.filter(split=split, is_active=True).update(has_partition=True)
+    result = get_track("sqa3d").score(sqa3d_files["labels"], sqa3d_files["predictions"], lambda f, m="": None)
+    s = services.check_create_submission(user=owner, track="sqa3d", split="test", method_name="SubsetNet",
+                                         file=io.BytesIO(world.predictions), file_name="p.json")
+    lifecycle.record_result(submission_id=s.pk, attempt=1, result=_partitioned(result, "public", 0.424242),
+                            more_results=[_partitioned(result, "private", PRIVATE_EM)])
+    describe_method(s.method)
+    services.check_publish(owner, s)
+    team = s.team.slug
+    pages = [f"/submissions/{s.pk}/", f"/submissions/{s.pk}/status.json", "/submissions/", f"/submissions/teams/{team}/",
+             "/benchmarks/sqa3d/", "/benchmarks/sqa3d/export.json", "/benchmarks/sqa3d/export.csv",
+             f"/methods/{s.method_id}/", f"/moderation/submissions/{s.pk}/", "/moderation/tracks/sqa3d/"]
+    api = [f"/api/v1/submissions/{s.pk}", "/api/v1/submissions", "/api/v1/leaderboards/sqa3d",
+           f"/api/v1/methods/{s.method_id}", f"/api/v1/leaderboards/sqa3d/compare?e={world.entry.pk}"]
+    # The number itself (JSON, CSV, charts' titles) and as a table cell shows it (``pct``); a bare "91.4"
+    # may be a chart's coordinate.
+    private_marks = (str(PRIVATE_EM)[:6], ">91.4<")
+    for role in ROLES:
+        for url, is_api in [(u, False) for u in pages] + [(u, True) for u in api]:
+            client, headers = client_for(world, role, is_api)
+            response = client.get(url, headers=headers)
+            body = response.content.decode()
+            shows = response.status_code == 200 and any(mark in body for mark in private_marks)
+            may = role in {"staff", "track_maintainer"} and url.startswith("/moderation/")
+            assert shows == may, (url, role, response.status_code)
+        client, headers = client_for(world, role, True)
+        if role in {"owner", "member"}:
+            seen = client.get(f"/api/v1/submissions/{s.pk}", headers=headers).json()["result"]
+            assert seen["partition"] == "public" and seen["metrics"]["EM"] == 0.424242
+
+    do_reveal(split)
+    client, headers = client_for(world, "owner", True)
+    seen = client.get(f"/api/v1/submissions/{s.pk}", headers=headers).json()["result"]
+    assert seen["partition"] == "private" and seen["metrics"]["EM"] == PRIVATE_EM
+    rows = Client().get("/api/v1/leaderboards/sqa3d").json()["rows"]
+    assert [r["scores"]["EM"] for r in rows if r["method"] == "SubsetNet"] == [PRIVATE_EM]

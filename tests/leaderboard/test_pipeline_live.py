@@ -83,3 +83,62 @@ def _named(content: bytes, name: str):
     from django.core.files.uploadedfile import SimpleUploadedFile
 
     return SimpleUploadedFile(name, content, content_type="application/json")
+
+
+def test_a_challenge_with_a_public_subset_scores_both_parts_and_reveals_the_private_one_at_the_deadline(
+        live_pipeline, client, owner, sqa3d_split, sqa3d_files, tmp_path, settings):
+    """The real worker reads the partition beside the labels and reports two results; the board
+    shows the public subset's until the deadline and the private remainder's after it."""
+    import json
+    from datetime import timedelta
+
+    from django.db import transaction
+    from django.utils import timezone
+
+    from evaluation_workers import partitions
+    from leaderboard.accounts.services import do_create_token
+    from leaderboard.benchmarks.models import Split
+    from leaderboard.benchmarks.services import do_load_labels
+    from leaderboard.lib.pagecache import bump
+    from leaderboard.submissions.models import Result
+    from tests.leaderboard.conftest import describe_method
+
+    questions = json.loads(next(sqa3d_files["labels"].glob("*questions*")).read_text())["questions"]
+    partition = tmp_path / "public.txt"
+    partition.write_text("\n".join(str(q["question_id"]) for q in questions[::3]))
+    labels, _ = do_load_labels(sqa3d_split, sqa3d_files["labels"], partition=partition)
+    now = timezone.now()
+    Split.objects.filter(pk=sqa3d_split.pk).update(freeze_at=now + timedelta(hours=1),
+                                                   deadline=now + timedelta(hours=2))
+    headers = {"Authorization": f"Token {do_create_token(owner)}"}
+    with open(sqa3d_files["predictions"], "rb") as f:
+        created = client.post("/api/v1/submissions", {"track": "sqa3d", "split": "test", "method_name": "SubsetNet",
+                                                      "file": f}, headers=headers).json()
+    done = wait_for(client, f"/api/v1/submissions/{created['id']}", headers)
+    assert done["status"] == "finished", done
+    public, private = partitions.score(get_track("sqa3d"), settings.LABELS_DIR / labels.storage_key,
+                                       sqa3d_files["predictions"], lambda f, m="": None)
+    assert done["result"]["partition"] == "public" and done["result"]["metrics"] == public["metrics"]
+    assert "count" not in done["result"]["breakdown"]["What"]
+    stored = {r.partition: r for r in Result.objects.filter(submission_id=created["id"])}
+    assert set(stored) == {"public", "private"} and stored["private"].metrics == private["metrics"]
+    assert public["metrics"]["EM"] != private["metrics"]["EM"]
+
+    describe_method(Result.objects.get(pk=stored["public"].pk).submission.method)
+    assert client.post(f"/api/v1/submissions/{created['id']}/publish", headers=headers).status_code == 200
+    board = client.get("/api/v1/leaderboards/sqa3d?split=test").json()
+    assert board["phase"] == "open" and board["scores_of"] == "public" and board["public_subset"] is True
+    [row] = [r for r in board["rows"] if r["method"] == "SubsetNet"]
+    assert row["scores"]["EM"] == public["metrics"]["EM"]
+
+    with transaction.atomic():
+        Split.objects.filter(pk=sqa3d_split.pk).update(freeze_at=now - timedelta(hours=2),
+                                                       deadline=now - timedelta(seconds=1))
+        # With the clock moving, the cached page would expire at the freeze (``cache_until``); here the dates move.
+        bump("sqa3d")
+    board = client.get("/api/v1/leaderboards/sqa3d?split=test").json()  # its first reader reveals it
+    assert board["phase"] == "revealed" and board["scores_of"] == "private"
+    [row] = [r for r in board["rows"] if r["method"] == "SubsetNet"]
+    assert row["scores"]["EM"] == private["metrics"]["EM"]
+    mine = client.get(f"/api/v1/submissions/{created['id']}", headers=headers).json()["result"]
+    assert mine["partition"] == "private" and mine["metrics"] == private["metrics"]

@@ -118,8 +118,9 @@ def _score(labels: Path, predictions: Path, progress: Progress) -> dict[str, Any
     values = score_arrays(labels_data, preds, xp, GPU_CHUNK_PAIRS if gpu else DEFAULT_CHUNK_PAIRS, progress,
                           GPU_BLOCK_PAIRS if gpu else BLOCK_PAIRS, outcomes)
     progress(0.95, "confidence intervals")
+    scored = [sid for sid, count in zip(labels_data.sample_ids, labels_data.gt_count) if count > 0]
     uncertainty = bootstrap.intervals(intervals.statistic(outcomes), int(outcomes["group"].shape[0]),
-                                      intervals.UNIT, xp=xp, width=intervals.width(outcomes))
+                                      intervals.UNIT, xp=xp, width=intervals.width(outcomes), unit_ids=scored)
     warnings = list(preds.warnings)
     if preds.missing:
         warnings.append(

@@ -219,7 +219,7 @@ def score(labels_path: Path, predictions_path: Path, progress: Progress = no_pro
     warnings += reader.dropped.warnings(vocabulary, {a: len(lab.scene_ids) for a, lab in labels.items()})
     progress(0.95, "confidence intervals")
     uncertainty = bootstrap.intervals(intervals.statistic(outcomes), len(units), intervals.UNIT, xp=xp,
-                                      width=intervals.width(outcomes))
+                                      width=intervals.width(outcomes), unit_ids=list(units))
     progress(1.0, "done")
     return make_result(
         track="openscan",

@@ -122,7 +122,7 @@ def score(labels: Path, predictions: Path, progress: Progress) -> Result:
     }
     progress(0.95, "confidence intervals")
     outcomes = {"em": em, "em_r": em_r, "type": type_index}
-    uncertainty = bootstrap.intervals(outcomes_statistic(outcomes), n, "question")
+    uncertainty = bootstrap.intervals(outcomes_statistic(outcomes), n, "question", unit_ids=truth.question_ids)
     missing = n - len(answers)
     warnings = notes + _missing_warning(missing, n)
     if empty:

@@ -16,17 +16,24 @@ class Command(BaseCommand):
         parser.add_argument("--track", required=True)
         parser.add_argument("--split", required=True)
         parser.add_argument("source", type=Path)
+        parser.add_argument("--partition", type=Path, default=None, metavar="FILE",
+                            help="The public subset: a text file of unit ids (SQA3D question ids, MMScan "
+                                 "sample ids, OpenScan scene ids), one a line. Each submission is then scored "
+                                 "on it (shown during the challenge) and on the private rest (revealed at the "
+                                 "deadline). Stored with the labels, for workers only.")
 
-    def handle(self, track, split, source, **options):
+    def handle(self, track, split, source, partition=None, **options):
         do_sync_benchmarks()
         split_obj = Split.objects.filter(benchmark__track=track, name=split).select_related("benchmark").first()
         if split_obj is None:
             known = ", ".join(str(s) for s in Split.objects.select_related("benchmark"))
             raise CommandError(f"No split {track}/{split}; known: {known}")
         try:
-            label_set, created = do_load_labels(split_obj, source, loaded_by="manage.py load_labels")
+            label_set, created = do_load_labels(split_obj, source, loaded_by="manage.py load_labels",
+                                                partition=partition)
         except (LabelsError, FileNotFoundError) as exc:
             raise CommandError(str(exc)) from exc
         verb = "Loaded" if created else "Re-activated"
-        self.stdout.write(f"{verb} labels {label_set.sha256} for {split_obj} "
+        subset = " with a public subset" if label_set.has_partition else ""
+        self.stdout.write(f"{verb} labels {label_set.sha256} for {split_obj}{subset} "
                           f"({label_set.manifest.get('count', '?')} items).")

@@ -1,0 +1,149 @@
+"""Challenge phases of a split, read from its optional dates.
+
+    upcoming ──starts_at──▶ open ──freeze_at──▶ frozen ──deadline──▶ revealed
+                                                          (or closed, until a maintainer reveals)
+
+- **upcoming**: before ``starts_at``; no submission is accepted.
+- **open**: submissions are accepted; the board shows what is published.
+- **frozen**: from ``freeze_at``; no new submission is accepted and the public
+  board stops changing: rows published or re-scored from then on are held back
+  until the reveal (``rankings.services.refresh_entry``). Maintainers see the
+  live board on the moderation desk.
+- **closed**: the deadline passed but the board is not revealed yet (the split
+  is revealed by a maintainer, ``reveal_at_deadline`` off); it stays as frozen.
+- **revealed**: at the deadline (``reveal_at_deadline``) or by a maintainer
+  (``revealed_at``): the board shows everything, with the private scores where
+  the labels hold a partition. Submissions are refused unless a maintainer
+  reopened the split.
+
+A split without any of the dates is open for ever; if its labels hold a
+partition, only the public subset's scores show until a maintainer reveals
+it. ``accepting_submissions`` is the maintainers' separate pause switch.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from django.utils import timezone
+
+UPCOMING, OPEN, FROZEN, CLOSED, REVEALED = "upcoming", "open", "frozen", "closed", "revealed"
+PHASES = (UPCOMING, OPEN, FROZEN, CLOSED, REVEALED)
+LABELS = {UPCOMING: "Upcoming", OPEN: "Open", FROZEN: "Frozen", CLOSED: "Closed", REVEALED: "Revealed"}
+
+
+def _now(now: datetime | None) -> datetime:
+    return now or timezone.now()
+
+
+def is_challenge(split: Any) -> bool:
+    return bool(split.starts_at or split.freeze_at or split.deadline)
+
+
+def phase_of(split: Any, now: datetime | None = None) -> str:
+    now = _now(now)
+    if split.starts_at and now < split.starts_at:
+        return UPCOMING
+    if split.revealed_at is not None:
+        return REVEALED
+    if split.deadline and now >= split.deadline:
+        return REVEALED if split.reveal_at_deadline else CLOSED
+    if split.freeze_at and now >= split.freeze_at:
+        return FROZEN
+    return OPEN
+
+
+def is_revealed(split: Any, now: datetime | None = None) -> bool:
+    """Whether the full board is public: revealed by a maintainer, or past the deadline (``reveal_at_deadline``).
+
+    Private-partition results stay hidden, from their owners too, until then.
+    """
+    return phase_of(split, now) == REVEALED
+
+
+def board_is_held(split: Any, now: datetime | None = None) -> bool:
+    """Whether public rows must not change now (frozen, or closed before the reveal)."""
+    return phase_of(split, now) in {FROZEN, CLOSED}
+
+
+def shown_partitions(split: Any, now: datetime | None = None) -> tuple[str, ...]:
+    """The result partitions the public may see: the public subset until the reveal, then the private part.
+
+    "" is a result over every unit (labels without a partition).
+    """
+    return ("", "private") if is_revealed(split, now) else ("", "public")
+
+
+def _when(moment: datetime) -> str:
+    return f"{moment.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+
+
+def refusal(split: Any, now: datetime | None = None) -> str | None:
+    """Why ``split`` accepts no submission now (its phase), or None when it accepts them."""
+    now = _now(now)
+    phase = phase_of(split, now)
+    if phase == UPCOMING:
+        return f"{split} opens for submissions at {_when(split.starts_at)} (in {_left(split.starts_at, now)})."
+    if phase == FROZEN:
+        end = f" until the deadline at {_when(split.deadline)}" if split.deadline else ""
+        return f"{split} is frozen since {_when(split.freeze_at)}: no new submission is accepted{end}."
+    if phase in {CLOSED, REVEALED} and is_challenge(split) and not split.reopened:
+        if split.deadline and now >= split.deadline:
+            return f"{split} closed at its deadline, {_when(split.deadline)}; no submission is accepted."
+        if split.revealed_at:
+            return f"{split} was revealed at {_when(split.revealed_at)}; no submission is accepted."
+    return None
+
+
+def _left(moment: datetime, now: datetime) -> str:
+    """``2 days 3 h``, ``3 h 20 min``, ``5 min``: the time until ``moment``."""
+    seconds = max(0, int((moment - now).total_seconds()))
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes = max(1, rest // 60) if not (days or hours) else rest // 60
+    if days:
+        return f"{days} day{'s' if days != 1 else ''} {hours} h"
+    if hours:
+        return f"{hours} h {minutes} min"
+    return f"{minutes} min"
+
+
+def next_change(split: Any, now: datetime | None = None) -> tuple[str, datetime] | None:
+    """The next scheduled phase and when it starts; None when nothing more is scheduled."""
+    now = _now(now)
+    phase = phase_of(split, now)
+    steps = []
+    if split.starts_at:
+        steps.append((split.starts_at, OPEN))
+    if split.freeze_at:
+        steps.append((split.freeze_at, FROZEN))
+    if split.deadline:
+        steps.append((split.deadline, REVEALED if split.reveal_at_deadline else CLOSED))
+    for moment, following in sorted(steps, key=lambda s: s[0]):
+        if moment > now and following != phase and phase != REVEALED:
+            return following, moment
+    return None
+
+
+def phase_json(split: Any, now: datetime | None = None) -> dict[str, Any]:
+    """The phase fields of the API's split and leaderboard payloads."""
+    now = _now(now)
+    following = next_change(split, now)
+    iso = lambda d: d.isoformat() if d else None  # noqa: E731
+    return {"phase": phase_of(split, now), "starts_at": iso(split.starts_at), "freeze_at": iso(split.freeze_at),
+            "deadline": iso(split.deadline), "reveal": "deadline" if split.reveal_at_deadline else "maintainer",
+            "revealed_at": iso(split.revealed_at), "reopened": split.reopened,
+            "next_phase": following[0] if following else None,
+            "next_phase_at": iso(following[1]) if following else None,
+            "seconds_to_next_phase": int((following[1] - now).total_seconds()) if following else None,
+            "accepting_submissions": bool(split.accepting_submissions and refusal(split, now) is None)}
+
+
+def describe(split: Any, now: datetime | None = None) -> dict[str, Any]:
+    """What the leaderboard page says of the phase: label, next change and the time left to it."""
+    now = _now(now)
+    following = next_change(split, now)
+    return {"phase": phase_of(split, now), "label": LABELS[phase_of(split, now)], "challenge": is_challenge(split),
+            "next": LABELS[following[0]] if following else "", "next_at": following[1] if following else None,
+            "left": _left(following[1], now) if following else "", "refusal": refusal(split, now)}
