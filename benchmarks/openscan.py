@@ -227,7 +227,7 @@ def prepare_full_official(work: Path, scenes: int, points: int) -> dict[str, Pat
         with zipfile.ZipFile(work / "deflated.zip", "w", zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
             for i in range(scenes):
                 scene = synthetic.make_scene(rng, f"scene{i:04d}_00", points, (30, 50), 100, vocabulary, list(ASPECTS))
-                synthetic.write_labels(work / "labels", [scene], vocabulary)
+                synthetic.write_labels(work, [scene], vocabulary)  # into work / "labels"
                 masks = synthetic.dense_masks(scene)
                 for aspect in ASPECTS:
                     buf = io.BytesIO()
