@@ -26,7 +26,8 @@ TOGGLES = {
     "disqualify": ("is_disqualified", "disqualified_reason", Action.DISQUALIFY, Action.REQUALIFY),
 }
 # Actions whose reason is shown publicly or to the submitter must give one.
-NEEDS_REASON = {Action.HIDE, Action.DISQUALIFY, Action.FLAG, Action.RESCORE_ALL, Action.PAUSE}
+NEEDS_REASON = {Action.HIDE, Action.DISQUALIFY, Action.FLAG, Action.RESCORE_ALL, Action.PAUSE,
+                Action.SET_LABELS_PUBLIC}
 
 
 class ModerationError(Exception):
@@ -116,3 +117,12 @@ def check_set_visible_after(user: Any, split: Split, when: datetime | None, reas
                when=when.isoformat() if when else None)
         Split.objects.filter(pk=split.pk).update(results_visible_after=when)
         bump(split.benchmark.track)  # embargoed pages show only paper rows
+
+
+def check_set_labels_public(user: Any, split: Split, public: bool, reason: str) -> None:
+    """Say whether a split's labels are public: then pages show per-class results with their counts."""
+    check_maintainer(user, split.benchmark)
+    with transaction.atomic():
+        _audit(user, Action.SET_LABELS_PUBLIC, split=split, target=str(split), reason=reason, public=public)
+        Split.objects.filter(pk=split.pk).update(labels_public=public)
+        bump(split.benchmark.track)  # update() sends no signal

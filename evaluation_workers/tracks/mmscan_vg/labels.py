@@ -33,6 +33,8 @@ SUB_CLASS_GROUP = {
     "VG_Inter_OR": "OR",
 }
 GROUPS = ("ST-attr", "ST-space", "OO-attr", "OO-space", "OR")
+# The devkit's seven sub-classes, in the order above (the drill-down under the five groups).
+SUB_CLASSES = tuple(SUB_CLASS_GROUP)
 
 
 @dataclass(frozen=True)
@@ -44,12 +46,15 @@ class Labels:
         group: (S_all,) int index into GROUPS of each sample.
         gt_count: (S_all,) ground-truth boxes per sample (0: not scored).
         gt_boxes: (M, 9) float64, grouped by sample in file order.
+        sub_class: (S_all,) int index into SUB_CLASSES, or None (labels built
+            without it: no per-sub-class results).
     """
 
     sample_ids: list[str]
     group: np.ndarray
     gt_count: np.ndarray
     gt_boxes: np.ndarray
+    sub_class: np.ndarray | None = None
 
     @property
     def index(self) -> dict[str, int]:
@@ -108,6 +113,7 @@ def load_labels(path: Path) -> Labels:
         raise LabelsError(f"{file}: expected a JSON list of samples, but got {type(raw).__name__}")
     ids: list[str] = []
     group = np.zeros(len(raw), dtype=np.int64)
+    sub_class = np.zeros(len(raw), dtype=np.int64)
     counts = np.zeros(len(raw), dtype=np.int64)
     boxes: list[Any] = []
     seen: set[str] = set()
@@ -127,6 +133,7 @@ def load_labels(path: Path) -> Labels:
             raise LabelsError(f"{file}: sample {sid}: expected `gt_bboxes` to be a list")
         ids.append(sid)
         group[i] = group_index[SUB_CLASS_GROUP[sub]]
+        sub_class[i] = SUB_CLASSES.index(sub)
         counts[i] = len(gt)
         boxes.extend(gt)
     try:
@@ -143,4 +150,4 @@ def load_labels(path: Path) -> Labels:
             f"{file}: sample {ids[sample]}: a box in `gt_bboxes` is not finite "
             f"or has a size <= 0: {gt_boxes[row].tolist()}"
         )
-    return Labels(sample_ids=ids, group=group, gt_count=counts, gt_boxes=gt_boxes)
+    return Labels(sample_ids=ids, group=group, gt_count=counts, gt_boxes=gt_boxes, sub_class=sub_class)
