@@ -112,10 +112,14 @@ PATHS: dict[str, dict[str, Any]] = {
     "/api/v1/submissions/{id}": {"get": _get("Status, progress, error and aggregate result", SUBMISSION_ID,
                                              auth=True, tag="submissions")},
     "/api/v1/submissions/{id}/publish": {"post": {
-        "summary": "Publish a finished submission as its method's row", "tags": ["submissions"],
+        "summary": "Publish a finished submission as its method's row ({\"anonymous\": true}: as Anonymous "
+                   "(under review) until revealed)", "tags": ["submissions"],
         "parameters": [SUBMISSION_ID], "security": [{"token": []}],
+        "requestBody": {"required": False, "content": {"application/json": {
+            "schema": {"$ref": "#/components/schemas/PublishOptions"}}}},
         "responses": _responses({"200": {"description": "Published"}}, (401, 403, 404, 409),
-                                e409="Not publishable yet: not finished, or the method is not described")}},
+                                e409="Not publishable yet: not finished, or the method is not described; or it "
+                                     "cannot be anonymous (public under its team, or revealed)")}},
     "/api/v1/me": {"get": _get("Who the token belongs to, and their teams", auth=True, tag="accounts")},
     "/api/v1/quota": {"get": _get(
         "Your team's and your own limits on a split, and when the next submission is allowed",
@@ -157,6 +161,10 @@ PATHS: dict[str, dict[str, Any]] = {
                     tag="methods"),
         "patch": _write("Change a method's description, paper, code, authors, extra-data flag, details",
                         "methods", _param("id", "path", "Method id", {"type": "integer"}))},
+    "/api/v1/my/methods/{id}/reveal": {"post": _write(
+        "Reveal an anonymous method: its team, authors, paper and code show everywhere from now on (audited; "
+        "it cannot be anonymous again)", "methods", _param("id", "path", "Method id", {"type": "integer"}),
+        errors=(401, 404, 409), e409="The method is not anonymous")},
 }
 
 

@@ -72,9 +72,18 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "is_published": BOOL, "created_at": DATE, "finished_at": nullable(DATE), "result": nullable(ref("Result"))}),
     "SubmissionList": _obj({"submissions": {"type": "array", "items": ref("Submission")}}),
     "LeaderboardRow": _obj({
-        "rank": nullable(INT), "entry_id": INT, "method": STR, "method_id": nullable(INT), "team": STR,
-        "reported_in_paper": BOOL, "note": STR, "uses_extra_data": BOOL, "verified": BOOL, "scorer_version": STR,
-        "submission_id": nullable(INT), "published_at": DATE, "scores": SCORES}),
+        "rank": nullable(INT), "entry_id": INT, "method": STR, "method_id": nullable(INT),
+        "team": {**nullable(STR), "description": "null for an anonymous row (under review); '' for a paper row"},
+        "anonymous": {"type": "boolean", "description": "Published as 'Anonymous (under review)': no team until "
+                                                         "the team reveals it"},
+        "reported_in_paper": BOOL, "note": STR,
+        "paper_url": {"type": "string", "description": "Paper rows: the publication the numbers come from"},
+        "venue": STR, "protocol": {"type": "string", "description": "The track's scoring protocol that produced "
+                                                                    "the row (GET /api/v1/tracks lists them)"},
+        "uses_extra_data": BOOL, "verified": BOOL, "scorer_version": STR, "submission_id": nullable(INT),
+        "published_at": {"type": "string", "format": "date-time",
+                         "description": "Published here; for a paper row, the paper's publication date"},
+        "scores": SCORES}),
     "Leaderboard": _obj({
         "track": STR, "split": STR, "primary_metric": STR, "metrics": {"type": "array", "items": STR},
         "groups": {"type": "array", "items": STR}, "sort": STR, "order": {"type": "string", "enum": ["asc", "desc"]},
@@ -88,14 +97,20 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     "Progress": _obj({"track": STR, "split": STR, "metric": STR,
                       "points": {"type": "array", "items": _obj({"date": DATE, "best": NUM, "method": STR})}}),
     "PublicMethod": _obj({
-        "id": INT, "name": STR, "team": STR, "description": STR, "paper_url": STR, "code_url": STR, "authors": STR,
+        "id": INT, "name": STR, "team": {**nullable(STR), "description": "null while anonymous"},
+        "anonymous": BOOL, "description": STR,
+        "paper_url": STR, "code_url": STR, "authors": {"type": "string", "description": "'' while anonymous, as "
+                                                                                        "paper_url and code_url"},
         "uses_extra_data": nullable(BOOL), "url": STR,
         "results": {"type": "array", "items": _obj({"track": STR, "split": STR, "scores": SCORES,
-                                                     "scorer_version": STR, "verified": BOOL})}}),
+                                                     "scorer_version": STR, "verified": BOOL, "protocol": STR})}}),
     "Method": _obj({
         "id": INT, "name": STR, "team": {"type": "string", "description": "Team slug"}, "description": STR,
         "authors": STR, "paper_url": STR, "code_url": STR, "uses_extra_data": nullable(BOOL), "details": STR,
-        "missing_for_publishing": {"type": "array", "items": STR}}),
+        "anonymous": {"type": "boolean", "description": "Public as 'Anonymous (under review)'"},
+        "revealed_at": nullable(DATE), "missing_for_publishing": {"type": "array", "items": STR}}),
+    "PublishOptions": _obj({"anonymous": {"type": "boolean", "description": "Publish as 'Anonymous (under "
+                                                                            "review)' (default false)"}}, []),
     "MethodList": _obj({"methods": {"type": "array", "items": ref("Method")}}),
     "MethodChange": _obj({"name": STR, "description": STR, "authors": STR, "paper_url": STR, "code_url": STR,
                           "uses_extra_data": BOOL, "details": STR}, [], description="Only the fields to change"),
@@ -103,6 +118,9 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "track": STR, "title": STR, "primary_metric": STR, "metrics": {"type": "array", "items": STR},
         "groups": {"type": "array", "items": STR}, "scorer_version": STR,
         "upload_suffixes": {"type": "array", "items": STR}, "max_upload_bytes": INT,
+        "protocols": {"type": "array", "description": "How rows' numbers were produced, this service's first; "
+                                                      "empty when there is only one",
+                      "items": _obj({"key": STR, "label": STR, "description": STR})},
         "splits": {"type": "array", "items": _obj({"name": STR, "default": BOOL, **PHASE})}}),
     "TrackList": _obj({"tracks": {"type": "array", "items": ref("Track")}}),
     "Quota": _obj({"track": STR, "split": STR, "team": STR, **QUOTA,
@@ -151,6 +169,7 @@ OK: dict[tuple[str, str], str] = {
     ("/api/v1/my/methods", "get"): "MethodList",
     ("/api/v1/my/methods/{id}", "get"): "Method",
     ("/api/v1/my/methods/{id}", "patch"): "Method",
+    ("/api/v1/my/methods/{id}/reveal", "post"): "Method",
 }
 # JSON request bodies.
 REQUESTS: dict[tuple[str, str], str] = {

@@ -264,6 +264,10 @@ CACHES = {
     }
 }
 PAGE_CACHE_SECONDS = envint("PAGE_CACHE_SECONDS", 600)
+# Drill-down on splits whose labels are hidden (Split.labels_public off): a per-attribute or
+# per-sub-class result is shown only for groups of at least this many instances or prompts, and
+# never with its count (rankings.drilldown).
+DRILLDOWN_MIN_GROUP_SIZE = envint("DRILLDOWN_MIN_GROUP_SIZE", 50)
 # Retention of prediction files (submissions.retention), off unless RETENTION_DAYS is set:
 # every method keeps its published submission and its RETENTION_KEEP_LAST latest per split;
 # the others' files are deleted RETENTION_DAYS after upload, except files whose scores could

@@ -24,6 +24,7 @@ api_v1 = [
     path("uploads/<int:pk>/complete", submissions_api.api_upload_complete, name="api-upload-complete"),
     path("my/methods", submissions_api.api_methods, name="api-my-methods"),
     path("my/methods/<int:pk>", submissions_api.api_method, name="api-my-method"),
+    path("my/methods/<int:pk>/reveal", submissions_api.api_method_reveal, name="api-my-method-reveal"),
     path("", include("leaderboard.rankings.api_urls")),
     path("openapi.json", openapi.openapi_json, name="api-openapi"),
 ]

@@ -261,9 +261,11 @@ def cmd_results(args: argparse.Namespace) -> int:
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
-    submission = _client(args).post(f"submissions/{args.id}/publish")
+    options = {"json": {"anonymous": True}} if args.anonymous else {}
+    submission = _client(args).post(f"submissions/{args.id}/publish", **options)
     print(f"#{submission['id']} {submission['method']} is now the public entry of its method on "
-          f"{submission['track']}/{submission['split']}.")
+          f"{submission['track']}/{submission['split']}"
+          + (", as Anonymous (under review) until `lb method reveal`." if args.anonymous else "."))
     return 0
 
 
@@ -305,6 +307,8 @@ def _find_method(client: Client, name: str, team: str | None) -> dict[str, Any]:
 def _print_method(m: dict[str, Any]) -> None:
     for field in ("name", "team", "description", "authors", "paper_url", "code_url", "uses_extra_data", "details"):
         print(f"{field:<16} {m[field] if m[field] not in (None, '') else '—'}")
+    if m.get("anonymous"):
+        print(f"{'public as':<16} Anonymous (under review): `lb method reveal {m['name']}` shows the team")
     missing = m["missing_for_publishing"]
     print("ready to publish" if not missing else f"missing for publishing: {', '.join(missing)}")
 
@@ -312,7 +316,9 @@ def _print_method(m: dict[str, Any]) -> None:
 def cmd_method(args: argparse.Namespace) -> int:
     client = _client(args)
     method = _find_method(client, args.name, args.team)
-    if args.action == "set":
+    if args.action == "reveal":
+        method = client.post(f"my/methods/{method['id']}/reveal")
+    elif args.action == "set":
         changes = {field: getattr(args, field) for field in
                    ("description", "authors", "paper_url", "code_url", "details") if getattr(args, field) is not None}
         if args.rename:
@@ -377,6 +383,9 @@ def parser() -> argparse.ArgumentParser:
         c.add_argument("id", type=int)
         if name == "results":
             c.add_argument("--json", action="store_true", help="the result JSON")
+        if name == "publish":
+            c.add_argument("--anonymous", action="store_true",
+                           help="as 'Anonymous (under review)': no team or authors until `lb method reveal`")
         c.set_defaults(func=func)
 
     c = sub.add_parser("quota", help="your team's quota on a split")
@@ -385,8 +394,9 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--team")
     c.set_defaults(func=cmd_quota)
 
-    c = sub.add_parser("method", help="show or describe a method (publishing needs a description)")
-    c.add_argument("action", choices=["show", "set"])
+    c = sub.add_parser("method", help="show or describe a method (publishing needs a description), or reveal "
+                                      "an anonymous one")
+    c.add_argument("action", choices=["show", "set", "reveal"])
     c.add_argument("name")
     c.add_argument("--team")
     c.add_argument("--description")

@@ -20,6 +20,19 @@ Result = dict[str, Any]
 """The result JSON of METRICS.md."""
 
 
+@dataclass(frozen=True)
+class ScoringProtocol:
+    """One way a track's numbers are produced (how answers are read, which IoU).
+
+    A track that declares several lists the one this service scores with first;
+    rows copied from papers may name another, and pages then show each row's.
+    """
+
+    key: str
+    label: str
+    description: str = ""
+
+
 class Progress(Protocol):
     def __call__(self, fraction: float, message: str = "") -> None: ...
 
@@ -51,6 +64,8 @@ class Track:
             official labels folder or file, or one ``prepare_labels`` wrote.
         manifest: ``(labels) -> manifest``; the public manifest of a labels folder.
         wants_gpu: whether scoring benefits from the GPU queue when one exists.
+        protocols: the ways numbers on this track are produced, this service's
+            scorer first; empty when there is only one (rows then show none).
     """
 
     name: str
@@ -69,3 +84,8 @@ class Track:
     wants_gpu: bool = False
     description: str = ""
     metric_families: tuple[tuple[str, ...], ...] = field(default=())
+    protocols: tuple[ScoringProtocol, ...] = field(default=())
+
+    def protocol(self, key: str) -> ScoringProtocol | None:
+        """The declared protocol called ``key`` (None for an unknown or empty key)."""
+        return next((p for p in self.protocols if p.key == key), None)

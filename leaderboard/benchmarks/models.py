@@ -46,6 +46,12 @@ class Split(models.Model):
         null=True, blank=True, help_text="When the full board (private scores, entries held back by the freeze) "
                                          "was revealed.")
     reopened = models.BooleanField(default=False, help_text="Accept submissions again after the deadline.")
+    # Set by maintainers: the split's labels are published (a public validation set), so results
+    # per attribute or sub-class, with their counts, reveal nothing. Hidden splits show only groups
+    # of at least DRILLDOWN_MIN_GROUP_SIZE, without counts (rankings.drilldown).
+    labels_public = models.BooleanField(
+        default=False, help_text="Its labels are public: pages show per-attribute / per-sub-class results "
+                                 "with their counts. Leave off for hidden labels.")
 
     class Meta:
         ordering = ["-is_default", "name"]

@@ -33,6 +33,8 @@ def api_tracks(request: HttpRequest) -> JsonResponse:
                        "metrics": list(spec.metrics), "groups": list(spec.groups),
                        "scorer_version": spec.scorer_version, "upload_suffixes": list(spec.upload_suffixes),
                        "max_upload_bytes": spec.max_upload_bytes,
+                       "protocols": [{"key": p.key, "label": p.label, "description": p.description}
+                                     for p in spec.protocols],
                        "splits": [{"name": s.name, "default": s.is_default, "public_subset": s.has_partition,
                                    **phase_json(s)} for s in benchmark.splits.all()]})
     return JsonResponse({"tracks": tracks})

@@ -7,7 +7,8 @@ from django.db import models
 
 
 class AuditEntry(models.Model):
-    """One maintainer action: who, when, what, on which object, and why.
+    """One maintainer action (or a team's publishing anonymously and its reveal): who, when,
+    what, on which object, and why.
 
     Append-only: a saved entry cannot be changed or deleted through the ORM.
     Targets are kept as ids and a readable label, so the record outlives them.
@@ -28,6 +29,10 @@ class AuditEntry(models.Model):
         PAUSE = "pause"
         RESUME = "resume"
         SET_VISIBLE_AFTER = "set_visible_after"
+        SET_LABELS_PUBLIC = "set_labels_public"
+        # A team's own acts on anonymity (its actor is a member, not a maintainer).
+        ANONYMIZE = "anonymize"
+        REVEAL = "reveal"
 
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+")
     actor_name = models.CharField(max_length=150)

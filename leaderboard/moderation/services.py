@@ -27,7 +27,8 @@ TOGGLES = {
     "disqualify": ("is_disqualified", "disqualified_reason", Action.DISQUALIFY, Action.REQUALIFY),
 }
 # Actions whose reason is shown publicly or to the submitter must give one.
-NEEDS_REASON = {Action.HIDE, Action.DISQUALIFY, Action.FLAG, Action.RESCORE_ALL, Action.PAUSE}
+NEEDS_REASON = {Action.HIDE, Action.DISQUALIFY, Action.FLAG, Action.RESCORE_ALL, Action.PAUSE,
+                Action.SET_LABELS_PUBLIC}
 
 
 class ModerationError(Exception):
@@ -163,3 +164,10 @@ def check_reopen(user: Any, split: Split, reopened: bool, reason: str = "") -> N
         _audit(user, REOPEN, split=split, target=str(split), reason=reason, reopened=reopened)
         Split.objects.filter(pk=split.pk).update(reopened=reopened)
         bump(split.benchmark.track)
+def check_set_labels_public(user: Any, split: Split, public: bool, reason: str) -> None:
+    """Say whether a split's labels are public: then pages show per-class results with their counts."""
+    check_maintainer(user, split.benchmark)
+    with transaction.atomic():
+        _audit(user, Action.SET_LABELS_PUBLIC, split=split, target=str(split), reason=reason, public=public)
+        Split.objects.filter(pk=split.pk).update(labels_public=public)
+        bump(split.benchmark.track)  # update() sends no signal

@@ -148,13 +148,17 @@ def track(request: HttpRequest, track: str) -> HttpResponse:
         what = request.POST.get("action")
         split = get_object_or_404(Split.objects.select_related("benchmark"), benchmark=benchmark,
                                   name=request.POST.get("split", "")) \
-            if what in {"rescore_all", "visible_after", *PHASE_ACTIONS} else None
+            if what in {"rescore_all", "visible_after", "labels_public", *PHASE_ACTIONS} else None
         if what in {"pause", "resume"}:
             _done(request, lambda: services.check_pause(request.user, benchmark, what == "pause", reason),
                   f"Submissions to {benchmark.title} {'paused' if what == 'pause' else 'resumed'}.")
         elif what == "rescore_all" and split:
             _done(request, lambda: messages.info(request, f"{services.check_rescore_split(request.user, split, reason)}"
                                                           " submissions queued."), "Re-scoring started.")
+        elif what == "labels_public" and split:
+            public = request.POST.get("public") == "1"
+            _done(request, lambda: services.check_set_labels_public(request.user, split, public, reason),
+                  f"Labels of {split} are now {'public' if public else 'hidden'} for the drill-down.")
         elif what == "visible_after" and split:
             raw = request.POST.get("when", "").strip()
             when = parse_datetime(raw) if raw else None
@@ -169,7 +173,7 @@ def track(request: HttpRequest, track: str) -> HttpResponse:
         return redirect("moderation:track", track=track)
     splits = list(benchmark.splits.all())
     return render(request, "moderation/track.html", {
-        "benchmark": benchmark, "splits": splits,
+        "benchmark": benchmark, "splits": splits, "drilldown_min": settings.DRILLDOWN_MIN_GROUP_SIZE,
         "phases": {s.pk: phases.describe(s) for s in splits},
         "live": {s.pk: live_board(s) for s in splits},
         "audit": AuditEntry.objects.filter(track=track)[:50]})

@@ -6,9 +6,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from django.db import models
+from django.utils import timezone
 
 from leaderboard.benchmarks.models import Split
 from leaderboard.submissions.models import Method, Result, Submission
+
+ANONYMOUS_LABEL = "Anonymous (under review)"
 
 
 def export_columns(spec: Any) -> list[str]:
@@ -47,7 +50,12 @@ class LeaderboardEntry(models.Model):
 
     Written only by ``rankings.services`` when a submission is published or its
     result changes, so reading a leaderboard is one indexed query. Rows
-    "reported in paper" have no method or submission and carry their citation.
+    "reported in paper" have no method or submission and carry their citation:
+    ``paper_note``, ``paper_url``, ``venue`` and, as ``published_at``, the
+    paper's publication date (not when the row was loaded), so ties list the
+    earlier publication first. ``protocol`` names the track's scoring protocol
+    that produced the row (``Track.protocols``). An anonymous row
+    (``is_anonymous``) has an empty ``team_name``: the copy never holds the team.
     ``scores`` is flat: ``"<metric>"`` overall, ``"<group>/<metric>"`` per group;
     an undefined value is an absent key (never a JSON null, which SQLite would
     sort as 0).
@@ -65,6 +73,10 @@ class LeaderboardEntry(models.Model):
     paper_note = models.CharField(max_length=300, blank=True)
     uses_extra_data = models.BooleanField(default=False)
     is_verified = models.BooleanField(default=False)
+    is_anonymous = models.BooleanField(default=False)
+    paper_url = models.URLField(max_length=300, blank=True)
+    venue = models.CharField(max_length=100, blank=True)
+    protocol = models.CharField(max_length=40, blank=True)
     primary_score = models.FloatField(null=True)
     scores = models.JSONField(default=dict)
     scorer_version = models.CharField(max_length=40, blank=True)
@@ -73,7 +85,8 @@ class LeaderboardEntry(models.Model):
     # 5,000-row board was most of an export's time (issue 11).
     export_json = models.TextField(blank=True, editable=False)
     export_csv = models.TextField(blank=True, editable=False)
-    published_at = models.DateTimeField(auto_now_add=True)
+    # When the result became public: published here, or (paper rows) the paper's publication date.
+    published_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

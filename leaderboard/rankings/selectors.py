@@ -6,8 +6,10 @@ precomputed ``LeaderboardEntry`` table; sorting and paging happen in SQL.
 
 Ranking rule (documented on the page): rows are ordered by the sort column
 (best first; missing values last), then by the primary metric, then by the
-earlier publication, then by the lower row id. Ranks are competition ranks
-(1, 2, 2, 4) over the sort column: equal values share a rank.
+earlier publication (``published_at``: a paper row's publication date, a
+scored row's publishing here), then by the lower row id; the index
+``(split, -primary_score, published_at, id)`` serves this order. Ranks are
+competition ranks (1, 2, 2, 4) over the sort column: equal values share a rank.
 """
 
 from __future__ import annotations
@@ -22,7 +24,14 @@ from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 
 from leaderboard.benchmarks.models import Split
-from leaderboard.rankings.models import LeaderboardEntry, export_columns, export_texts, is_current, untagged
+from leaderboard.rankings.models import (
+    ANONYMOUS_LABEL,
+    LeaderboardEntry,
+    export_columns,
+    export_texts,
+    is_current,
+    untagged,
+)
 
 PAGE_SIZE = 50
 
@@ -161,10 +170,41 @@ def leaderboard_page(view: LeaderboardView, page_size: int = PAGE_SIZE) -> Page:
 
 def entry_as_json(row: RankedRow, columns: list[str]) -> dict[str, Any]:
     e = row.entry
-    return {"rank": row.rank, "entry_id": e.pk, "method": e.name, "method_id": e.method_id, "team": e.team_name,
-            "reported_in_paper": e.is_paper, "note": e.paper_note, "uses_extra_data": e.uses_extra_data,
+    return {"rank": row.rank, "entry_id": e.pk, "method": e.name, "method_id": e.method_id,
+            "team": None if e.is_anonymous else e.team_name, "anonymous": e.is_anonymous,
+            "reported_in_paper": e.is_paper, "note": e.paper_note, "paper_url": e.paper_url, "venue": e.venue,
+            "protocol": e.protocol, "uses_extra_data": e.uses_extra_data,
             "verified": e.is_verified, "scorer_version": e.scorer_version, "submission_id": e.submission_id,
             "published_at": e.published_at.isoformat(), "scores": {c: e.scores.get(c) for c in columns}}
+
+
+@dataclass(frozen=True)
+class PublicMethod:
+    """What public pages and the API may show of a method. For an anonymous one: no
+    team, authors, paper or code (its page gets this, never the ``Method`` itself)."""
+
+    pk: int
+    name: str
+    team: str | None
+    authors: str
+    paper_url: str
+    code_url: str
+    description: str
+    details: str
+    uses_extra_data: bool | None
+    is_anonymous: bool
+
+    @classmethod
+    def of(cls, method: Any) -> PublicMethod:
+        hidden = bool(method.is_anonymous)
+        return cls(pk=method.pk, name=method.name, team=None if hidden else method.team.name,
+                   authors="" if hidden else method.authors, paper_url="" if hidden else method.paper_url,
+                   code_url="" if hidden else method.code_url, description=method.description,
+                   details=method.details, uses_extra_data=method.uses_extra_data, is_anonymous=hidden)
+
+    @property
+    def byline(self) -> str:
+        return ANONYMOUS_LABEL if self.is_anonymous else f"team {self.team}"
 
 
 @dataclass
@@ -185,11 +225,12 @@ def track_summary(split: Split, embargoed: bool, top: int = 3) -> TrackSummary:
                         scored=entries.filter(is_paper=False).count(), paper=entries.filter(is_paper=True).count())
 
 
-EXPORT_FIELDS = ("id", "name", "method_id", "team_name", "is_paper", "paper_note", "uses_extra_data",
-                 "is_verified", "scorer_version", "submission_id", "published_at")
+EXPORT_FIELDS = ("id", "name", "method_id", "team_name", "is_anonymous", "is_paper", "paper_note", "paper_url",
+                 "venue", "protocol", "uses_extra_data", "is_verified", "scorer_version", "submission_id",
+                 "published_at")
 # Their names in exports and the API (entry_as_json).
-EXPORT_KEYS = ("entry_id", "method", "method_id", "team", "reported_in_paper", "note", "uses_extra_data",
-               "verified", "scorer_version", "submission_id", "published_at")
+EXPORT_KEYS = ("entry_id", "method", "method_id", "team", "anonymous", "reported_in_paper", "note", "paper_url",
+               "venue", "protocol", "uses_extra_data", "verified", "scorer_version", "submission_id", "published_at")
 
 
 @dataclass
@@ -226,6 +267,8 @@ def export_rows(view: LeaderboardView, limit: int, fmt: str) -> list[ExportRow]:
         previous = (value, rank)
         row = {"rank": rank, **dict(zip(EXPORT_KEYS, fields))}
         row["published_at"] = row["published_at"].isoformat()
+        if row["anonymous"]:
+            row["team"] = None
         rows.append(ExportRow(row, texts.get(row["entry_id"], "")))  # "": published in between
     stale = {r.fields["entry_id"]: r for r in rows if not is_current(r.scores, columns)}
     for pk, scores in LeaderboardEntry.objects.filter(pk__in=stale).values_list("pk", "scores") if stale else ():
@@ -252,13 +295,15 @@ def best_over_time(view: LeaderboardView) -> list[tuple[Any, float, str]]:
     """(date, best value of the view's metric so far, method) at each date the best improved.
 
     Over the rows the table shows (paper rows included unless the view hides
-    them), so the last point is the table's best. A paper row's date is when
-    it was loaded here: the paper files carry no publication date.
+    them), so the last point is the table's best. A paper row's date is its
+    paper's publication date (``published_at``).
     """
     points: list[tuple[Any, float, str]] = []
     for published_at, score, name in (filtered_entries(view).annotate(v=score_expression(view.metric))
                                       .filter(v__isnull=False).order_by("published_at", "id")
                                       .values_list("published_at", "v", "name")):
         if not points or score > points[-1][1]:
+            if points and points[-1][0] == published_at:  # rows of one paper share its date: keep its best
+                points.pop()
             points.append((published_at, score, name))
     return points

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import UTC, date, datetime, time
 from pathlib import Path
 from typing import Any
 
@@ -48,17 +48,25 @@ def refresh_entry(method: Any, split: Split) -> LeaderboardEntry | None:
         if published is None or result is None or published.is_hidden or published.is_disqualified:
             LeaderboardEntry.objects.filter(method=method, split=split).delete()
             return None
+        anonymous = type(method).objects.filter(pk=method.pk, is_anonymous=True).exists()
         if phases.board_is_held(split):
-            return LeaderboardEntry.objects.filter(method=method, split=split).first()
+            # The freeze holds a row's scores, not who it is: a method revealed meanwhile names its team now.
+            held = LeaderboardEntry.objects.filter(method=method, split=split)
+            if not anonymous:
+                held.filter(is_anonymous=True).update(team_name=published.team.name, is_anonymous=False)
+            return held.first()
         scores = flatten_scores(result.metrics, result.breakdown)
-        primary = split.benchmark.spec.primary_metric
+        spec = split.benchmark.spec
         entry, _ = LeaderboardEntry.objects.update_or_create(
             method=method, split=split,
             defaults={"submission": published, "result": result, "name": method.name,
-                      "team_name": published.team.name, "uses_extra_data": bool(method.uses_extra_data),
+                      # The row of an anonymous method never holds its team (pages, API, exports read it).
+                      "team_name": "" if anonymous else published.team.name, "is_anonymous": anonymous,
+                      "uses_extra_data": bool(method.uses_extra_data),
                       "is_verified": published.is_verified,
-                      "primary_score": scores.get(primary), "scores": scores,
-                      "scorer_version": result.scorer_version, "is_paper": False})
+                      "primary_score": scores.get(spec.primary_metric), "scores": scores,
+                      "scorer_version": result.scorer_version, "is_paper": False,
+                      "protocol": spec.protocols[0].key if spec.protocols else ""})
         return entry
 
 
@@ -102,23 +110,44 @@ def do_reveal_due() -> int:
     return sum(reveal_if_due(split).revealed_at is not None for split in due)
 
 
-def do_seed_paper_rows(track: str) -> int:
-    """Load the rows "reported in paper" of ``benchmarks/paper_rows/<track>.json`` (idempotent).
+def paper_metadata(data: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
+    """The citation fields of one paper row: its own ``paper`` (and ``protocol``) over the file's.
 
-    File: ``{"split": ..., "source": ..., "rows": [{"method", "note", "scores"}]}``,
-    scores flat as in ``flatten_scores``, as fractions.
+    ``paper``: ``{"url", "venue", "published": "YYYY-MM-DD"}``, the publication the
+    numbers were copied from; ``published`` becomes the row's ``published_at``
+    (midnight UTC), which orders ties.
+    """
+    paper = {**data.get("paper", {}), **row.get("paper", {})}
+    fields: dict[str, Any] = {"paper_url": paper.get("url", ""), "venue": paper.get("venue", ""),
+                              "protocol": row.get("protocol", data.get("protocol", ""))}
+    if paper.get("published"):
+        fields["published_at"] = datetime.combine(date.fromisoformat(paper["published"]), time(), tzinfo=UTC)
+    return fields
+
+
+def do_seed_paper_rows(track: str) -> int:
+    """Load the rows "reported in paper" of ``benchmarks/paper_rows/<track>.json`` (idempotent:
+    rows loaded before get the file's scores and citation again).
+
+    File: ``{"split": ..., "source": ..., "paper": {"url", "venue", "published"}, "protocol": ...,
+    "rows": [{"method", "note", "scores"[, "paper"][, "protocol"][, "uses_extra_data"]}]}``,
+    scores flat as in ``flatten_scores``, as fractions; ``protocol`` one of the track's
+    ``Track.protocols`` keys.
     """
     path = PAPER_ROWS_DIR / f"{track}.json"
     if not path.exists():
         return 0
     data = json.loads(path.read_text())
     split = Split.objects.select_related("benchmark").get(benchmark__track=track, name=data["split"])
-    primary = split.benchmark.spec.primary_metric
+    spec = split.benchmark.spec
     bump(track)
     for row in data["rows"]:
+        metadata = paper_metadata(data, row)
+        if metadata["protocol"] and spec.protocol(metadata["protocol"]) is None:
+            raise ValueError(f"{path.name}: {row['method']}: unknown protocol {metadata['protocol']!r} for {track}")
         LeaderboardEntry.objects.update_or_create(
             split=split, name=row["method"], is_paper=True,
             defaults={"paper_note": row.get("note") or data.get("source", ""),
-                      "scores": row["scores"], "primary_score": row["scores"].get(primary),
-                      "uses_extra_data": row.get("uses_extra_data", False)})
+                      "scores": row["scores"], "primary_score": row["scores"].get(spec.primary_metric),
+                      "uses_extra_data": row.get("uses_extra_data", False), **metadata})
     return len(data["rows"])

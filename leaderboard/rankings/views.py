@@ -18,9 +18,11 @@ from leaderboard.benchmarks.permissions import results_embargoed
 from leaderboard.benchmarks.selectors import get_split
 from leaderboard.lib.pagecache import cache_until, cached_page
 from leaderboard.rankings import charts
-from leaderboard.rankings.models import LeaderboardEntry
+from leaderboard.rankings.drilldown import Drilldown, drilldown
+from leaderboard.rankings.models import ANONYMOUS_LABEL, LeaderboardEntry
 from leaderboard.rankings.selectors import (
     LeaderboardView,
+    PublicMethod,
     best_over_time,
     entry_as_json,
     export_rows,
@@ -71,7 +73,9 @@ def leaderboard(request: HttpRequest, track: str) -> HttpResponse:
                if not view.embargoed else "",
                "missing": missing_metric(view),
                "families": spec.metric_families or (spec.metrics,),
-               "phase": phases.describe(view.split), "has_partition": view.split.has_partition}
+               "phase": phases.describe(view.split), "has_partition": view.split.has_partition,
+               # Each row names its protocol only where the track has several.
+               "protocols": {p.key: p for p in spec.protocols} if len(spec.protocols) > 1 else {}}
     return render(request, "rankings/leaderboard.html", context)
 
 
@@ -88,19 +92,28 @@ def export(request: HttpRequest, track: str, fmt: str) -> HttpResponse:
         head = json.dumps({"track": track, "split": view.split.name, "sort": view.sort,
                            "scorer_version": view.split.benchmark.spec.scorer_version,
                            "columns": view.all_columns})
+        if request.GET.get("drilldown") == "1":  # per attribute / sub-class, as the split's labels allow
+            details = dict(LeaderboardEntry.objects.filter(pk__in=[r.fields["entry_id"] for r in rows])
+                           .values_list("pk", "result__details"))
+            for r in rows:
+                shown = drilldown(details.get(r.fields["entry_id"]), view.split)
+                r.fields["drilldown"] = shown.as_json() if shown else None
         body = ", ".join(f'{json.dumps(r.fields)[:-1]}, "scores": {r.scores}}}' for r in rows)
         response = HttpResponse(f'{head[:-1]}, "rows": [{body}]}}', content_type="application/json")
     else:
         buffer = io.StringIO()
         csv.writer(buffer).writerow(["rank", "method", "team", "reported_in_paper", "uses_extra_data", "verified",
-                                     "scorer_version", "published_at", *view.all_columns])
+                                     "scorer_version", "published_at", "venue", "paper_url", "protocol",
+                                     *view.all_columns])
         # Each row's fields end in a comma, then come its stored score cells.
         writer = csv.writer(buffer, lineterminator=",")
         for r in rows:
             f = r.fields
-            writer.writerow([_csv_cell(v) for v in (f["rank"], f["method"], f["team"], f["reported_in_paper"],
+            team = ANONYMOUS_LABEL if f["anonymous"] else f["team"]
+            writer.writerow([_csv_cell(v) for v in (f["rank"], f["method"], team, f["reported_in_paper"],
                                                     f["uses_extra_data"], f["verified"], f["scorer_version"],
-                                                    f["published_at"])])
+                                                    f["published_at"], f["venue"], f["paper_url"],
+                                                    f["protocol"])])
             buffer.write(r.scores)  # numbers only, stored as CSV cells when the row was written
             buffer.write("\r\n")
         response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
@@ -125,16 +138,37 @@ def _visible_entries(request: HttpRequest, entries: Any) -> list[LeaderboardEntr
     return [e for e in entries if not _embargoed(request, e.split)]
 
 
+def _drilldown(entry: LeaderboardEntry) -> Drilldown | None:
+    """Per attribute / sub-class, as the split's labels allow (rankings.drilldown); on the page,
+    the primary metric's family only (the JSON has every metric)."""
+    shown = drilldown(entry.result.details if entry.result else None, entry.split)
+    if shown is not None:
+        spec = entry.split.benchmark.spec
+        family = next((f for f in spec.metric_families if spec.primary_metric in f), None)
+        shown.page_metrics = [m for m in shown.metrics if family is None or m in family]
+    return shown
+
+
+def _protocol(entry: LeaderboardEntry) -> Any:
+    """The entry's scoring protocol where its track declares several (else None: nothing to tell apart)."""
+    spec = entry.split.benchmark.spec
+    return spec.protocol(entry.protocol) if len(spec.protocols) > 1 else None
+
+
 @cached_page()
 def method_detail(request: HttpRequest, pk: int) -> HttpResponse:
     method = get_object_or_404(Method.objects.select_related("team"), pk=pk)
-    entries = _visible_entries(request, method.entries.select_related("split__benchmark"))
+    entries = _visible_entries(request, method.entries.select_related("split__benchmark", "result"))
     disqualified = method.submissions.filter(is_disqualified=True).select_related("split__benchmark")
     if not entries and not disqualified:
         raise Http404("This method has no public results.")
+    # The page gets what the public may see of the method (never the Method: no team when anonymous).
+    # Its members are told how to reveal it; a page with that note is never cached (they are signed in).
+    member = bool(method.is_anonymous and request.user.is_authenticated
+                  and method.team.members.filter(pk=request.user.pk).exists())
     return render(request, "rankings/method.html", {
-        "method": method, "disqualified": disqualified,
-        "entries": [(e, e.split.benchmark.spec, _entry_chart(e)) for e in entries]})
+        "method": PublicMethod.of(method), "disqualified": disqualified, "member_of_anonymous": member,
+        "entries": [(e, e.split.benchmark.spec, _entry_chart(e), _protocol(e), _drilldown(e)) for e in entries]})
 
 
 @cached_page()
@@ -144,13 +178,14 @@ def entry_detail(request: HttpRequest, pk: int) -> HttpResponse:
     if entry.method_id:
         return redirect("rankings:method", pk=entry.method_id)
     return render(request, "rankings/entry.html", {"entry": entry, "spec": entry.split.benchmark.spec,
-                                                   "chart": _entry_chart(entry)})
+                                                   "chart": _entry_chart(entry), "protocol": _protocol(entry)})
 
 
 @cached_page()
 def bibtex(request: HttpRequest, pk: int) -> HttpResponse:
     method = get_object_or_404(Method, pk=pk)
-    if not method.paper_url or not method.entries.exists():
+    # An anonymous method has no public paper or authors until it is revealed.
+    if method.is_anonymous or not method.paper_url or not method.entries.exists():
         raise Http404("No paper for this method.")
     key = "".join(ch for ch in method.name if ch.isalnum()) or f"method{method.pk}"
     fields = {"title": method.name, "author": method.authors.replace(", ", " and "), "url": method.paper_url,
@@ -216,16 +251,20 @@ def _scores_of(split: Split) -> str:
 @cached_page()
 def api_method(request: HttpRequest, pk: int) -> JsonResponse:
     method = get_object_or_404(Method.objects.select_related("team"), pk=pk)
-    entries = _visible_entries(request, method.entries.select_related("split__benchmark"))
+    entries = _visible_entries(request, method.entries.select_related("split__benchmark", "result"))
     if not entries:
         raise Http404("This method has no public results.")
+    public = PublicMethod.of(method)
+    drills = {e.pk: drilldown(e.result.details if e.result else None, e.split) for e in entries}
     return JsonResponse({
-        "id": method.pk, "name": method.name, "team": method.team.name, "description": method.description,
-        "paper_url": method.paper_url, "code_url": method.code_url, "authors": method.authors,
-        "uses_extra_data": method.uses_extra_data,
+        "id": public.pk, "name": public.name, "team": public.team, "anonymous": public.is_anonymous,
+        "description": public.description, "paper_url": public.paper_url, "code_url": public.code_url,
+        "authors": public.authors, "uses_extra_data": public.uses_extra_data,
         "url": request.build_absolute_uri(reverse("rankings:method", args=[method.pk])),
         "results": [{"track": e.split.benchmark.track, "split": e.split.name, "scores": e.scores,
-                     "scorer_version": e.scorer_version, "verified": e.is_verified} for e in entries]})
+                     "scorer_version": e.scorer_version, "verified": e.is_verified, "protocol": e.protocol,
+                     "drilldown": drills[e.pk].as_json() if drills[e.pk] else None}
+                    for e in entries]})
 
 
 @cached_page("track")

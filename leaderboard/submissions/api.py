@@ -223,3 +223,16 @@ def api_method(request: HttpRequest, pk: int) -> JsonResponse:
         return api_error(f"Invalid method details: {errors}", 400)
     form.save()
     return JsonResponse(method_as_json(method))
+
+
+@api_auth()
+def api_method_reveal(request: HttpRequest, pk: int) -> JsonResponse:
+    """POST: show the team, authors, paper and code of your anonymous method everywhere (audited)."""
+    if request.method != "POST":
+        return api_error("Expected POST.", 405)
+    method = get_object_or_404(Method.objects.select_related("team"), pk=pk, team__members=request.user)
+    try:
+        method = services.check_reveal(request.user, method)
+    except services.SubmissionRejected as exc:
+        return api_error(str(exc), 409)
+    return JsonResponse(method_as_json(method))

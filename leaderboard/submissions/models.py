@@ -21,6 +21,10 @@ class Method(models.Model):
     # None until the team answers; publishing needs an answer (REQUIRED_FOR_PUBLISHING).
     uses_extra_data = models.BooleanField(null=True, blank=True, verbose_name="Uses extra training data")
     details = models.TextField(blank=True)
+    # Anonymous (under review): its public rows, pages, API answers and exports name no team,
+    # authors, paper or code until a member reveals it (audited); maintainers still see the team.
+    is_anonymous = models.BooleanField(default=False, help_text="Public as 'Anonymous (under review)'.")
+    revealed_at = models.DateTimeField(null=True, blank=True, help_text="When a member revealed the team.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     # Fields that must be filled before one of its results is published.

@@ -36,12 +36,24 @@ def submission_as_json(submission: Submission) -> dict[str, Any]:
         "is_published": submission.is_published,
         "created_at": submission.created_at.isoformat(),
         "finished_at": submission.finished_at.isoformat() if submission.finished_at else None,
-        "result": result.as_json() if result else None,
+        "result": _result_as_json(result, submission) if result else None,
     }
+
+
+def _result_as_json(result: Any, submission: Submission) -> dict[str, Any]:
+    """The result, with its per-class details as the split's labels allow (a submitter must not
+    learn from them which hidden classes exist, or how large they are: rankings.drilldown)."""
+    from leaderboard.rankings.drilldown import public_details
+
+    body = result.as_json()
+    body["details"] = public_details(body["details"], submission.split)
+    return body
 
 
 def method_as_json(method: Method) -> dict[str, Any]:
     return {"id": method.pk, "name": method.name, "team": method.team.slug, "description": method.description,
             "authors": method.authors, "paper_url": method.paper_url, "code_url": method.code_url,
             "uses_extra_data": method.uses_extra_data, "details": method.details,
+            "anonymous": method.is_anonymous,
+            "revealed_at": method.revealed_at.isoformat() if method.revealed_at else None,
             "missing_for_publishing": [str(m) for m in method.missing_metadata]}

@@ -18,6 +18,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.http import Http404
+from django.utils import timezone
 from django.utils.text import get_valid_filename
 
 from evaluation_workers.errors import SubmissionError
@@ -28,6 +29,9 @@ from leaderboard.benchmarks.formats import refusal_hint
 from leaderboard.benchmarks.models import Split
 from leaderboard.benchmarks.selectors import upload_limit  # noqa: F401 -- services.upload_limit, as callers use it
 from leaderboard.lib import storage
+from leaderboard.lib.pagecache import bump
+from leaderboard.moderation.models import AuditEntry
+from leaderboard.rankings.models import ANONYMOUS_LABEL
 from leaderboard.rankings.services import refresh_entry
 from leaderboard.submissions import lifecycle, quotas
 from leaderboard.submissions.lifecycle import PLATFORM_REFUND_NOTE, Kind, Status, do_fail
@@ -223,8 +227,16 @@ def check_cancel(user: AbstractBaseUser, submission: Submission) -> Submission |
     return lifecycle.do_cancel(submission.pk, "Cancelled by the submitter.")
 
 
-def check_publish(user: AbstractBaseUser, submission: Submission, publish: bool = True) -> None:
-    """Make ``submission`` its method's public entry on its split (or withdraw it)."""
+def check_publish(user: AbstractBaseUser, submission: Submission, publish: bool = True,
+                  anonymous: bool = False) -> None:
+    """Make ``submission`` its method's public entry on its split (or withdraw it).
+
+    ``anonymous``: publish it as "Anonymous (under review)": the method's rows and
+    pages name no team, authors, paper or code until a member reveals it
+    (``check_reveal``). Anonymity belongs to the method (its page spans its
+    splits), so a method that is public under its team, or was revealed, cannot
+    become anonymous. Publishing without it keeps an anonymous method anonymous.
+    """
     # Team members only, staff included: what goes public is the team's decision.
     if not submission.team.members.filter(pk=user.pk).exists():
         raise PermissionDenied(f"Only a member of the team {submission.team.name} can publish or withdraw "
@@ -238,7 +250,57 @@ def check_publish(user: AbstractBaseUser, submission: Submission, publish: bool 
             raise SubmissionRejected(
                 f"Describe the method {submission.method.name!r} before publishing: missing "
                 f"{', '.join(str(m) for m in missing)} (on its page, or with `lb method set`).")
+        method = Method.objects.select_for_update().get(pk=submission.method_id)
+        if publish and anonymous and not method.is_anonymous:
+            _check_can_go_anonymous(method)
+            Method.objects.filter(pk=method.pk).update(is_anonymous=True)
+            _audit_anonymity(user, method, AuditEntry.Action.ANONYMIZE, [submission.split],
+                             f"published #{submission.pk} as {ANONYMOUS_LABEL}")
         Submission.objects.filter(method=submission.method, split=submission.split,
                                   is_published=True).update(is_published=False)
         Submission.objects.filter(pk=submission.pk).update(is_published=publish)
         refresh_entry(submission.method, submission.split)
+
+
+def _check_can_go_anonymous(method: Method) -> None:
+    if method.revealed_at is not None:
+        raise SubmissionRejected(f"{method.name!r} was revealed on {method.revealed_at:%Y-%m-%d}; a revealed "
+                                 "method cannot become anonymous again (publish under a new method name).")
+    public = list(method.entries.select_related("split__benchmark"))
+    if public:
+        raise SubmissionRejected(
+            f"{method.name!r} is public under its team on {', '.join(str(e.split) for e in public)}; it cannot "
+            "become anonymous (withdraw those rows first, or publish under a new method name).")
+
+
+def _audit_anonymity(user: AbstractBaseUser, method: Method, action: str, splits: list[Split], note: str) -> None:
+    """One audit entry per split the method is public on (the desk reads the log per track)."""
+    for split in splits:
+        AuditEntry.objects.create(actor=user, actor_name=user.get_username(), action=action,
+                                  track=split.benchmark.track, split=split.name,
+                                  target=f"method #{method.pk} ({method.name}) of team {method.team.name}",
+                                  reason=note, details={"method_id": method.pk, "team": method.team.slug})
+
+
+def check_reveal(user: AbstractBaseUser, method: Method) -> Method:
+    """Show the team, authors, paper and code of an anonymous method on every page, now (audited).
+
+    A member of its team only (staff included: it is the team's decision). Its rows
+    are rewritten and the cached pages of its tracks move on commit.
+    """
+    if not method.team.members.filter(pk=user.pk).exists():
+        raise PermissionDenied(f"Only a member of the team {method.team.name} can reveal {method.name!r}.")
+    with transaction.atomic():
+        method = Method.objects.select_for_update().select_related("team").get(pk=method.pk)
+        if not method.is_anonymous:
+            raise SubmissionRejected(f"{method.name!r} is not anonymous; there is nothing to reveal.")
+        Method.objects.filter(pk=method.pk).update(is_anonymous=False, revealed_at=timezone.now())
+        splits = list(Split.objects.filter(submissions__method=method).select_related("benchmark").distinct())
+        public = [s for s in splits if s.entries.filter(method=method).exists()]
+        _audit_anonymity(user, method, AuditEntry.Action.REVEAL, public or splits,
+                         f"revealed team {method.team.name}")
+        for split in splits:
+            refresh_entry(method, split)
+        bump()  # its method page and API answer, even with no row left
+        method.refresh_from_db()
+    return method

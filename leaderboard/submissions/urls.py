@@ -8,6 +8,7 @@ urlpatterns = [
     path("new/<slug:track>/", views.submit, name="submit"),
     path("methods/", views.methods, name="methods"),
     path("methods/<int:pk>/", views.method, name="method"),
+    path("methods/<int:pk>/reveal/", views.reveal, name="reveal"),
     path("teams/<slug:slug>/", views.team_history, name="team"),
     path("<int:pk>/", views.detail, name="detail"),
     path("<int:pk>/status.json", views.status, name="status"),

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -86,6 +88,20 @@ def method(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @login_required
+@require_POST
+def reveal(request: HttpRequest, pk: int) -> HttpResponse:
+    """Show the team and authors of an anonymous method everywhere (its members only; audited)."""
+    method = get_object_or_404(Method.objects.select_related("team"), pk=pk, team__members=request.user)
+    try:
+        services.check_reveal(request.user, method)
+    except services.SubmissionRejected as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"{method.name} now shows team {method.team.name} and its authors on every page.")
+    return redirect("submissions:method", pk=pk)
+
+
+@login_required
 def mine(request: HttpRequest) -> HttpResponse:
     return render(request, "submissions/list.html", {"submissions": list_submissions_for(request.user)})
 
@@ -125,12 +141,15 @@ def status(request: HttpRequest, pk: int) -> JsonResponse:
 def publish(request: HttpRequest, pk: int) -> HttpResponse:
     submission = services.access_submission(request.user, pk)
     publish = request.POST.get("publish", "1") == "1"
+    anonymous = request.POST.get("anonymous") == "1"
     try:
-        services.check_publish(request.user, submission, publish=publish)
+        services.check_publish(request.user, submission, publish=publish, anonymous=anonymous)
     except services.SubmissionRejected as exc:
         messages.error(request, str(exc))
     else:
-        messages.success(request, "Published on the leaderboard." if publish else "Withdrawn from the leaderboard.")
+        messages.success(request, ("Published on the leaderboard as Anonymous (under review)." if anonymous
+                                   else "Published on the leaderboard.") if publish
+                         else "Withdrawn from the leaderboard.")
     return redirect("submissions:detail", pk=pk)
 
 
@@ -141,6 +160,17 @@ def cancel(request: HttpRequest, pk: int) -> HttpResponse:
     if services.check_cancel(request.user, submission) is None:
         messages.error(request, "This submission can no longer be cancelled.")
     return redirect("submissions:detail", pk=pk)
+
+
+def _flag(request: HttpRequest, name: str) -> bool:
+    """A boolean option of a POST: JSON ``true``, or a form field ``1``/``true``; absent is False."""
+    if request.content_type == "application/json":
+        try:
+            body = json.loads(request.body or b"{}")
+        except ValueError:
+            return False
+        return isinstance(body, dict) and body.get(name) is True
+    return request.POST.get(name, "").lower() in {"1", "true", "yes"}
 
 
 @api_auth()
@@ -183,7 +213,7 @@ def api_publish(request: HttpRequest, pk: int) -> JsonResponse:
         return api_error("Expected POST.", 405)
     submission = services.access_submission(request.user, pk)
     try:
-        services.check_publish(request.user, submission)
+        services.check_publish(request.user, submission, anonymous=_flag(request, "anonymous"))
     except services.SubmissionRejected as exc:
         return api_error(str(exc), 409)
     submission.refresh_from_db()

@@ -339,3 +339,35 @@ def test_sort_predictions_orders_by_sample_then_score_keeping_file_order_on_ties
     want = sorted(range(len(sample)), key=lambda i: (sample[i], -score[i], i))
     got = np.asarray(sort_predictions(xp.asarray(sample), xp.asarray(score)))
     assert got.tolist() == want
+@pytest.mark.parametrize("seed", [0, 3])
+def test_each_sub_class_equals_the_slow_loop_on_its_prompts_alone(xp, seed: int) -> None:
+    """details.per_sub_class (the drill-down): every metric of a sub-class is what the whole
+    scorer gives on that sub-class's prompts only, under every array namespace."""
+    labels, preds = _random_case(seed)
+    lab = mmscan_vg.load_labels(_labels_file(labels))
+    sample = np.concatenate([[lab.index[s]] * len(p["pred_scores"]) for s, p in preds.items()]).astype(np.int64)
+    pr = mmscan_vg.Predictions(
+        sample=sample,
+        boxes=np.array([b for p in preds.values() for b in p["pred_bboxes"]], dtype=float).reshape(-1, 9),
+        scores=np.array([s for p in preds.values() for s in p["pred_scores"]], dtype=float),
+        missing=[], entries=len(preds))
+    got = mmscan_vg.score_arrays(lab, pr, xp)["details"]["per_sub_class"]
+    assert list(got) == list(mmscan_vg.labels.SUB_CLASSES)
+    for sub, values in got.items():
+        mine = [x for x in labels if x["sub_class"] == sub]
+        scored = [x for x in mine if x["gt_bboxes"]]
+        assert values["count"] == len(scored), sub
+        if not scored:
+            assert all(values[k] is None for k in mmscan_vg.score.METRICS), sub
+            continue
+        want = reference_score(mine, preds)["overall"]
+        for key, value in want.items():
+            assert values[key] == pytest.approx(value, abs=1e-12), (sub, key)
+
+
+def _labels_file(labels: list[dict]) -> Path:
+    import tempfile
+
+    path = Path(tempfile.mkdtemp()) / "labels.json"
+    path.write_text(json.dumps(labels))
+    return path

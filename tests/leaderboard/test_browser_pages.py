@@ -108,3 +108,118 @@ def test_a_maintainer_hides_a_row_and_the_audit_log_records_it(page, live_server
     shoot(page, "moderation-audit")
     page.goto(f"{live_server.url}/moderation/tracks/sqa3d/")
     shoot(page, "moderation-track")
+
+
+@pytest.fixture
+def anonymous_board(board, owner, sqa3d_files):
+    """The board plus ReviewQA, published by alice's "Blind Lab" as Anonymous (under review)."""
+    from evaluation_workers.tracks import get_track
+    from leaderboard.accounts.services import do_create_team
+    from leaderboard.rankings.services import do_seed_paper_rows
+    from leaderboard.submissions import lifecycle, services
+    from leaderboard.submissions.models import Method
+
+    do_seed_paper_rows("mmscan-vg")
+    lab = do_create_team(owner, "Blind Lab")
+    sub = services.check_create_submission(user=owner, track="sqa3d", split="test", method_name="ReviewQA",
+                                           file=io.BytesIO(sqa3d_files["predictions"].read_bytes()),
+                                           file_name="p.json", team=lab)
+    result = get_track("sqa3d").score(sqa3d_files["labels"], sqa3d_files["predictions"], lambda f, m="": None)
+    lifecycle.record_result(submission_id=sub.pk, attempt=1, result=result)
+    Method.objects.filter(pk=sub.method_id).update(description="Situated QA under double-blind review.",
+                                                   authors="B. Hidden", uses_extra_data=False,
+                                                   paper_url="https://example.org/hidden")
+    services.check_publish(owner, sub, anonymous=True)
+    return sub
+
+
+def sign_in(page, live_server, user) -> None:  # noqa: F811
+    page.context.clear_cookies()
+    page.goto(f"{live_server.url}/accounts/login/")
+    page.fill("input[name=username]", user.username)
+    page.fill("input[name=password]", "correct horse battery")
+    page.click("button:has-text('Sign in')")
+
+
+def test_an_anonymous_row_and_paper_rows_that_say_what_they_are(page, live_server, anonymous_board, owner,  # noqa: F811
+                                                               maintainer):
+    from leaderboard.rankings.models import LeaderboardEntry
+
+    sub = anonymous_board
+    page.goto(f"{live_server.url}/benchmarks/sqa3d/")
+    row = page.locator("tr", has_text="ReviewQA")
+    assert "Anonymous (under review)" in row.inner_text() and "Blind Lab" not in page.content()
+    assert "EM on the open answer" in row.inner_text()
+    human = page.locator("tr", has_text="Human (amateur)")
+    assert "ICLR 2023" in human.inner_text() and "706-way answer classification" in human.inner_text()
+    assert human.locator("a.venue").get_attribute("href") == "https://arxiv.org/abs/2210.07474"
+    shoot(page, "leaderboard-anonymous-and-paper-rows")
+
+    page.click("text=ReviewQA")
+    page.wait_for_selector("#anonymous")
+    assert "Blind Lab" not in page.content() and "B. Hidden" not in page.content()
+    assert page.locator("text=BibTeX").count() == 0
+    shoot(page, "method-anonymous")
+
+    paper = LeaderboardEntry.objects.get(name="Human (amateur)")
+    page.goto(f"{live_server.url}/entries/{paper.pk}/")
+    assert "published 2022-10-14" in page.inner_text("#paper-meta")
+    shoot(page, "paper-row")
+    page.goto(f"{live_server.url}/benchmarks/mmscan-vg/?split=val")
+    assert page.locator("tr.paper").count() == 7 and "devkit (pytorch3d) IoU" in page.inner_text("table.leaderboard")
+    shoot(page, "leaderboard-mmscan-devkit-rows")
+
+    sign_in(page, live_server, maintainer)  # maintainers see who it is
+    page.goto(f"{live_server.url}/moderation/submissions/{sub.pk}/")
+    assert "team Blind Lab" in page.inner_text("body") and "public as Anonymous" in page.inner_text("body")
+    shoot(page, "moderation-anonymous")
+
+    sign_in(page, live_server, owner)  # the owner reveals it
+    page.goto(f"{live_server.url}/submissions/methods/{sub.method_id}/")
+    page.wait_for_selector("#anonymity")
+    shoot(page, "method-before-reveal")
+    page.click("#reveal-button")
+    page.wait_for_selector(".alert.success")
+    page.context.clear_cookies()
+    page.goto(f"{live_server.url}/methods/{sub.method_id}/")
+    assert "by team Blind Lab" in page.inner_text("body") and "B. Hidden" in page.inner_text("body")
+    shoot(page, "method-revealed")
+
+
+def test_the_drilldown_per_attribute_and_per_sub_class(page, live_server, transactional_db, owner, sent_tasks,  # noqa: F811
+                                                       tmp_path, settings):
+    from evaluation_workers.synthetic import mmscan_vg, openscan
+    from evaluation_workers.tracks import get_track
+    from leaderboard.benchmarks.models import Split
+    from leaderboard.benchmarks.services import do_load_labels, do_sync_benchmarks
+    from leaderboard.submissions import lifecycle, services
+    from leaderboard.submissions.models import Method
+
+    do_sync_benchmarks()
+    os_labels, os_predictions = openscan.write_demo(tmp_path / "openscan", "val")
+    mm_labels, mm_predictions = mmscan_vg.write_demo(tmp_path / "mmscan" / "labels", "val")
+    mm_predictions = mm_predictions.rename(tmp_path / mm_predictions.name)
+    methods = {}
+    for track, labels, predictions in (("openscan", os_labels, os_predictions), ("mmscan-vg", mm_labels,
+                                                                                  mm_predictions)):
+        split = Split.objects.select_related("benchmark").get(benchmark__track=track, name="val")
+        do_load_labels(split, labels)
+        result = get_track(track).score(labels, predictions, lambda f, m="": None)
+        sub = services.check_create_submission(user=owner, track=track, split="val", method_name=f"Drill-{track}",
+                                               file=io.BytesIO(predictions.read_bytes()), file_name=predictions.name)
+        lifecycle.record_result(submission_id=sub.pk, attempt=1, result=result)
+        Method.objects.filter(pk=sub.method_id).update(description="d", authors="A. Author", uses_extra_data=False)
+        services.check_publish(owner, sub)
+        methods[track] = sub.method_id
+    Split.objects.filter(benchmark__track="openscan").update(labels_public=True)  # its val labels are published
+    page.goto(f"{live_server.url}/methods/{methods['openscan']}/")
+    page.click("details.drilldown summary")
+    assert page.locator("table.drilldown tbody tr").count() == 341
+    assert "count" in page.inner_text("table.drilldown thead")
+    shoot(page, "method-drilldown-attributes-public")
+    settings.DRILLDOWN_MIN_GROUP_SIZE = 40
+    page.goto(f"{live_server.url}/methods/{methods['mmscan-vg']}/")
+    page.click("details.drilldown summary")
+    assert "count" not in page.inner_text("table.drilldown thead")
+    assert "at least 40 prompts are shown, without counts" in page.inner_text("details.drilldown")
+    shoot(page, "method-drilldown-sub-classes-hidden")

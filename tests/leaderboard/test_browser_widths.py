@@ -70,6 +70,7 @@ def site(transactional_db, maintainer, sqa3d_split, sqa3d_files, sent_tasks, tmp
     type(user).objects.filter(pk=user.pk).update(is_superuser=True)
     do_seed_paper_rows("sqa3d")
     do_seed_paper_rows("openscan")
+    do_seed_paper_rows("mmscan-vg")
     mm_split = Split.objects.select_related("benchmark").get(benchmark__track="mmscan-vg", name="val")
     mm_labels, written = mmscan_vg.write_demo(tmp_path / "mmscan", "val")
     mm_predictions = written.rename(tmp_path / written.name)  # the labels folder holds labels only
@@ -128,6 +129,7 @@ def visits(s: dict[str, Any]) -> dict[str, list[str]]:
         "submissions:team": [f"/submissions/teams/{s['personal'].slug}/", f"/submissions/teams/{s['team'].slug}/"],
         "submissions:methods": ["/submissions/methods/"],
         "submissions:method": [f"/submissions/methods/{method}/"],
+        "submissions:reveal": [f"/submissions/methods/{method}/reveal/"],
         "submissions:detail": [f"/submissions/{sqa}/", f"/submissions/{mm}/"],
         "submissions:status": [f"/submissions/{sqa}/status.json"],
         "submissions:publish": [f"/submissions/{sqa}/publish/"],
@@ -160,6 +162,7 @@ def visits(s: dict[str, Any]) -> dict[str, list[str]]:
         "api-upload-complete": [f"/api/v1/uploads/{sqa}/complete"],
         "api-my-methods": ["/api/v1/my/methods"],
         "api-my-method": [f"/api/v1/my/methods/{method}"],
+        "api-my-method-reveal": [f"/api/v1/my/methods/{method}/reveal"],
         "api-leaderboard": ["/api/v1/leaderboards/sqa3d"],
         "api-compare": [f"/api/v1/leaderboards/sqa3d/compare{compare}"],
         "api-progress": ["/api/v1/leaderboards/sqa3d/progress"],
@@ -186,7 +189,7 @@ SIGNED_OUT = ["/", "/benchmarks/sqa3d/", "/accounts/login/", "/accounts/signup/"
 # Files, not pages: fetched, not photographed.
 DOWNLOADS = {"rankings:export", "rankings:bibtex", "favicon", "benchmarks:format_sample"}
 # Forms post here; a GET is answered 405 without a page (the page they lead to is visited).
-POST_ONLY = {"submissions:publish", "submissions:cancel", "accounts:revoke_token", "accounts:remove_member",
+POST_ONLY = {"submissions:publish", "submissions:cancel", "submissions:reveal", "accounts:revoke_token", "accounts:remove_member",
              "logout", "moderation:act"}
 
 OVERFLOW = """() => {

@@ -30,10 +30,13 @@ from leaderboard.accounts.services import do_create_team, do_create_token
 from leaderboard.openapi import PATHS
 from leaderboard.rankings.models import LeaderboardEntry
 from leaderboard.submissions import lifecycle, services, uploads
-from leaderboard.submissions.models import Submission
+from leaderboard.submissions.models import Method, Submission
 from tests.leaderboard.conftest import describe_method
 
 ROLES = ("anonymous", "outsider", "staff", "track_maintainer", "member", "owner")
+# Who is behind the anonymous entry HiddenNet: none of it may reach a public page, API answer or export.
+SECRET = {"team": "Zeta Secret Lab", "slug": "zeta-secret-lab", "authors": "Ada Zetauthor",
+          "paper": "https://example.org/zeta-paper", "code": "https://example.org/zeta-code"}
 FIXTURE_OF = {"staff": "maintainer"}  # conftest's staff user is called "maintainer" (mallory)
 
 
@@ -89,6 +92,10 @@ def _published(w: Any) -> bool:
     return Submission.objects.get(pk=w.finished.pk).is_published
 
 
+def _still_anonymous(w: Any) -> bool:
+    return Method.objects.get(pk=w.anonymous.method_id).is_anonymous
+
+
 MATRIX: dict[str, list[Op]] = {
     "/": [Op("get", lambda w: "/", public())],
     "/benchmarks/<slug:track>/": [Op("get", lambda w: "/benchmarks/sqa3d/", public())],
@@ -99,8 +106,12 @@ MATRIX: dict[str, list[Op]] = {
         Op("get", lambda w: "/benchmarks/sqa3d/format/sample/list", public())],
     "/benchmarks/<slug:track>/compare/": [Op("get", lambda w: f"/benchmarks/sqa3d/compare/?e={w.entry.pk}",
                                              public())],
-    "/methods/<int:pk>/": [Op("get", lambda w: f"/methods/{w.published.method_id}/", public())],
-    "/methods/<int:pk>/bibtex": [Op("get", lambda w: f"/methods/{w.published.method_id}/bibtex", public())],
+    "/methods/<int:pk>/": [Op("get", lambda w: f"/methods/{w.published.method_id}/", public()),
+                           # An anonymous method's page is public too; what it shows is test_anonymous_entries'.
+                           Op("get", lambda w: f"/methods/{w.anonymous.method_id}/", public())],
+    "/methods/<int:pk>/bibtex": [Op("get", lambda w: f"/methods/{w.published.method_id}/bibtex", public()),
+                                 # Its authors and paper are nobody's to see until revealed, the team's included.
+                                 Op("get", lambda w: f"/methods/{w.anonymous.method_id}/bibtex", public(404))],
     "/entries/<int:pk>/": [Op("get", lambda w: f"/entries/{w.paper_entry.pk}/", public())],
     "/submissions/": [Op("get", lambda w: "/submissions/", signed_in())],
     "/submissions/new/<slug:track>/": [Op("get", lambda w: "/submissions/new/sqa3d/", signed_in())],
@@ -112,6 +123,9 @@ MATRIX: dict[str, list[Op]] = {
                            "uses_extra_data": "false"},
            allowed={"owner", "member"}, intact=lambda w: type(w.finished.method).objects.get(
                pk=w.finished.method_id).description == "A test method.")],
+    "/submissions/methods/<int:pk>/reveal/": [Op(
+        "post", lambda w: f"/submissions/methods/{w.anonymous.method_id}/reveal/", team_only(302),
+        allowed={"owner", "member"}, intact=_still_anonymous)],
     "/submissions/<int:pk>/": [Op("get", lambda w: f"/submissions/{w.finished.pk}/", team_only(staff=200))],
     "/submissions/<int:pk>/status.json": [Op("get", lambda w: f"/submissions/{w.finished.pk}/status.json",
                                              team_only(staff=200))],
@@ -195,12 +209,17 @@ MATRIX: dict[str, list[Op]] = {
            data=lambda w: {"description": "changed"}, allowed={"owner", "member"},
            intact=lambda w: type(w.finished.method).objects.get(
                pk=w.finished.method_id).description == "A test method.")],
+    # The member (tried before the owner) reveals it; then the owner finds nothing to reveal.
+    "/api/v1/my/methods/<int:pk>/reveal": [Op(
+        "post", lambda w: f"/api/v1/my/methods/{w.anonymous.method_id}/reveal",
+        who(404, anonymous=401, member=200, owner=409), allowed={"owner", "member"}, intact=_still_anonymous)],
     "/api/v1/leaderboards/<slug:track>": [Op("get", lambda w: "/api/v1/leaderboards/sqa3d", public())],
     "/api/v1/leaderboards/<slug:track>/compare": [Op("get", lambda w: f"/api/v1/leaderboards/sqa3d/compare"
                                                                       f"?e={w.entry.pk}", public())],
     "/api/v1/leaderboards/<slug:track>/progress": [Op("get", lambda w: "/api/v1/leaderboards/sqa3d/progress",
                                                       public())],
-    "/api/v1/methods/<int:pk>": [Op("get", lambda w: f"/api/v1/methods/{w.published.method_id}", public())],
+    "/api/v1/methods/<int:pk>": [Op("get", lambda w: f"/api/v1/methods/{w.published.method_id}", public()),
+                                 Op("get", lambda w: f"/api/v1/methods/{w.anonymous.method_id}", public())],
     "/api/v1/openapi.json": [Op("get", lambda w: "/api/v1/openapi.json", public())],
 }
 
@@ -239,6 +258,19 @@ class World:
         self.dave = django_user_model.objects.create_user("dave", password="x")
         Membership.objects.create(team=self.lab, user=users["member"])
         Membership.objects.create(team=self.lab, user=self.dave)
+        # HiddenNet: published by alice's "Zeta Secret Lab" (bob a member too) as Anonymous (under review).
+        self.secret_lab = do_create_team(owner, SECRET["team"])
+        Membership.objects.create(team=self.secret_lab, user=users["member"])
+        hidden = services.check_create_submission(user=owner, track="sqa3d", split="test", method_name="HiddenNet",
+                                                  file=io.BytesIO(self.predictions), file_name="p.json",
+                                                  team=self.secret_lab)
+        lifecycle.record_result(submission_id=hidden.pk, attempt=1, result=result)
+        Method.objects.filter(pk=hidden.method_id).update(
+            description="Under double-blind review.", authors=SECRET["authors"], uses_extra_data=False,
+            paper_url=SECRET["paper"], code_url=SECRET["code"])
+        services.check_publish(owner, hidden, anonymous=True)
+        self.anonymous = Submission.objects.select_related("method").get(pk=hidden.pk)
+        self.anonymous_entry = LeaderboardEntry.objects.get(method=self.anonymous.method)
 
     def counter(self) -> int:
         self.n += 1
@@ -386,3 +418,95 @@ def test_private_subset_results_stay_hidden_from_everyone_but_maintainers_until_
     assert seen["partition"] == "private" and seen["metrics"]["EM"] == PRIVATE_EM
     rows = Client().get("/api/v1/leaderboards/sqa3d").json()["rows"]
     assert [r["scores"]["EM"] for r in rows if r["method"] == "SubsetNet"] == [PRIVATE_EM]
+# Anonymous entries: what each role sees of HiddenNet, through pages and API, before and after the reveal.
+
+ANONYMOUS_READS = [
+    "/", "/benchmarks/sqa3d/", "/benchmarks/sqa3d/?paper=0&sort=What/EM", "/benchmarks/sqa3d/export.csv",
+    "/benchmarks/sqa3d/export.json", "/api/v1/leaderboards/sqa3d", "/api/v1/leaderboards/sqa3d/progress",
+]
+
+
+def _anonymous_urls(w: World) -> list[str]:
+    pair = f"e={w.anonymous_entry.pk}&e={w.entry.pk}"
+    return [*ANONYMOUS_READS, f"/benchmarks/sqa3d/compare/?{pair}", f"/api/v1/leaderboards/sqa3d/compare?{pair}",
+            f"/methods/{w.anonymous.method_id}/", f"/api/v1/methods/{w.anonymous.method_id}",
+            f"/entries/{w.anonymous_entry.pk}/"]
+
+
+def _leaks(text: str) -> list[str]:
+    return [v for v in SECRET.values() if v.lower() in text.lower()]
+
+
+def test_an_anonymous_entry_names_nobody_on_public_pages_api_and_exports_for_any_role(world):
+    for role in ROLES:
+        for url in _anonymous_urls(world):
+            client, headers = client_for(world, role, api=url.startswith("/api/"))
+            response = client.get(url, headers=headers, follow=True)
+            assert response.status_code == 200, (role, url)
+            assert _leaks(response.content.decode()) == [], (role, url)
+    client = Client()
+    board = client.get("/benchmarks/sqa3d/").content.decode()
+    assert "HiddenNet" in board and "Anonymous (under review)" in board
+    row = next(r for r in client.get("/api/v1/leaderboards/sqa3d").json()["rows"] if r["method"] == "HiddenNet")
+    assert row["team"] is None and row["anonymous"] is True
+    exported = next(r for r in client.get("/benchmarks/sqa3d/export.json").json()["rows"]
+                    if r["method"] == "HiddenNet")
+    assert exported["team"] is None and exported["anonymous"] is True
+    assert "HiddenNet,Anonymous (under review),False" in client.get("/benchmarks/sqa3d/export.csv").content.decode()
+    method = client.get(f"/api/v1/methods/{world.anonymous.method_id}").json()
+    assert (method["team"], method["authors"], method["paper_url"], method["code_url"]) == (None, "", "", "")
+    assert method["anonymous"] is True and method["description"] == "Under double-blind review."
+
+
+def test_maintainers_and_the_team_see_who_it_is_and_nobody_else_does(world):
+    pages = {"staff": [f"/moderation/submissions/{world.anonymous.pk}/", "/moderation/?queue=all"],
+             "track_maintainer": [f"/moderation/submissions/{world.anonymous.pk}/", "/moderation/?queue=all"],
+             "owner": [f"/submissions/methods/{world.anonymous.method_id}/", f"/submissions/{world.anonymous.pk}/"],
+             "member": [f"/submissions/methods/{world.anonymous.method_id}/"]}
+    for role, urls in pages.items():
+        client, _ = client_for(world, role, api=False)
+        for url in urls:
+            page = client.get(url).content.decode()
+            assert SECRET["team"] in page and "Anonymous" in page, (role, url)
+    for role in ("anonymous", "outsider"):
+        client, _ = client_for(world, role, api=False)
+        for url in [*pages["staff"], *pages["owner"]]:
+            response = client.get(url)
+            assert response.status_code in (302, 403, 404) and _leaks(response.content.decode()) == [], (role, url)
+    client, headers = client_for(world, "owner", api=True)
+    mine = client.get(f"/api/v1/my/methods/{world.anonymous.method_id}", headers=headers).json()
+    assert mine["anonymous"] is True and mine["authors"] == SECRET["authors"]
+    client, headers = client_for(world, "outsider", api=True)
+    assert client.get(f"/api/v1/my/methods/{world.anonymous.method_id}", headers=headers).status_code == 404
+
+
+def test_the_reveal_is_audited_and_shows_at_once_through_the_page_cache(world, django_capture_on_commit_callbacks):
+    from leaderboard.moderation.models import AuditEntry
+
+    public = Client()
+    urls = _anonymous_urls(world)
+    for url in urls:
+        public.get(url, follow=True)
+    for url in ANONYMOUS_READS:  # cached now, and still naming nobody
+        response = public.get(url)
+        assert response["X-Page-Cache"] == "hit" and _leaks(response.content.decode()) == [], url
+    for role in ("outsider", "staff"):  # only the team may reveal it, maintainers included
+        client, _ = client_for(world, role, api=False)
+        assert client.post(f"/submissions/methods/{world.anonymous.method_id}/reveal/").status_code == 404
+    assert _still_anonymous(world) and not AuditEntry.objects.filter(action="reveal").exists()
+    owner, _ = client_for(world, "owner", api=False)
+    with django_capture_on_commit_callbacks(execute=True):
+        owner.post(f"/submissions/methods/{world.anonymous.method_id}/reveal/")
+    assert not _still_anonymous(world)
+    audit = AuditEntry.objects.get(action="reveal")
+    assert (audit.actor_name, audit.track, audit.split) == ("alice", "sqa3d", "test")
+    assert SECRET["team"] in audit.target and AuditEntry.objects.filter(action="anonymize").count() == 1
+    for url in ["/benchmarks/sqa3d/", "/benchmarks/sqa3d/export.csv", "/api/v1/leaderboards/sqa3d",
+                f"/methods/{world.anonymous.method_id}/", f"/api/v1/methods/{world.anonymous.method_id}"]:
+        response = public.get(url)
+        assert SECRET["team"] in response.content.decode(), url
+    page = public.get(f"/methods/{world.anonymous.method_id}/").content.decode()
+    assert SECRET["authors"] in page and SECRET["paper"] in page and SECRET["code"] in page
+    assert public.get(f"/methods/{world.anonymous.method_id}/bibtex").status_code == 200
+    staff, _ = client_for(world, "staff", api=False)
+    assert "alice" in staff.get("/moderation/audit/").content.decode()

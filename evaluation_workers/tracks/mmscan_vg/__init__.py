@@ -23,7 +23,7 @@ from evaluation_workers import _xp
 from evaluation_workers.metrics import bootstrap
 from evaluation_workers.metrics.iou3d import DEFAULT_CHUNK_PAIRS
 from evaluation_workers.results import make_result, sha256_file
-from evaluation_workers.tracks.base import Manifest, Progress, Result, Track, no_progress
+from evaluation_workers.tracks.base import Manifest, Progress, Result, ScoringProtocol, Track, no_progress
 from evaluation_workers.tracks.mmscan_vg import intervals
 from evaluation_workers.tracks.mmscan_vg.labels import (
     BOX_ARITY,
@@ -132,6 +132,16 @@ def _score(labels: Path, predictions: Path, progress: Progress) -> dict[str, Any
             "warnings": warnings, "uncertainty": uncertainty}
 
 
+# This service's IoU is exact; numbers printed by the devkit (its README's tables) used
+# pytorch3d's box3d_overlap, which is off for close, nearly parallel faces (METRICS.md).
+PROTOCOLS = (
+    ScoringProtocol("exact-iou", "exact oriented-box IoU",
+                    "Boxes matched with the exact IoU of oriented boxes, in float64: this service's scorer."),
+    ScoringProtocol("devkit-iou", "devkit (pytorch3d) IoU",
+                    "Numbers as the MMScan devkit prints them, with pytorch3d's box3d_overlap as the IoU; it "
+                    "differs from the exact IoU for close, nearly parallel faces. Not scored here."),
+)
+
 TRACK = Track(
     name="mmscan-vg",
     title="MMScan visual grounding",
@@ -155,4 +165,5 @@ TRACK = Track(
         "(optionally .json.gz) or, for the full test split, the binary .npz form."
     ),
     metric_families=FAMILIES,
+    protocols=PROTOCOLS,
 )

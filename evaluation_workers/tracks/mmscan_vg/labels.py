@@ -36,6 +36,8 @@ SUB_CLASS_GROUP = {
     "VG_Inter_OR": "OR",
 }
 GROUPS = ("ST-attr", "ST-space", "OO-attr", "OO-space", "OR")
+# The devkit's seven sub-classes, in the order above (the drill-down under the five groups).
+SUB_CLASSES = tuple(SUB_CLASS_GROUP)
 
 
 @dataclass(frozen=True)
@@ -47,12 +49,15 @@ class Labels:
         group: (S_all,) int index into GROUPS of each sample.
         gt_count: (S_all,) ground-truth boxes per sample (0: not scored).
         gt_boxes: (M, 9) float64, grouped by sample in file order.
+        sub_class: (S_all,) int index into SUB_CLASSES, or None (labels built
+            without it: no per-sub-class results).
     """
 
     sample_ids: list[str]
     group: np.ndarray
     gt_count: np.ndarray
     gt_boxes: np.ndarray
+    sub_class: np.ndarray | None = None
 
     @property
     def index(self) -> dict[str, int]:
@@ -99,7 +104,8 @@ def labels_file(path: Path) -> Path:
 
 
 CACHE_FILE = Path(".cache") / "mmscan_vg_labels.npz"
-CACHE_VERSION = 1
+# 2: the sub-classes (the drill-down) are kept too; a version-1 copy lacks them and is parsed again.
+CACHE_VERSION = 2
 
 
 def load_labels(path: Path) -> Labels:
@@ -124,13 +130,16 @@ def _stats(file: Path) -> list[list[Any]]:
 
 
 def _to_arrays(labels: Labels) -> dict[str, np.ndarray]:
-    return {"sample_ids": np.array(labels.sample_ids, dtype=str), "group": labels.group,
-            "gt_count": labels.gt_count, "gt_boxes": labels.gt_boxes}
+    arrays = {"sample_ids": np.array(labels.sample_ids, dtype=str), "group": labels.group,
+              "gt_count": labels.gt_count, "gt_boxes": labels.gt_boxes}
+    if labels.sub_class is not None:
+        arrays["sub_class"] = labels.sub_class
+    return arrays
 
 
 def _from_arrays(arrays: dict[str, np.ndarray]) -> Labels:
     return Labels(sample_ids=arrays["sample_ids"].tolist(), group=arrays["group"], gt_count=arrays["gt_count"],
-                  gt_boxes=arrays["gt_boxes"])
+                  gt_boxes=arrays["gt_boxes"], sub_class=arrays.get("sub_class"))
 
 
 def _loads(data: bytes) -> Any:
@@ -153,6 +162,7 @@ def parse_labels(file: Path) -> Labels:
         raise LabelsError(f"{file}: expected a JSON list of samples, but got {type(raw).__name__}")
     ids: list[str] = []
     group = np.zeros(len(raw), dtype=np.int64)
+    sub_class = np.zeros(len(raw), dtype=np.int64)
     counts = np.zeros(len(raw), dtype=np.int64)
     boxes: list[Any] = []
     seen: set[str] = set()
@@ -172,6 +182,7 @@ def parse_labels(file: Path) -> Labels:
             raise LabelsError(f"{file}: sample {sid}: expected `gt_bboxes` to be a list")
         ids.append(sid)
         group[i] = group_index[SUB_CLASS_GROUP[sub]]
+        sub_class[i] = SUB_CLASSES.index(sub)
         counts[i] = len(gt)
         boxes.extend(gt)
     try:
@@ -188,4 +199,4 @@ def parse_labels(file: Path) -> Labels:
             f"{file}: sample {ids[sample]}: a box in `gt_bboxes` is not finite "
             f"or has a size <= 0: {gt_boxes[row].tolist()}"
         )
-    return Labels(sample_ids=ids, group=group, gt_count=counts, gt_boxes=gt_boxes)
+    return Labels(sample_ids=ids, group=group, gt_count=counts, gt_boxes=gt_boxes, sub_class=sub_class)

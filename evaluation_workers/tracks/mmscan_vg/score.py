@@ -19,7 +19,7 @@ from evaluation_workers import _xp
 from evaluation_workers.metrics import grounding
 from evaluation_workers.metrics.iou3d import DEFAULT_CHUNK_PAIRS, indexed_iou3d
 from evaluation_workers.tracks.base import Progress, no_progress
-from evaluation_workers.tracks.mmscan_vg.labels import GROUPS, Labels, Predictions
+from evaluation_workers.tracks.mmscan_vg.labels import GROUPS, SUB_CLASSES, Labels, Predictions
 
 THRESHOLDS = (0.25, 0.5)
 TOP_K = (1, 3, 5)
@@ -138,6 +138,8 @@ def score_arrays(
             )
     if outcomes is not None:
         outcomes.update(_outcomes(host, group_h, gt_count_h, pred_sample, pred_group, pred_score, tp_parts, xp))
+    per_sub_class = (_per_sub_class(labels.sub_class[scored], host, gt_count_h, pred_sample, pred_score, tp_parts,
+                                    xp) if labels.sub_class is not None else None)
     details = {
         "samples": n_samples,
         "samples_without_ground_truth": int((~scored).sum()),
@@ -146,7 +148,38 @@ def score_arrays(
         "num_gt": {g: int(gt_count_h[group_h == gi].sum()) for gi, g in enumerate(GROUPS)},
         "iou": "exact oriented-box volume ratio, float64",
     }
+    if per_sub_class is not None:
+        details["per_sub_class"] = per_sub_class
     return {"metrics": metrics, "breakdown": breakdown, "details": details}
+
+
+def _per_sub_class(
+    sub_h: np.ndarray, host: dict[str, np.ndarray], gt_count_h: np.ndarray, pred_sample: Any, pred_score: Any,
+    tp_parts: dict[float, list[Any]], xp: Any,
+) -> dict[str, dict[str, Any]]:
+    """Every metric of each of the devkit's seven sub-classes (the five groups fold them), as the
+    groups' are computed: per-sample means, and AP_box/AR_box pooled over the sub-class's prompts.
+    ``count``: its scored prompts; a sub-class without any has null metrics."""
+    sub_of_pred = xp.take(xp.asarray(sub_h), pred_sample) if int(pred_sample.shape[0]) else xp.zeros(
+        (0,), dtype=xp.int64)
+    tps = {t: (xp.concat(parts) if len(parts) > 1 else (parts[0] if parts else xp.zeros((0,), dtype=xp.bool)))
+           for t, parts in tp_parts.items()}
+    out: dict[str, dict[str, Any]] = {}
+    for si, name in enumerate(SUB_CLASSES):
+        members = sub_h == si
+        entry: dict[str, Any] = {}
+        for key in METRICS:
+            if key in host:
+                entry[key] = float(host[key][members].mean()) if members.any() else None
+        for t in THRESHOLDS:
+            if not members.any():
+                entry[f"AP_box@{t}"] = entry[f"AR_box@{t}"] = None
+                continue
+            mask = sub_of_pred == si
+            entry[f"AP_box@{t}"], entry[f"AR_box@{t}"] = grounding.pooled_ap(
+                tps[t][mask], pred_score[mask], int(gt_count_h[members].sum()))
+        out[name] = {k: entry[k] for k in METRICS} | {"count": int(members.sum())}
+    return out
 
 
 def _outcomes(

@@ -178,14 +178,17 @@ def score(labels_path: Path, predictions_path: Path, progress: Progress = no_pro
         ap50, ap25 = ap[AP50_INDEX], ap[AP25_INDEX]
         all_ap.append(np.stack([class_ap, ap50, ap25]))
         count = int((lab.instance_size >= 100).sum())
+        # Valid instances per attribute: the drill-down's counts (shown only where labels are public).
+        class_count = np.bincount(lab.instance_class[lab.instance_size >= MIN_REGION_SIZE] - 1,
+                                  minlength=lab.n_classes)
         row: dict[str, Any] = {
             "AP": _nanmean(class_ap),
             "AP50": _nanmean(ap50),
             "AP25": _nanmean(ap25),
             "count": count,
         }
-        for key, a, b, c in zip(class_keys(aspect, vocabulary[aspect]), class_ap, ap50, ap25):
-            per_class[key] = {"AP": a, "AP50": b, "AP25": c}
+        for key, a, b, c, n in zip(class_keys(aspect, vocabulary[aspect]), class_ap, ap50, ap25, class_count):
+            per_class[key] = {"AP": a, "AP50": b, "AP25": c, "count": int(n)}
         if st.with_sem and st.without_sem:
             raise PredictionFormatError(
                 f"{where(predictions_path.name, aspect, st.without_sem[0])}: Expected `sem_pred` in every scene "

@@ -17,7 +17,7 @@ from evaluation_workers.errors import LabelsError
 from evaluation_workers.metrics import bootstrap
 from evaluation_workers.metrics.answers import QUESTION_TYPES, clean_answer, match_answer
 from evaluation_workers.results import make_result, sha256_file, sha256_tree
-from evaluation_workers.tracks.base import Manifest, Progress, Result, Track
+from evaluation_workers.tracks.base import Manifest, Progress, Result, ScoringProtocol, Track
 from evaluation_workers.tracks.sqa3d.labels import (
     ANNOTATIONS_PATTERN,
     QUESTIONS_PATTERN,
@@ -153,6 +153,17 @@ word (What, Is, How, Can, Which, Others), as in the SQA3D paper.
 Upload a JSON list of {"question_id": int, "answer": str}, a JSON object {"<question_id>": "answer"}, \
 or JSON Lines (.jsonl) with one {"question_id", "answer"} object per line."""
 
+# This service scores the open answer; the SQA3D paper's Table 3 is the accuracy of a
+# classifier over 706 answer candidates (its Section 2.2), a different protocol.
+PROTOCOLS = (
+    ScoringProtocol("open-answer-em", "EM on the open answer",
+                    "The answer text is cleaned as LEO's clean_answer does and matched exactly with the "
+                    "ground truth: this service's scorer."),
+    ScoringProtocol("answer-classification-706", "706-way answer classification",
+                    "The SQA3D paper's protocol: answers are picked among 706 answer candidates and exact "
+                    "match is the classification accuracy (Table 3); not scored here."),
+)
+
 TRACK = Track(
     name="sqa3d",
     title="SQA3D",
@@ -169,4 +180,5 @@ TRACK = Track(
     manifest=manifest,
     metric_families=(("EM", "EM_R"),),
     description=DESCRIPTION,
+    protocols=PROTOCOLS,
 )

@@ -1,0 +1,150 @@
+"""Rows that say what they are (issue 13): paper rows carry their paper link, venue and
+publication date, ties list the earlier publication first, and each row names the
+protocol that produced it where a track has more than one."""
+
+from __future__ import annotations
+
+import io
+import json
+from datetime import UTC, date, datetime
+
+import pytest
+from django.apps import apps
+
+from evaluation_workers.tracks import get_track
+from leaderboard.benchmarks.models import Split
+from leaderboard.benchmarks.services import do_sync_benchmarks
+from leaderboard.rankings.models import LeaderboardEntry, export_columns
+from leaderboard.rankings.selectors import LeaderboardView, best_over_time, leaderboard_page
+from leaderboard.rankings.services import PAPER_ROWS_DIR, do_seed_paper_rows
+from leaderboard.submissions import lifecycle, services
+from tests.leaderboard.conftest import describe_method
+
+TRACKS = ("sqa3d", "openscan", "mmscan-vg")
+PAPERS = {"sqa3d": ("ICLR 2023", "https://arxiv.org/abs/2210.07474", date(2022, 10, 14)),
+          "openscan": ("AAAI 2026", "https://arxiv.org/abs/2408.11030", date(2024, 8, 20)),
+          "mmscan-vg": ("NeurIPS 2024", "https://arxiv.org/abs/2406.09401", date(2024, 6, 13))}
+
+
+@pytest.fixture
+def seeded(db):
+    do_sync_benchmarks()
+    return {track: do_seed_paper_rows(track) for track in TRACKS}
+
+
+@pytest.mark.parametrize("track", TRACKS)
+def test_paper_rows_carry_their_venue_link_publication_date_and_a_known_protocol(seeded, track):
+    venue, url, published = PAPERS[track]
+    rows = LeaderboardEntry.objects.filter(split__benchmark__track=track, is_paper=True)
+    assert rows.count() == seeded[track] > 0
+    spec = get_track(track)
+    columns = set(export_columns(spec))
+    for row in rows:
+        assert (row.venue, row.paper_url) == (venue, url), row.name
+        assert row.published_at == datetime(published.year, published.month, published.day, tzinfo=UTC), row.name
+        assert row.protocol == "" if len(spec.protocols) < 2 else spec.protocol(row.protocol) is not None
+        assert set(row.scores) <= columns, set(row.scores) - columns  # only metrics we compute
+        assert 0 < len(row.paper_note) <= 300  # the column's width on PostgreSQL
+
+
+def test_sqa3d_paper_rows_say_the_papers_protocol_and_scored_rows_this_services(owner, sqa3d_split, sqa3d_files,
+                                                                                 sent_tasks, client):
+    do_seed_paper_rows("sqa3d")
+    sub = services.check_create_submission(user=owner, track="sqa3d", split="test", method_name="OpenNet",
+                                           file=io.BytesIO(sqa3d_files["predictions"].read_bytes()),
+                                           file_name="p.json")
+    result = get_track("sqa3d").score(sqa3d_files["labels"], sqa3d_files["predictions"], lambda f, m="": None)
+    lifecycle.record_result(submission_id=sub.pk, attempt=1, result=result)
+    describe_method(sub.method)
+    services.check_publish(owner, sub)
+    assert set(LeaderboardEntry.objects.filter(is_paper=True).values_list("protocol", flat=True)) == {
+        "answer-classification-706"}
+    assert LeaderboardEntry.objects.get(method=sub.method).protocol == "open-answer-em"
+    page = client.get("/benchmarks/sqa3d/").content.decode()
+    assert page.count("706-way answer classification") >= 11 and "EM on the open answer" in page
+    assert 'href="https://arxiv.org/abs/2210.07474"' in page and "ICLR 2023" in page
+    rows = client.get("/api/v1/leaderboards/sqa3d").json()["rows"]
+    human = next(r for r in rows if r["method"] == "Human (amateur)")
+    assert (human["venue"], human["paper_url"], human["protocol"]) == ("ICLR 2023", PAPERS["sqa3d"][1],
+                                                                       "answer-classification-706")
+    assert human["published_at"].startswith("2022-10-14")
+    exported = client.get("/benchmarks/sqa3d/export.csv").content.decode().splitlines()
+    header = exported[0].split(",")
+    assert header[8:11] == ["venue", "paper_url", "protocol"]
+    assert any(line.startswith("1,Human (amateur),,True") and ",ICLR 2023,https://arxiv.org/abs/2210.07474,"
+               "answer-classification-706," in line for line in exported)
+    method_page = client.get(f"/methods/{sub.method_id}/").content.decode()
+    assert "EM on the open answer" in method_page
+    entry = LeaderboardEntry.objects.get(name="Human (amateur)")
+    paper_page = client.get(f"/entries/{entry.pk}/").content.decode()
+    assert "ICLR 2023" in paper_page and "published 2022-10-14" in paper_page and "706 answer candidates" in paper_page
+    # The paper's rows share its date: the progress chart has one point there, their best.
+    points = client.get("/api/v1/leaderboards/sqa3d/progress").json()["points"]
+    assert points == [{"date": "2022-10-14T00:00:00+00:00", "best": 0.9006, "method": "Human (amateur)"}]
+    tracks = {t["track"]: t for t in client.get("/api/v1/tracks").json()["tracks"]}
+    assert [p["key"] for p in tracks["sqa3d"]["protocols"]] == ["open-answer-em", "answer-classification-706"]
+    assert tracks["openscan"]["protocols"] == []
+
+
+def test_a_track_with_one_protocol_shows_none(seeded, client):
+    page = client.get("/benchmarks/openscan/").content.decode()
+    assert 'class="protocol' not in page and "AAAI 2026" in page
+
+
+def test_mmscan_rows_are_the_devkit_readme_table_as_published(seeded, client):
+    data = json.loads((PAPER_ROWS_DIR / "mmscan-vg.json").read_text())
+    assert data["split"] == "val" and "README" in data["source"]
+    by_name = {r.name: r for r in LeaderboardEntry.objects.filter(split__benchmark__track="mmscan-vg")}
+    assert list(by_name) and set(by_name) == {"ScanRefer", "MVT", "BUTD-DETR", "ReGround3D", "EmbodiedScan",
+                                              "3D-VisTA", "ViL3DRef"}
+    assert by_name["ViL3DRef"].scores == {"gTop-1@0.25": 0.2634, "gTop-3@0.25": 0.3758, "AP_sample@0.25": 0.3509,
+                                          "AP_box@0.25": 0.0665, "AR@0.25": 0.8686}
+    assert by_name["EmbodiedScan"].scores["gTop-1@0.5"] == 0.0882
+    assert all(r.protocol == "devkit-iou" and "README" in r.paper_note for r in by_name.values())
+    rows = client.get("/api/v1/leaderboards/mmscan-vg?split=val").json()["rows"]
+    assert [r["method"] for r in rows][:2] == ["ViL3DRef", "3D-VisTA"]
+    assert "devkit (pytorch3d) IoU" in client.get("/benchmarks/mmscan-vg/?split=val").content.decode()
+
+
+def test_ties_list_the_earlier_publication_first_whatever_the_loading_order(seeded):
+    split = Split.objects.get(benchmark__track="sqa3d", name="test")
+    LeaderboardEntry.objects.filter(split=split).delete()
+    scores = {"EM": 0.5}
+    # Loaded first, published later; loaded last, published earlier; a scored row published today.
+    LeaderboardEntry.objects.create(split=split, name="later paper", is_paper=True, scores=scores, primary_score=0.5,
+                                    published_at=datetime(2024, 3, 1, tzinfo=UTC))
+    LeaderboardEntry.objects.create(split=split, name="scored today", scores=scores, primary_score=0.5)
+    LeaderboardEntry.objects.create(split=split, name="earlier paper", is_paper=True, scores=scores,
+                                    primary_score=0.5, published_at=datetime(2022, 10, 14, tzinfo=UTC))
+    view = LeaderboardView.from_query(split, {})
+    assert [(r.rank, r.entry.name) for r in leaderboard_page(view).rows] == [
+        (1, "earlier paper"), (1, "later paper"), (1, "scored today")]
+    # The progress chart dates a paper row by its publication too.
+    assert [(when.year, name) for when, _, name in best_over_time(view)] == [(2022, "earlier paper")]
+
+
+def test_reseeding_and_the_migration_give_rows_loaded_before_their_metadata(seeded):
+    from importlib import import_module
+
+    LeaderboardEntry.objects.filter(is_paper=True).update(venue="", paper_url="", protocol="",
+                                                          published_at=datetime(2026, 1, 1, tzinfo=UTC))
+    LeaderboardEntry.objects.filter(is_paper=False).update(protocol="")
+    import_module("leaderboard.rankings.migrations.0004_paper_row_metadata").fill_metadata(apps, None)
+    human = LeaderboardEntry.objects.get(name="Human (amateur)")
+    assert (human.venue, human.protocol, human.published_at.date()) == ("ICLR 2023", "answer-classification-706",
+                                                                        date(2022, 10, 14))
+    LeaderboardEntry.objects.filter(is_paper=True).update(venue="")
+    do_seed_paper_rows("sqa3d")
+    assert LeaderboardEntry.objects.get(name="Human (amateur)").venue == "ICLR 2023"
+
+
+def test_an_unknown_protocol_in_a_paper_file_is_refused(seeded, tmp_path, monkeypatch):
+    from leaderboard.rankings import services as ranking_services
+
+    data = json.loads((PAPER_ROWS_DIR / "sqa3d.json").read_text())
+    data["protocol"] = "made-up"
+    (tmp_path / "sqa3d.json").write_text(json.dumps(data))
+    monkeypatch.setattr(ranking_services, "PAPER_ROWS_DIR", tmp_path)
+    with pytest.raises(ValueError, match="unknown protocol 'made-up'"):
+        ranking_services.do_seed_paper_rows("sqa3d")
+
