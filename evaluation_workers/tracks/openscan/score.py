@@ -36,7 +36,7 @@ from evaluation_workers.tracks.openscan.common import Proposals
 from evaluation_workers.tracks.openscan.labels import AspectLabels, load_labels, load_vocabulary
 from evaluation_workers.tracks.openscan.reader import open_predictions
 
-SCORER_VERSION = "1.0.0"
+SCORER_VERSION = "1.1.0"
 _SHOWN = 5
 
 

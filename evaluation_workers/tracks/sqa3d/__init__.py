@@ -156,7 +156,7 @@ or JSON Lines (.jsonl) with one {"question_id", "answer"} object per line."""
 TRACK = Track(
     name="sqa3d",
     title="SQA3D",
-    scorer_version="1.0.0",
+    scorer_version="1.1.0",
     metrics=("EM", "EM_R"),
     primary_metric="EM",
     groups=QUESTION_TYPES,
