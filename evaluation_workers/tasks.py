@@ -31,7 +31,7 @@ from typing import Any
 from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded, WorkerLostError
 from celery.signals import task_failure
 
-from evaluation_workers import attempts, contracts
+from evaluation_workers import attempts, contracts, outcomes
 from evaluation_workers.app import app
 from evaluation_workers.errors import PlatformError, SubmissionError
 from evaluation_workers.labels_cache import labels_for
@@ -159,8 +159,11 @@ def _score(request: contracts.ScoreRequest, reporter: Reporter) -> None:
             def progress(fraction: float, message: str = "") -> None:
                 reporter.progress(FETCHED + (1.0 - FETCHED) * fraction, message)
 
+            per_unit: dict[str, Any] = {}
             with labels_for(request["labels_key"]) as labels:
-                result = track.score(labels, predictions, progress)
+                result = track.score(labels, predictions, progress, outcomes=per_unit)
+            if per_unit:
+                _keep_outcomes(track.name, result, per_unit)
     except SubmissionError as exc:
         reporter.failure("invalid_input", exc.message)
     except PlatformError as exc:
@@ -179,6 +182,19 @@ def _score(request: contracts.ScoreRequest, reporter: Reporter) -> None:
         seconds = time.monotonic() - started
         log.info("Scored submission %s (%s) in %.2f s", request["submission_id"], request["track"], seconds)
         reporter.result(result, seconds, device_name())
+
+
+def _keep_outcomes(track: str, result: dict[str, Any], per_unit: dict[str, Any]) -> None:
+    """Keep the per-unit outcomes for paired tests, on the worker side only (``outcomes``).
+
+    A store that fails costs only those tests (answered "unavailable"), never the score.
+    """
+    key = contracts.outcomes_key(track, result["labels_sha256"], result["predictions_sha256"],
+                                 result["scorer_version"])
+    try:
+        outcomes.save(key, per_unit)
+    except OSError as exc:
+        log.warning("Could not keep the outcomes %s: %s", key, exc)
 
 
 @task_failure.connect

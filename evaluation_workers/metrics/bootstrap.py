@@ -115,9 +115,9 @@ def replicates(
     largest (b, width) temporary); blocks are cut so that b * width stays
     under ``MAX_ELEMENTS``.
     """
-    from evaluation_workers._xp import backend
-
     from threadpoolctl import threadpool_limits
+
+    from evaluation_workers._xp import backend
 
     xp = xp or backend()
     rows_at_once = max(1, MAX_ELEMENTS // max(width, n_units, 1))

@@ -89,8 +89,12 @@ def validate(predictions: Path, manifest_: Manifest) -> dict[str, Any]:
     return summary
 
 
-def score(labels: Path, predictions: Path, progress: Progress = no_progress) -> Result:
+def score(labels: Path, predictions: Path, progress: Progress = no_progress,
+          outcomes: dict[str, Any] | None = None) -> Result:
     """Score a predictions file. ``labels`` is the official file or a prepared folder.
+
+    ``outcomes``, when given, is filled with the per-prompt outcomes
+    (``score._outcomes``); they stay on the worker (``evaluation_workers.outcomes``).
 
     ``labels_sha256`` is the checksum of the labels file itself, so the file
     and the folder ``prepare_labels`` wrote from it give the same value.
@@ -101,12 +105,14 @@ def score(labels: Path, predictions: Path, progress: Progress = no_progress) -> 
     progress(0.25, "predictions read")
     xp = _xp.backend()
     gpu = _xp.device_name() == "gpu"
-    outcomes: dict[str, Any] = {}
+    per_prompt: dict[str, Any] = {}
     values = score_arrays(labels_data, preds, xp, GPU_CHUNK_PAIRS if gpu else DEFAULT_CHUNK_PAIRS, progress,
-                          GPU_BLOCK_PAIRS if gpu else BLOCK_PAIRS, outcomes)
+                          GPU_BLOCK_PAIRS if gpu else BLOCK_PAIRS, per_prompt)
+    if outcomes is not None:
+        outcomes.update(per_prompt)
     progress(0.95, "confidence intervals")
-    uncertainty = bootstrap.intervals(intervals.statistic(outcomes), int(outcomes["group"].shape[0]),
-                                      intervals.UNIT, xp=xp, width=intervals.width(outcomes))
+    uncertainty = bootstrap.intervals(intervals.statistic(per_prompt), intervals.units_of(per_prompt),
+                                      intervals.UNIT, xp=xp, width=intervals.width(per_prompt))
     warnings = list(preds.warnings)
     if preds.missing:
         warnings.append(
@@ -150,4 +156,8 @@ TRACK = Track(
         "(optionally .json.gz) or, for the full test split, the binary .npz form."
     ),
     metric_families=FAMILIES,
+    unit=intervals.UNIT,
+    statistic=intervals.statistic,
+    units_of=intervals.units_of,
+    width=intervals.width,
 )

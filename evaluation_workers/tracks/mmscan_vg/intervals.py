@@ -37,6 +37,10 @@ from evaluation_workers.tracks.mmscan_vg.score import PER_SAMPLE_KEYS, POOLED, T
 UNIT = "prompt"
 
 
+def units_of(outcomes: dict[str, np.ndarray]) -> int:
+    return int(outcomes["group"].shape[0])
+
+
 def width(outcomes: dict[str, np.ndarray]) -> int:
     """The widest (b, width) temporary of the statistic, for the bootstrap's blocks."""
     hits = outcomes["pool_tp"].any(axis=1)

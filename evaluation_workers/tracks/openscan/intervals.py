@@ -35,6 +35,11 @@ from evaluation_workers.metrics.instance_ap import AP25_INDEX, AP50_INDEX, AP_SL
 UNIT = "scene"
 
 
+def units_of(outcomes: dict[str, dict[str, np.ndarray]]) -> int:
+    """Scenes of the split (every aspect's ``n_pos`` has a row per scene of the manifest)."""
+    return int(next(iter(outcomes.values()))["n_pos"].shape[0]) if outcomes else 0
+
+
 def width(outcomes: dict[str, dict[str, np.ndarray]]) -> int:
     return max([3 * int(o["is_true"].sum()) for o in outcomes.values()] + [1])
 

@@ -102,8 +102,13 @@ def _vertex_class(xp: Any, state: _AspectState) -> Any:
     return state.vertex_class
 
 
-def score(labels_path: Path, predictions_path: Path, progress: Progress = no_progress) -> Result:
-    """Score a predictions file (official zip, text zip or compact .npz) against a labels folder."""
+def score(labels_path: Path, predictions_path: Path, progress: Progress = no_progress,
+          outcomes: dict[str, Any] | None = None) -> Result:
+    """Score a predictions file (official zip, text zip or compact .npz) against a labels folder.
+
+    ``outcomes``, when given, is filled with the per-scene outcomes of each
+    aspect (``intervals.statistic``); they stay on the worker.
+    """
     labels_path, predictions_path = Path(labels_path), Path(predictions_path)
     labels, labels_sha = load_labels(labels_path)
     vocabulary = load_vocabulary(labels_path)
@@ -146,7 +151,7 @@ def score(labels_path: Path, predictions_path: Path, progress: Progress = no_pro
     all_ap: list[np.ndarray] = []
     all_iou: list[np.ndarray] = []
     all_acc: list[np.ndarray] = []
-    outcomes: dict[str, dict[str, np.ndarray]] = {}
+    per_scene: dict[str, dict[str, np.ndarray]] = {}
     for aspect, st in states.items():
         lab = st.labels
         missing = sorted(set(lab.scene_ids) - reader_present(reader, aspect))
@@ -156,7 +161,7 @@ def score(labels_path: Path, predictions_path: Path, progress: Progress = no_pro
                 f"({', '.join(missing[:_SHOWN])}{', ...' if len(missing) > _SHOWN else ''}); "
                 f"their instances count as misses"
             )
-        ap, outcomes[aspect] = _aspect_ap(xp, st, len(units))  # (T, K)
+        ap, per_scene[aspect] = _aspect_ap(xp, st, len(units))  # (T, K)
         class_ap = ap[AP_SLICE].mean(axis=0)  # NaN for a class without valid instances
         ap50, ap25 = ap[AP50_INDEX], ap[AP25_INDEX]
         all_ap.append(np.stack([class_ap, ap50, ap25]))
@@ -189,7 +194,7 @@ def score(labels_path: Path, predictions_path: Path, progress: Progress = no_pro
                 semantic_per_class[key] = {"IoU": a, "Acc": b}
             all_iou.append(iou)
             all_acc.append(acc)
-            outcomes[aspect]["semantic"] = st.sem_units
+            per_scene[aspect]["semantic"] = st.sem_units
         breakdown[aspect] = row
     stacked = np.concatenate(all_ap, axis=1) if all_ap else np.zeros((3, 0))
     metrics_rows = {
@@ -201,8 +206,10 @@ def score(labels_path: Path, predictions_path: Path, progress: Progress = no_pro
     }
     warnings += reader.dropped.warnings(vocabulary, {a: len(lab.scene_ids) for a, lab in labels.items()})
     progress(0.95, "confidence intervals")
-    uncertainty = bootstrap.intervals(intervals.statistic(outcomes), len(units), intervals.UNIT, xp=xp,
-                                      width=intervals.width(outcomes))
+    if outcomes is not None:
+        outcomes.update(per_scene)
+    uncertainty = bootstrap.intervals(intervals.statistic(per_scene), len(units), intervals.UNIT, xp=xp,
+                                      width=intervals.width(per_scene))
     progress(1.0, "done")
     return make_result(
         track="openscan",

@@ -59,6 +59,13 @@ def validate(predictions: Path, manifest: Manifest) -> dict[str, Any]:
             "warnings": notes + _missing_warning(missing, len(ids))}
 
 
+UNIT = "question"
+
+
+def units_of(outcomes: dict[str, np.ndarray]) -> int:
+    return int(outcomes["em"].shape[0])
+
+
 def outcomes_statistic(outcomes: dict[str, np.ndarray]) -> bootstrap.Statistic:
     """EM and EM_R, overall and per type, of a resample given as (b, n) question counts.
 
@@ -88,8 +95,12 @@ def outcomes_statistic(outcomes: dict[str, np.ndarray]) -> bootstrap.Statistic:
     return statistic
 
 
-def score(labels: Path, predictions: Path, progress: Progress) -> Result:
-    """Score one predictions file: EM and EM_R overall and per question type."""
+def score(labels: Path, predictions: Path, progress: Progress, outcomes: dict[str, Any] | None = None) -> Result:
+    """Score one predictions file: EM and EM_R overall and per question type.
+
+    ``outcomes``, when given, is filled with the per-question outcomes
+    (``outcomes_statistic``); they stay on the worker (``evaluation_workers.outcomes``).
+    """
     progress(0.0, "reading labels")
     truth = load_labels(labels)
     progress(0.2, "reading predictions")
@@ -121,8 +132,10 @@ def score(labels: Path, predictions: Path, progress: Progress) -> Result:
         for g, group in enumerate(QUESTION_TYPES)
     }
     progress(0.95, "confidence intervals")
-    outcomes = {"em": em, "em_r": em_r, "type": type_index}
-    uncertainty = bootstrap.intervals(outcomes_statistic(outcomes), n, "question")
+    per_question = {"em": em, "em_r": em_r, "type": type_index}
+    if outcomes is not None:
+        outcomes.update(per_question)
+    uncertainty = bootstrap.intervals(outcomes_statistic(per_question), n, UNIT)
     missing = n - len(answers)
     warnings = notes + _missing_warning(missing, n)
     if empty:
@@ -169,4 +182,7 @@ TRACK = Track(
     manifest=manifest,
     metric_families=(("EM", "EM_R"),),
     description=DESCRIPTION,
+    unit=UNIT,
+    statistic=outcomes_statistic,
+    units_of=units_of,
 )
