@@ -7,6 +7,7 @@ import io
 import json
 from typing import Any
 
+from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -16,8 +17,8 @@ from leaderboard.benchmarks.models import Split
 from leaderboard.benchmarks.permissions import results_embargoed
 from leaderboard.benchmarks.selectors import get_split
 from leaderboard.lib.pagecache import cache_until, cached_page
-from leaderboard.rankings import charts
-from leaderboard.rankings.models import LeaderboardEntry
+from leaderboard.rankings import charts, ties
+from leaderboard.rankings.models import LeaderboardEntry, interval_columns
 from leaderboard.rankings.selectors import (
     LeaderboardView,
     best_over_time,
@@ -66,6 +67,7 @@ def leaderboard(request: HttpRequest, track: str) -> HttpResponse:
                "progress_chart": charts.progress(best_over_time(view), f"Best {view.metric} over time")
                if not view.embargoed else "",
                "missing": missing_metric(view),
+               "ci_query": view.query(ci="0" if view.intervals else "1"),
                "families": spec.metric_families or (spec.metrics,)}
     return render(request, "rankings/leaderboard.html", context)
 
@@ -82,13 +84,14 @@ def export(request: HttpRequest, track: str, fmt: str) -> HttpResponse:
         # The rows' scores are stored as JSON text; the document is assembled around them.
         head = json.dumps({"track": track, "split": view.split.name, "sort": view.sort,
                            "scorer_version": view.split.benchmark.spec.scorer_version,
-                           "columns": view.all_columns})
-        body = ", ".join(f'{json.dumps(r.fields)[:-1]}, "scores": {r.scores}}}' for r in rows)
+                           "columns": view.all_columns, "interval_level": 0.95})
+        body = ", ".join(f"{json.dumps(r.fields)[:-1]}, {r.scores}}}" for r in rows)
         response = HttpResponse(f'{head[:-1]}, "rows": [{body}]}}', content_type="application/json")
     else:
         buffer = io.StringIO()
         csv.writer(buffer).writerow(["rank", "method", "team", "reported_in_paper", "uses_extra_data", "verified",
-                                     "scorer_version", "published_at", *view.all_columns])
+                                     "scorer_version", "published_at", *view.all_columns,
+                                     *interval_columns(view.all_columns)])
         # Each row's fields end in a comma, then come its stored score cells.
         writer = csv.writer(buffer, lineterminator=",")
         for r in rows:
@@ -156,7 +159,7 @@ def bibtex(request: HttpRequest, pk: int) -> HttpResponse:
 
 def _compare_entries(request: HttpRequest, split: Split) -> list[LeaderboardEntry]:
     ids = [int(i) for i in request.GET.getlist("e") if i.isdigit()][:4]
-    by_id = {e.pk: e for e in LeaderboardEntry.objects.filter(split=split, pk__in=ids)}
+    by_id = {e.pk: e for e in LeaderboardEntry.objects.filter(split=split, pk__in=ids).select_related("result")}
     return _visible_entries(request, [by_id[i] for i in ids if i in by_id])
 
 
@@ -175,9 +178,18 @@ def compare(request: HttpRequest, track: str) -> HttpResponse:
                                       for e in entries], f"{view.metric} per {spec.group_label.lower()}") \
         if len(entries) >= 2 else ""
     candidates = list(ordered_entries(view)[:200])
+    names = {e.pk: e.name for e in entries}
+    tests = [{**t, "a_name": names[t["a"]], "b_name": names[t["b"]]} for t in _pair_tests(entries, view.metric)]
     return render(request, "rankings/compare.html", {
         "benchmark": view.split.benchmark, "split": view.split, "view": view, "spec": spec, "entries": entries,
-        "rows": rows, "chart": chart, "candidates": candidates, "selected": {e.pk for e in entries}})
+        "rows": rows, "chart": chart, "candidates": candidates, "selected": {e.pk for e in entries},
+        "tests": tests})
+
+
+def _pair_tests(entries: list[LeaderboardEntry], metric: str) -> list[dict[str, Any]]:
+    """Each pair's paired test on ``metric`` (asked of a worker the first time it is needed)."""
+    with transaction.atomic():
+        return [ties.pair_summary(x, y, metric) for i, x in enumerate(entries) for y in entries[i + 1:]]
 
 
 # API (read anonymously)
@@ -211,6 +223,7 @@ def api_method(request: HttpRequest, pk: int) -> JsonResponse:
         "uses_extra_data": method.uses_extra_data,
         "url": request.build_absolute_uri(reverse("rankings:method", args=[method.pk])),
         "results": [{"track": e.split.benchmark.track, "split": e.split.name, "scores": e.scores,
+                     "intervals": e.intervals,
                      "scorer_version": e.scorer_version, "verified": e.is_verified} for e in entries]})
 
 
@@ -219,9 +232,13 @@ def api_compare(request: HttpRequest, track: str) -> JsonResponse:
     view = _view(request, track)
     entries = _compare_entries(request, view.split)
     return JsonResponse({"track": track, "split": view.split.name, "columns": view.all_columns,
+                         "metric": view.metric,
                          "entries": [{"entry_id": e.pk, "method": e.name, "reported_in_paper": e.is_paper,
-                                      "scores": {c: e.scores.get(c) for c in view.all_columns}}
-                                     for e in entries]})
+                                      "scores": {c: e.scores.get(c) for c in view.all_columns},
+                                      "intervals": {c: e.intervals[c] for c in view.all_columns
+                                                    if e.intervals.get(c) is not None}}
+                                     for e in entries],
+                         "tests": _pair_tests(entries, view.metric)})
 
 
 @cached_page("track")

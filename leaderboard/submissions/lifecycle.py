@@ -274,6 +274,7 @@ def record_result(*, submission_id: int, attempt: int, result: dict[str, Any], s
                       "predictions_sha256": result["predictions_sha256"],
                       "metrics": result["metrics"], "breakdown": result["breakdown"],
                       "details": result.get("details", {}), "warnings": result.get("warnings", []),
+                      "intervals": result.get("intervals") or {}, "bootstrap": result.get("bootstrap") or {},
                       "seconds": seconds, "device": device, "worker": worker[:200]})
         if submission.is_published:
             refresh_entry(submission.method, submission.split)

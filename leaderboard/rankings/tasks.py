@@ -1,0 +1,18 @@
+"""Site-side tasks of the rankings: paired-test answers from the scoring workers (queue SITE_QUEUE)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import shared_task
+from django.db import DatabaseError, InterfaceError
+
+from evaluation_workers import contracts
+from leaderboard.rankings import ties
+
+
+@shared_task(name=contracts.RECORD_PAIRED_TEST, autoretry_for=(DatabaseError, InterfaceError), retry_backoff=1,
+             retry_backoff_max=60, retry_jitter=True, max_retries=20, acks_late=True, reject_on_worker_lost=True,
+             ignore_result=True)
+def record_paired_test(**report: Any) -> None:
+    ties.record_paired_test(**report)
