@@ -115,8 +115,9 @@ def _entry_chart(entry: LeaderboardEntry) -> Any:
               ("Best", [profile[g]["best"] for g in spec.groups]),
               ("Median", [profile[g]["median"] for g in spec.groups])]
     title = f"{entry.name}: {metric} per {spec.group_label.lower()} on {spec.title} {entry.split.name}"
-    return charts.radar(spec.groups, series, title) if len(spec.groups) >= 5 and spec.name == "openscan" \
-        else charts.bars(spec.groups, series, title)
+    errors = [entry.intervals.get(f"{g}/{metric}") for g in spec.groups]
+    return charts.radar(spec.groups, series, title, errors) if len(spec.groups) >= 5 and spec.name == "openscan" \
+        else charts.bars(spec.groups, series, title, errors)
 
 
 def _visible_entries(request: HttpRequest, entries: Any) -> list[LeaderboardEntry]:
