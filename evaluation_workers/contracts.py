@@ -147,3 +147,28 @@ class PairedTestReport(TypedDict):
     interval: list[float] | None
     resamples: int
     error: str
+
+
+# Intervals too costly to compute before the score is shown (a CPU worker on MMScan's
+# full test split): the scoring worker reports the result without them, then sends
+# itself a follow-up on the track's bulk queue, which reports them to the site.
+COMPUTE_INTERVALS = "evaluation.compute_intervals"
+RECORD_INTERVALS = "submissions.record_intervals"
+
+
+class IntervalsRequest(TypedDict):
+    schema: int
+    submission_id: int
+    track: str
+    scorer_version: str
+    outcomes_key: str
+    reply_queue: str
+
+
+class IntervalsReport(TypedDict):
+    """``intervals`` and ``bootstrap`` as in the result JSON (aggregates only)."""
+
+    submission_id: int
+    scorer_version: str
+    intervals: dict[str, Any]
+    bootstrap: dict[str, Any]

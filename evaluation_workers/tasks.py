@@ -182,6 +182,10 @@ def _score(request: contracts.ScoreRequest, reporter: Reporter) -> None:
         seconds = time.monotonic() - started
         log.info("Scored submission %s (%s) in %.2f s", request["submission_id"], request["track"], seconds)
         reporter.result(result, seconds, device_name())
+        if result.get("bootstrap", {}).get("deferred"):  # the score is shown; the intervals follow
+            from evaluation_workers.deferred_intervals import request_later
+
+            request_later(request["submission_id"], result, request["reply_queue"])
 
 
 def _keep_outcomes(track: str, result: dict[str, Any], per_unit: dict[str, Any]) -> None:

@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
+from array_api_compat import is_cupy_namespace
 
 from evaluation_workers._xp import array_namespace, cumsum64, segment_sums, to_device, to_numpy
 
@@ -64,6 +65,29 @@ def resamples_setting() -> int:
     if value < 0:
         raise ValueError(f"Expected EVAL_BOOTSTRAP_RESAMPLES >= 0, but got {value}")
     return value
+
+
+# Resamples x entries above which a CPU worker defers the intervals to a follow-up task
+# (MMScan's full test split: 209,717 prompts, tens of millions of pooled boxes).
+DEFAULT_INLINE_MAX = 2_000_000_000
+
+
+def inline_max_setting() -> int:
+    """``EVAL_BOOTSTRAP_INLINE_MAX``: the most resampled entries scored inline on a CPU worker."""
+    raw = os.environ.get("EVAL_BOOTSTRAP_INLINE_MAX", str(DEFAULT_INLINE_MAX))
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"Expected EVAL_BOOTSTRAP_INLINE_MAX to be an integer, but got {raw!r}") from None
+
+
+def deferred(entries: int, resamples: int | None = None) -> bool:
+    """Whether intervals over ``entries`` resampled entries wait for a follow-up task (CPU workers only:
+    a GPU does them in seconds)."""
+    from evaluation_workers._xp import device_name
+
+    resamples = resamples_setting() if resamples is None else resamples
+    return resamples > 0 and device_name() == "cpu" and resamples * entries > inline_max_setting()
 
 
 def draw_indices(n_units: int, resamples: int, seed: int = SEED) -> Iterator[np.ndarray]:
@@ -203,7 +227,8 @@ def running_sums(counts: Any, unit: np.ndarray, ends: np.ndarray) -> Any:
         per_segment = np.bincount(used * ends.shape[0] + segment, minlength=n * ends.shape[0])
         upto = np.cumsum(per_segment.reshape(n, ends.shape[0]), axis=1).astype(np.float64)
         return counts @ xp.asarray(upto)
-    rows = max(1, GATHER_ELEMENTS // used.shape[0])
+    # A GPU wants few large kernels; a CPU wants the gathered rows to stay in its cache.
+    rows = max(1, (MAX_ELEMENTS if is_cupy_namespace(xp) else GATHER_ELEMENTS) // used.shape[0])
     used_d, starts_d = xp.asarray(used), xp.asarray(starts)
     parts = [segment_sums(xp.take(counts[r0 : min(r0 + rows, b), :], used_d, axis=1), starts_d, xp)
              for r0 in range(0, b, rows)]

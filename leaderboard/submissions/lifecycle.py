@@ -284,6 +284,24 @@ def record_result(*, submission_id: int, attempt: int, result: dict[str, Any], s
     return stored
 
 
+def record_intervals(*, submission_id: int, scorer_version: str, intervals: dict[str, Any],
+                     bootstrap: dict[str, Any]) -> bool:
+    """Intervals computed after the result (``contracts.RECORD_INTERVALS``): onto that result, and its row.
+
+    Only a result still waiting for them takes them (a re-score since has its own); returns whether one did.
+    """
+    with transaction.atomic():
+        result = (Result.objects.select_for_update().select_related("submission__method", "submission__split")
+                  .filter(submission_id=submission_id, scorer_version=scorer_version).first())
+        if result is None or not (result.bootstrap or {}).get("deferred"):
+            return False
+        Result.objects.filter(pk=result.pk).update(intervals=intervals, bootstrap=bootstrap)
+        submission = result.submission
+        if submission.is_published:
+            refresh_entry(submission.method, submission.split)
+    return True
+
+
 def record_failure(*, submission_id: int, attempt: int, kind: str, message: str) -> None:
     """A worker's failure report: refunds the platform's failures, counts format rejections apart."""
     do_fail(submission_id, kind, message, attempt=attempt, notify=True)

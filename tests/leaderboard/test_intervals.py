@@ -203,3 +203,24 @@ def test_a_withdrawn_row_drops_its_mark(owner, two_rows, answer):
     ties.do_refresh_ties(lower.split)
     lower.refresh_from_db()
     assert lower.tied_with_id is None
+
+
+def test_intervals_that_follow_the_score_reach_the_result_and_the_row(client, owner, sqa3d_split, sqa3d_files,
+                                                                      sent_tasks, monkeypatch):
+    monkeypatch.setenv("EVAL_BOOTSTRAP_INLINE_MAX", "1")
+    entry, result = publish(owner, sqa3d_files, "Later")
+    assert result["bootstrap"]["deferred"] and entry.intervals == {}
+    client.force_login(owner)
+    assert "being computed after them" in client.get(f"/submissions/{entry.submission_id}/").content.decode()
+    monkeypatch.setenv("EVAL_BOOTSTRAP_INLINE_MAX", "2000000000")
+    full = get_track("sqa3d").score(sqa3d_files["labels"], sqa3d_files["labels"].parent / "Later.json",
+                                    lambda f, m="": None)
+    report = {"submission_id": entry.submission_id, "scorer_version": "1.1.0", "intervals": full["intervals"],
+              "bootstrap": full["bootstrap"]}
+    assert lifecycle.record_intervals(**report)
+    entry.refresh_from_db()
+    assert entry.intervals["EM"] == full["intervals"]["EM"]
+    assert Result.objects.get(pk=entry.result_id).bootstrap["resamples"] == 1000
+    assert not lifecycle.record_intervals(**report), "only a result still waiting for them takes them"
+    page = client.get(f"/submissions/{entry.submission_id}/").content.decode()
+    assert "being computed" not in page and 'id="overall-intervals"' in page

@@ -111,8 +111,10 @@ def score(labels: Path, predictions: Path, progress: Progress = no_progress,
     if outcomes is not None:
         outcomes.update(per_prompt)
     progress(0.95, "confidence intervals")
-    uncertainty = bootstrap.intervals(intervals.statistic(per_prompt), intervals.units_of(per_prompt),
-                                      intervals.UNIT, xp=xp, width=intervals.width(per_prompt))
+    later = bootstrap.deferred(intervals.entries(per_prompt))
+    uncertainty = None if later else bootstrap.intervals(
+        intervals.statistic(per_prompt), intervals.units_of(per_prompt), intervals.UNIT, xp=xp,
+        width=intervals.width(per_prompt))
     warnings = list(preds.warnings)
     if preds.missing:
         warnings.append(
@@ -130,6 +132,7 @@ def score(labels: Path, predictions: Path, progress: Progress = no_progress,
         details=values["details"],
         warnings=warnings,
         uncertainty=uncertainty,
+        deferred={"resamples": bootstrap.resamples_setting(), "unit": intervals.UNIT} if later else None,
     )
 
 

@@ -41,6 +41,11 @@ def units_of(outcomes: dict[str, np.ndarray]) -> int:
     return int(outcomes["group"].shape[0])
 
 
+def entries(outcomes: dict[str, np.ndarray]) -> int:
+    """What one resample gathers: every pooled prediction and every prompt."""
+    return int(outcomes["pool_sample"].shape[0] + outcomes["values"].size)
+
+
 def width(outcomes: dict[str, np.ndarray]) -> int:
     """The widest (b, width) temporary of the statistic, for the bootstrap's blocks."""
     hits = outcomes["pool_tp"].any(axis=1)

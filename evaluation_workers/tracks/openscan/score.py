@@ -208,8 +208,9 @@ def score(labels_path: Path, predictions_path: Path, progress: Progress = no_pro
     progress(0.95, "confidence intervals")
     if outcomes is not None:
         outcomes.update(per_scene)
-    uncertainty = bootstrap.intervals(intervals.statistic(per_scene), len(units), intervals.UNIT, xp=xp,
-                                      width=intervals.width(per_scene))
+    later = bootstrap.deferred(len(units) + sum(int(o["group"].shape[0]) for o in per_scene.values()))
+    uncertainty = None if later else bootstrap.intervals(intervals.statistic(per_scene), len(units), intervals.UNIT,
+                                                         xp=xp, width=intervals.width(per_scene))
     progress(1.0, "done")
     return make_result(
         track="openscan",
@@ -226,6 +227,7 @@ def score(labels_path: Path, predictions_path: Path, progress: Progress = no_pro
         },
         warnings=warnings,
         uncertainty=uncertainty,
+        deferred={"resamples": bootstrap.resamples_setting(), "unit": intervals.UNIT} if later else None,
     )
 
 

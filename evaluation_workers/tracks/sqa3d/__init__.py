@@ -135,7 +135,8 @@ def score(labels: Path, predictions: Path, progress: Progress, outcomes: dict[st
     per_question = {"em": em, "em_r": em_r, "type": type_index}
     if outcomes is not None:
         outcomes.update(per_question)
-    uncertainty = bootstrap.intervals(outcomes_statistic(per_question), n, UNIT)
+    later = bootstrap.deferred(n)
+    uncertainty = None if later else bootstrap.intervals(outcomes_statistic(per_question), n, UNIT)
     missing = n - len(answers)
     warnings = notes + _missing_warning(missing, n)
     if empty:
@@ -151,6 +152,7 @@ def score(labels: Path, predictions: Path, progress: Progress, outcomes: dict[st
         details={"answered": len(answers), "missing": missing},
         warnings=warnings,
         uncertainty=uncertainty,
+        deferred={"resamples": bootstrap.resamples_setting(), "unit": UNIT} if later else None,
     )
 
 
