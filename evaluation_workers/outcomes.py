@@ -14,7 +14,9 @@ network folder) for a test to find outcomes another host wrote; a test whose
 outcomes are missing is answered "unavailable", never guessed.
 
 Format: one ``.npz`` (no pickle) per result; a nested ``{aspect: {name: array}}``
-is stored under ``"<aspect>/<name>"``.
+is stored under ``"<aspect>/<name>"``. Integer arrays are stored in the
+narrowest integer type that holds them and read back as int64 (MMScan's full
+test split pools tens of millions of boxes: prompt ids fit int32, categories int8).
 """
 
 from __future__ import annotations
@@ -33,15 +35,26 @@ def root() -> Path:
     return Path(os.environ.get("EVAL_OUTCOMES_DIR") or "data/outcomes")
 
 
+def _narrow(array: Any) -> np.ndarray:
+    array = np.asarray(array)
+    if array.dtype.kind not in "iu" or not array.size:
+        return array
+    lo, hi = int(array.min()), int(array.max())
+    for dtype in (np.int8, np.int16, np.int32):
+        if np.iinfo(dtype).min <= lo and hi <= np.iinfo(dtype).max:
+            return array.astype(dtype)
+    return array
+
+
 def _flatten(outcomes: dict[str, Any]) -> dict[str, np.ndarray]:
     flat: dict[str, np.ndarray] = {}
     for name, value in outcomes.items():
         if isinstance(value, dict):
             for inner, array in value.items():
                 if array is not None:
-                    flat[f"{name}/{inner}"] = np.asarray(array)
+                    flat[f"{name}/{inner}"] = _narrow(array)
         elif value is not None:
-            flat[name] = np.asarray(value)
+            flat[name] = _narrow(value)
     return flat
 
 
@@ -54,6 +67,10 @@ def _unflatten(flat: dict[str, np.ndarray]) -> dict[str, Any]:
         else:
             out[name] = array
     return out
+
+
+def _widen(array: np.ndarray) -> np.ndarray:
+    return array.astype(np.int64) if array.dtype.kind in "iu" else array
 
 
 def save(key: str, outcomes: dict[str, Any]) -> None:
@@ -75,6 +92,6 @@ def load(key: str) -> dict[str, Any] | None:
     path = _safe_join(root(), key)
     try:
         with np.load(path, allow_pickle=False) as data:
-            return _unflatten({name: data[name] for name in data.files})
+            return _unflatten({name: _widen(data[name]) for name in data.files})
     except FileNotFoundError:
         return None

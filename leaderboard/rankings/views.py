@@ -173,8 +173,8 @@ def compare(request: HttpRequest, track: str) -> HttpResponse:
     for header, column in zip(view.headers, view.columns):
         values = [e.scores.get(column) for e in entries]
         base = values[0] if values else None
-        rows.append((header, [(v, None if (i == 0 or v is None or base is None) else v - base)
-                              for i, v in enumerate(values)]))
+        rows.append((header, [(v, None if (i == 0 or v is None or base is None) else v - base,
+                               entries[i].intervals.get(column)) for i, v in enumerate(values)]))
     chart = charts.bars(spec.groups, [(e.name, [e.scores.get(f"{g}/{view.metric}") for g in spec.groups])
                                       for e in entries], f"{view.metric} per {spec.group_label.lower()}") \
         if len(entries) >= 2 else ""

@@ -92,10 +92,12 @@ def test_a_submission_against_itself_is_not_significant(tmp_path: Path) -> None:
 
 def test_outcomes_round_trip_through_the_worker_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EVAL_OUTCOMES_DIR", str(tmp_path))
-    kept = {"material": {"group": np.arange(3), "score": np.array([0.5, 0.2, 0.1])}, "em": np.array([True])}
+    kept = {"material": {"group": np.arange(3), "score": np.array([0.5, 0.2, 0.1]),
+                         "unit": np.array([0, 70_000, -3])}, "em": np.array([True])}
     outcomes.save("openscan/abc/def-v1.1.0.npz", kept)
     back = outcomes.load("openscan/abc/def-v1.1.0.npz")
     assert back is not None and back["em"].tolist() == [True]
     assert back["material"]["score"].tolist() == [0.5, 0.2, 0.1]
+    assert back["material"]["unit"].tolist() == [0, 70_000, -3] and back["material"]["unit"].dtype == np.int64
     assert outcomes.load("openscan/abc/none.npz") is None
     assert not list(tmp_path.rglob(".part-*"))
