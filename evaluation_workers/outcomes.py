@@ -35,14 +35,15 @@ def root() -> Path:
     return Path(os.environ.get("EVAL_OUTCOMES_DIR") or "data/outcomes")
 
 
-def _narrow(array: Any) -> np.ndarray:
-    array = np.asarray(array)
+def _narrow(value: Any) -> np.ndarray:
+    array: np.ndarray = np.asarray(value)
     if array.dtype.kind not in "iu" or not array.size:
         return array
     lo, hi = int(array.min()), int(array.max())
     for dtype in (np.int8, np.int16, np.int32):
         if np.iinfo(dtype).min <= lo and hi <= np.iinfo(dtype).max:
-            return array.astype(dtype)
+            narrow: np.ndarray = array.astype(dtype)
+            return narrow
     return array
 
 
