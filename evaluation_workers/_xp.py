@@ -18,7 +18,7 @@ import numpy as np
 from array_api_compat import array_namespace, is_cupy_namespace
 
 __all__ = ["array_namespace", "backend", "to_device", "to_numpy", "bincount",
-           "cummax_reverse", "cumsum64", "device_name", "scatter_set"]
+           "cummax_reverse", "cumsum64", "device_name", "scatter_set", "segment_sums"]
 
 
 @functools.cache
@@ -108,6 +108,22 @@ def cumsum64(x: Any, axis: int = -1) -> Any:
     """Cumulative sum accumulated in float64 (counts of millions of predictions stay exact)."""
     xp = array_namespace(x)
     return xp.cumulative_sum(xp.astype(x, xp.float64), axis=axis)
+
+
+def segment_sums(x: Any, starts: Any, xp: Any = None) -> Any:
+    """Sums of ``x`` (b, R) along its last axis over the segments [starts[j], starts[j+1]), in float64.
+
+    ``starts`` (J,) strictly increasing, ``starts[0] == 0``; the last segment ends at R.
+    NumPy's ``add.reduceat`` does it in one pass; elsewhere a running sum and two takes.
+    ``xp`` may be given: callers in a loop over row chunks skip looking it up each time.
+    """
+    xp = xp or array_namespace(x)
+    native = getattr(getattr(xp, "add", None), "reduceat", None)
+    if native is not None and not is_cupy_namespace(xp):
+        return native(x, starts, axis=-1, dtype=xp.float64)
+    total = xp.concat([xp.zeros((x.shape[0], 1), dtype=xp.float64), cumsum64(x, axis=-1)], axis=-1)
+    ends = xp.concat([starts[1:], xp.asarray([x.shape[-1]], dtype=starts.dtype)])
+    return xp.take(total, ends, axis=-1) - xp.take(total, starts, axis=-1)
 
 
 def scatter_set(x: Any, index: Any, values: Any) -> Any:

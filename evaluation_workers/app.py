@@ -15,7 +15,8 @@ import os
 
 from celery import Celery
 
-app = Celery("evaluation_workers", include=["evaluation_workers.tasks", "evaluation_workers.presence"])
+app = Celery("evaluation_workers", include=["evaluation_workers.tasks", "evaluation_workers.significance",
+                                          "evaluation_workers.deferred_intervals", "evaluation_workers.presence"])
 app.conf.update(
     broker_url=os.environ.get("EVAL_BROKER_URL") or os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"),
     # Scoring is idempotent (a re-run overwrites the same result), so a task is

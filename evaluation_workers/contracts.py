@@ -112,3 +112,68 @@ class WorkerInfo(TypedDict):
     versions: dict[str, str]
     started_at: float
     seen_at: float
+
+
+# Paired significance tests (issue 13). The site asks for one by name; a scoring
+# worker loads both submissions' per-unit outcomes (worker-only storage, keyed by
+# ``outcomes_key``) and answers with the p-value and the paired interval only.
+PAIRED_TEST = "evaluation.paired_test"
+RECORD_PAIRED_TEST = "rankings.record_paired_test"
+
+
+def outcomes_key(track: str, labels_sha256: str, predictions_sha256: str, scorer_version: str) -> str:
+    """Where a worker keeps the per-unit outcomes of one result (relative to ``EVAL_OUTCOMES_DIR``)."""
+    return f"{track}/{labels_sha256}/{predictions_sha256}-v{scorer_version}.npz"
+
+
+class PairedTestRequest(TypedDict):
+    """Keyword arguments of ``PAIRED_TEST``: the outcomes of A and B, and the metric compared (A - B)."""
+
+    schema: int
+    test_id: int
+    track: str
+    metric: str
+    outcomes_a: str
+    outcomes_b: str
+    reply_queue: str
+
+
+class PairedTestReport(TypedDict):
+    """What ``RECORD_PAIRED_TEST`` receives: aggregates only, never a unit's outcome.
+
+    ``error`` is "" or a reason in words ("outcomes unavailable"); ``test`` names
+    the test ("mcnemar-exact", "paired-bootstrap").
+    """
+
+    test_id: int
+    test: str
+    difference: float | None
+    p_value: float | None
+    interval: list[float] | None
+    resamples: int
+    error: str
+
+
+# Intervals too costly to compute before the score is shown (a CPU worker on MMScan's
+# full test split): the scoring worker reports the result without them, then sends
+# itself a follow-up on the track's bulk queue, which reports them to the site.
+COMPUTE_INTERVALS = "evaluation.compute_intervals"
+RECORD_INTERVALS = "submissions.record_intervals"
+
+
+class IntervalsRequest(TypedDict):
+    schema: int
+    submission_id: int
+    track: str
+    scorer_version: str
+    outcomes_key: str
+    reply_queue: str
+
+
+class IntervalsReport(TypedDict):
+    """``intervals`` and ``bootstrap`` as in the result JSON (aggregates only)."""
+
+    submission_id: int
+    scorer_version: str
+    intervals: dict[str, Any]
+    bootstrap: dict[str, Any]

@@ -117,10 +117,14 @@ def split_result(result: Mapping[str, Any], collected: list[bootstrap.Units], pa
             partition_result(result, units, ~mask, PRIVATE, resamples)]
 
 
-def score(track: Any, labels: Path, predictions: Path, progress: Any) -> list[dict[str, Any]]:
+def score(track: Any, labels: Path, predictions: Path, progress: Any,
+          outcomes: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """What the worker records for one scoring: the track's result, or, where the labels hold a
-    partition, the public subset's result and the private remainder's (in that order)."""
+    partition, the public subset's result and the private remainder's (in that order).
+
+    ``outcomes`` is handed to the track's ``score`` (its per-unit outcomes, over every unit).
+    """
     partition = read_partition(labels)
     with bootstrap.collecting() as collected:
-        result = track.score(labels, predictions, progress)
+        result = track.score(labels, predictions, progress, **({} if outcomes is None else {"outcomes": outcomes}))
     return [result] if partition is None else split_result(result, collected, partition)

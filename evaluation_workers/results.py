@@ -73,12 +73,15 @@ def make_result(
     details: Mapping[str, Any] | None = None,
     warnings: Sequence[str] = (),
     uncertainty: tuple[Mapping[str, Any], Mapping[str, Any]] | None = None,
+    deferred: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Assemble the result JSON; NaN and inf become null, numpy scalars plain numbers.
 
     ``uncertainty`` is ``(intervals, bootstrap)`` from ``metrics.bootstrap.intervals``;
     when given the result also holds ``"intervals"`` ({"<metric>" or
     "<group>/<metric>": [lo, hi] or null}) and ``"bootstrap"`` (how they were drawn).
+    ``deferred`` (``{"resamples", "unit"}``) says instead that a follow-up task
+    computes them (``"bootstrap": {"deferred": true, ...}``, no ``"intervals"``).
     """
     result = {
         "track": track,
@@ -93,4 +96,6 @@ def make_result(
     if uncertainty is not None:
         result["intervals"] = _clean(uncertainty[0])
         result["bootstrap"] = _clean(uncertainty[1])
+    elif deferred is not None:
+        result["bootstrap"] = {"deferred": True, **_clean(deferred)}
     return result

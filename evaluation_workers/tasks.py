@@ -31,7 +31,7 @@ from typing import Any
 from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded, WorkerLostError
 from celery.signals import task_failure
 
-from evaluation_workers import attempts, contracts, partitions
+from evaluation_workers import attempts, contracts, outcomes, partitions
 from evaluation_workers.app import app
 from evaluation_workers.errors import PlatformError, SubmissionError
 from evaluation_workers.labels_cache import labels_for
@@ -162,9 +162,12 @@ def _score(request: contracts.ScoreRequest, reporter: Reporter) -> None:
             def progress(fraction: float, message: str = "") -> None:
                 reporter.progress(FETCHED + (1.0 - FETCHED) * fraction, message)
 
+            per_unit: dict[str, Any] = {}
             with labels_for(request["labels_key"]) as labels:
                 # Labels with a public subset give two results: the public one first, then the private.
-                results = partitions.score(track, labels, predictions, progress)
+                results = partitions.score(track, labels, predictions, progress, outcomes=per_unit)
+            if per_unit:
+                _keep_outcomes(track.name, results[0], per_unit)
     except SubmissionError as exc:
         reporter.failure("invalid_input", exc.message)
     except PlatformError as exc:
@@ -183,6 +186,25 @@ def _score(request: contracts.ScoreRequest, reporter: Reporter) -> None:
         seconds = time.monotonic() - started
         log.info("Scored submission %s (%s) in %.2f s", request["submission_id"], request["track"], seconds)
         reporter.result(results[0], seconds, device_name(), results[1:])
+        # The score is shown; the intervals follow. Only a result over every unit is deferred
+        # (partition results are never: ``partitions.partition_result``).
+        if results[0].get("bootstrap", {}).get("deferred"):
+            from evaluation_workers.deferred_intervals import request_later
+
+            request_later(request["submission_id"], results[0], request["reply_queue"])
+
+
+def _keep_outcomes(track: str, result: dict[str, Any], per_unit: dict[str, Any]) -> None:
+    """Keep the per-unit outcomes for paired tests, on the worker side only (``outcomes``).
+
+    A store that fails costs only those tests (answered "unavailable"), never the score.
+    """
+    key = contracts.outcomes_key(track, result["labels_sha256"], result["predictions_sha256"],
+                                 result["scorer_version"])
+    try:
+        outcomes.save(key, per_unit)
+    except OSError as exc:
+        log.warning("Could not keep the outcomes %s: %s", key, exc)
 
 
 @task_failure.connect

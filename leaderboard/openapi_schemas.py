@@ -49,6 +49,18 @@ PHASE = {
 QUOTA_USE = _obj({"used": INT, "limit": INT})
 QUOTA = {"per_day": QUOTA_USE, "total": QUOTA_USE, "in_flight": QUOTA_USE, "rejected_per_day": QUOTA_USE,
          "min_interval": _obj({"seconds": INT, "next_at": nullable(DATE)}), "resets_at": DATE}
+INTERVALS = {"type": "object",
+             "additionalProperties": {"type": "array", "items": NUM, "minItems": 2, "maxItems": 2},
+             "description": "95 % bootstrap percentile intervals [lo, hi] of the scores, keyed like them; a key "
+                            "is absent where there is none (paper rows have none)"}
+PAIRED_TEST = _obj({
+    "a": INT, "b": INT, "metric": STR,
+    "status": {"type": "string", "enum": ["done", "pending", "unavailable"]}, "reason": STR,
+    "test": {"type": "string", "description": "mcnemar-exact or paired-bootstrap; empty unless done"},
+    "difference": nullable(NUM), "p_value": nullable(NUM),
+    "interval": nullable({"type": "array", "items": NUM, "minItems": 2, "maxItems": 2}),
+    "significant": nullable(BOOL)},
+    description="Entry a against entry b (a - b) on the metric, paired on the split's units; only aggregates")
 
 SCHEMAS: dict[str, dict[str, Any]] = {
     "Result": _obj({
@@ -59,7 +71,10 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "metrics": {"type": "object", "additionalProperties": nullable(NUM), "description": "Overall, fractions"},
         "breakdown": {"type": "object", "additionalProperties": {"type": "object"},
                       "description": "Per group: each metric and 'count'"},
-        "details": {"type": "object"}, "warnings": {"type": "array", "items": STR}},
+        "details": {"type": "object"}, "warnings": {"type": "array", "items": STR},
+        "intervals": INTERVALS,
+        "bootstrap": {"type": "object", "description": "How the intervals were drawn: resamples, seed, unit, "
+                                                       "units, level, method, block; empty without intervals"}},
         description="Aggregate scores of one scorer version (never per-item results)"),
     "Submission": _obj({
         "id": INT, "track": STR, "split": STR, "method": STR, "team": STR, "file_name": STR,
@@ -83,7 +98,9 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "uses_extra_data": BOOL, "verified": BOOL, "scorer_version": STR, "submission_id": nullable(INT),
         "published_at": {"type": "string", "format": "date-time",
                          "description": "Published here; for a paper row, the paper's publication date"},
-        "scores": SCORES}),
+        "scores": SCORES, "intervals": INTERVALS,
+        "tied_with_entry_id": {"anyOf": [INT, {"type": "null"}],
+                               "description": "The row above when a paired test finds no significant difference"}}),
     "Leaderboard": _obj({
         "track": STR, "split": STR, "primary_metric": STR, "metrics": {"type": "array", "items": STR},
         "groups": {"type": "array", "items": STR}, "sort": STR, "order": {"type": "string", "enum": ["asc", "desc"]},
@@ -91,9 +108,11 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "scores_of": {"type": "string", "enum": ["all", "public", "private"],
                       "description": "The units the rows' scores cover"},
         "rows": {"type": "array", "items": ref("LeaderboardRow")}}),
-    "Compare": _obj({"track": STR, "split": STR, "columns": {"type": "array", "items": STR},
+    "Compare": _obj({"track": STR, "split": STR, "columns": {"type": "array", "items": STR}, "metric": STR,
                      "entries": {"type": "array", "items": _obj({"entry_id": INT, "method": STR,
-                                                                 "reported_in_paper": BOOL, "scores": SCORES})}}),
+                                                                 "reported_in_paper": BOOL, "scores": SCORES,
+                                                                 "intervals": INTERVALS})},
+                     "tests": {"type": "array", "items": PAIRED_TEST}}),
     "Progress": _obj({"track": STR, "split": STR, "metric": STR,
                       "points": {"type": "array", "items": _obj({"date": DATE, "best": NUM, "method": STR})}}),
     "PublicMethod": _obj({
@@ -103,7 +122,8 @@ SCHEMAS: dict[str, dict[str, Any]] = {
                                                                                         "paper_url and code_url"},
         "uses_extra_data": nullable(BOOL), "url": STR,
         "results": {"type": "array", "items": _obj({"track": STR, "split": STR, "scores": SCORES,
-                                                     "scorer_version": STR, "verified": BOOL, "protocol": STR})}}),
+                                                     "intervals": INTERVALS, "scorer_version": STR,
+                                                     "verified": BOOL, "protocol": STR})}}),
     "Method": _obj({
         "id": INT, "name": STR, "team": {"type": "string", "description": "Team slug"}, "description": STR,
         "authors": STR, "paper_url": STR, "code_url": STR, "uses_extra_data": nullable(BOOL), "details": STR,

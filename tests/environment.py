@@ -8,3 +8,9 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "leaderboard.settings")
 # Worker and live-server threads close their connections after each task or
 # request, so the test database can be dropped at the end of the run.
 os.environ.setdefault("CONN_MAX_AGE", "0")
+# Scoring in the test process keeps per-unit outcomes (evaluation_workers.outcomes): in a
+# folder of the run's own, not the checkout's data/.
+if not os.environ.get("EVAL_OUTCOMES_DIR"):
+    import tempfile
+
+    os.environ["EVAL_OUTCOMES_DIR"] = tempfile.mkdtemp(prefix="lb-test-outcomes-")

@@ -7,10 +7,20 @@ recomputes the exact metric of the resampled data as weighted sums (a unit
 drawn twice weighs 2), for b resamples at once, without a loop over items.
 
 Reproducibility: resamples come in fixed blocks of ``BLOCK`` rows; block j
-draws ``default_rng([seed, j]).integers(0, n, (rows, n))``. The counts are
+draws ``default_rng([seed, j]).integers(0, n, (rows, n), dtype=uint32)``
+(uint32: a third faster to draw than int64, and n never nears 2**32). The counts are
 drawn on the host with NumPy, so CPU and GPU workers, and any chunking of the
 work, see the same resamples. Two submissions on the same split see the same
 resamples too (the seed is fixed), which is what a paired comparison needs.
+
+The counts of a split depend only on (n, resamples, seed), so a worker keeps
+the last few small ones (``_cached_counts``): the second submission on a split
+skips the drawing.
+
+Ranked metrics (AP) need running sums of the resampled weights along a
+ranking, but only at a few positions (the true positives and the points just
+above them): ``running_sums`` gives those, cutting the ranking into segments
+instead of summing along all of it.
 
 Intervals are percentile intervals at ``LEVEL`` (``numpy.percentile``'s
 linear interpolation); resamples where a value is undefined (a group absent
@@ -19,6 +29,7 @@ from the resample) are left out of that value's interval.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -28,22 +39,27 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from array_api_compat import is_cupy_namespace
 
-from evaluation_workers._xp import to_device, to_numpy
+from evaluation_workers._xp import array_namespace, cumsum64, segment_sums, to_device, to_numpy
 
-DEFAULT_RESAMPLES = 0  # off until the site shows intervals and their cost is within bounds (benchmarks/bootstrap.py)
+DEFAULT_RESAMPLES = 1000  # the cost is measured by benchmarks/bootstrap.py (issue 13: under 20 % of scoring)
 SEED = 20240613
 BLOCK = 100  # resamples per random-number block; part of the definition of a resample
 LEVEL = 0.95
 # Elements (resamples x entries) a statistic may hold at once; blocks are cut to fit.
 MAX_ELEMENTS = 1 << 24
+# Counts kept per process for the next submission on the same split (bytes, uint8 each).
+CACHE_BYTES = 1 << 25
+# Rows x entries gathered at once by ``running_sums``: small enough to stay in the CPU's cache.
+GATHER_ELEMENTS = 1 << 15
 
 Statistic = Callable[[Any], Mapping[str, Any]]
 """(b, n) float64 counts in ``xp`` -> {key: (b,) values, NaN where undefined}."""
 
 
 def resamples_setting() -> int:
-    """``EVAL_BOOTSTRAP_RESAMPLES`` (0, off, by default; 1,000 is the intended setting)."""
+    """``EVAL_BOOTSTRAP_RESAMPLES`` (1,000 by default; 0 turns intervals off)."""
     raw = os.environ.get("EVAL_BOOTSTRAP_RESAMPLES", str(DEFAULT_RESAMPLES))
     try:
         value = int(raw)
@@ -54,11 +70,34 @@ def resamples_setting() -> int:
     return value
 
 
+# Resamples x entries above which a CPU worker defers the intervals to a follow-up task
+# (MMScan's full test split: 209,717 prompts, tens of millions of pooled boxes).
+DEFAULT_INLINE_MAX = 2_000_000_000
+
+
+def inline_max_setting() -> int:
+    """``EVAL_BOOTSTRAP_INLINE_MAX``: the most resampled entries scored inline on a CPU worker."""
+    raw = os.environ.get("EVAL_BOOTSTRAP_INLINE_MAX", str(DEFAULT_INLINE_MAX))
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"Expected EVAL_BOOTSTRAP_INLINE_MAX to be an integer, but got {raw!r}") from None
+
+
+def deferred(entries: int, resamples: int | None = None) -> bool:
+    """Whether intervals over ``entries`` resampled entries wait for a follow-up task (CPU workers only:
+    a GPU does them in seconds)."""
+    from evaluation_workers._xp import device_name
+
+    resamples = resamples_setting() if resamples is None else resamples
+    return resamples > 0 and device_name() == "cpu" and resamples * entries > inline_max_setting()
+
+
 def draw_indices(n_units: int, resamples: int, seed: int = SEED) -> Iterator[np.ndarray]:
     """The resamples as index arrays, block by block: (rows, n) int64, rows <= BLOCK."""
     for j, start in enumerate(range(0, resamples, BLOCK)):
         rows = min(BLOCK, resamples - start)
-        yield np.random.default_rng([seed, j]).integers(0, n_units, size=(rows, n_units))
+        yield np.random.default_rng([seed, j]).integers(0, n_units, size=(rows, n_units), dtype=np.uint32)
 
 
 def counts_of(indices: np.ndarray, n_units: int) -> np.ndarray:
@@ -66,6 +105,31 @@ def counts_of(indices: np.ndarray, n_units: int) -> np.ndarray:
     rows = indices.shape[0]
     flat = indices + (np.arange(rows, dtype=np.int64) * n_units)[:, None]
     return np.bincount(flat.ravel(), minlength=rows * n_units).reshape(rows, n_units).astype(np.float64)
+
+
+def _draw_counts(n_units: int, resamples: int, seed: int) -> Iterator[np.ndarray]:
+    for indices in draw_indices(n_units, resamples, seed):
+        yield counts_of(indices, n_units)
+
+
+@functools.lru_cache(maxsize=4)
+def _cached_counts(n_units: int, resamples: int, seed: int) -> tuple[np.ndarray, ...] | None:
+    blocks = list(_draw_counts(n_units, resamples, seed))
+    # uint8 holds any real resample (a unit drawn 255 times is beyond belief); if one
+    # ever is, that split is simply not cached.
+    if any(int(c.max(initial=0)) > 255 for c in blocks):
+        return None
+    return tuple(c.astype(np.uint8) for c in blocks)
+
+
+def all_counts(n_units: int, resamples: int, seed: int = SEED) -> Iterator[np.ndarray]:
+    """The resamples' (rows, n) float64 counts, block by block (kept for the next call when small)."""
+    cached = _cached_counts(n_units, resamples, seed) if n_units * resamples <= CACHE_BYTES else None
+    if cached is None:
+        yield from _draw_counts(n_units, resamples, seed)
+        return
+    for block in cached:
+        yield block.astype(np.float64)
 
 
 def replicates(
@@ -80,18 +144,26 @@ def replicates(
     units only (a partition's), the others weigh 0; the draws are those of m
     units, so they match resampling the subset's units scored on their own.
     """
+    from threadpoolctl import threadpool_limits
+
     from evaluation_workers._xp import backend
 
     xp = xp or backend()
     rows_at_once = max(1, MAX_ELEMENTS // max(width, n_units, 1))
     parts: dict[str, list[np.ndarray]] = {}
     drawn = n_units if subset is None else int(subset.shape[0])
-    for indices in draw_indices(drawn, resamples, seed):
-        counts = counts_of(indices if subset is None else subset[indices], n_units)
-        for r0 in range(0, counts.shape[0], rows_at_once):
-            values = statistic(to_device(counts[r0 : r0 + rows_at_once], xp))
-            for key, v in values.items():
-                parts.setdefault(key, []).append(np.asarray(to_numpy(v), dtype=np.float64))
+    # The products here are thin ((b, n) x (n, k), k a few dozen): BLAS threads only wait on
+    # each other, and on a busy machine they made SQA3D's bootstrap ten times slower.
+    with threadpool_limits(limits=1, user_api="blas"):
+        for counts in all_counts(drawn, resamples, seed):
+            if subset is not None:  # the subset's draws, put in its units' columns (the others weigh 0)
+                full = np.zeros((counts.shape[0], n_units), dtype=np.float64)
+                full[:, subset] = counts
+                counts = full
+            for r0 in range(0, counts.shape[0], rows_at_once):
+                values = statistic(to_device(counts[r0 : r0 + rows_at_once], xp))
+                for key, v in values.items():
+                    parts.setdefault(key, []).append(np.asarray(to_numpy(v), dtype=np.float64))
     return {key: np.concatenate(v) for key, v in parts.items()}
 
 
@@ -169,3 +241,40 @@ def nanmean_last(xp: Any, x: Any) -> Any:
     total = xp.sum(xp.where(defined, x, xp.zeros_like(x)), axis=-1)
     count = xp.astype(xp.sum(xp.astype(defined, xp.int64), axis=-1), xp.float64)
     return weighted_ratio(xp, total, count)
+
+
+def running_sums(counts: Any, unit: np.ndarray, ends: np.ndarray) -> Any:
+    """Resampled weights summed along a ranking, at some of its positions.
+
+    Args:
+        counts: (b, n) float64, the resamples' counts of each unit.
+        unit: (R,) int, the unit of each entry of the ranking, in ranking order.
+        ends: (J,) int, strictly increasing positions in ``unit``.
+
+    Returns:
+        (b, J) float64: ``out[:, j] = sum(counts[:, unit[e]] for e <= ends[j])``,
+        an entry drawn k times counted k times.
+
+    With few units (OpenScan's scenes) this is one matrix product with the
+    (n, J) matrix of how many entries of each unit lie up to each position;
+    otherwise (MMScan's prompts) each segment between two positions is
+    gathered and summed, a few rows at a time so that the gathered weights
+    stay in the CPU's cache.
+    """
+    xp = array_namespace(counts)
+    b, n = counts.shape
+    if ends.shape[0] == 0:
+        return xp.zeros((b, 0), dtype=xp.float64)
+    used = unit[: int(ends[-1]) + 1]
+    starts = np.concatenate([[0], ends[:-1] + 1]).astype(np.int64)
+    segment = np.repeat(np.arange(ends.shape[0]), np.diff(np.append(starts, used.shape[0])))
+    if n * ends.shape[0] <= min(MAX_ELEMENTS, 16 * used.shape[0]):
+        per_segment = np.bincount(used * ends.shape[0] + segment, minlength=n * ends.shape[0])
+        upto = np.cumsum(per_segment.reshape(n, ends.shape[0]), axis=1).astype(np.float64)
+        return counts @ xp.asarray(upto)
+    # A GPU wants few large kernels; a CPU wants the gathered rows to stay in its cache.
+    rows = max(1, (MAX_ELEMENTS if is_cupy_namespace(xp) else GATHER_ELEMENTS) // used.shape[0])
+    used_d, starts_d = xp.asarray(used), xp.asarray(starts)
+    parts = [segment_sums(xp.take(counts[r0 : min(r0 + rows, b), :], used_d, axis=1), starts_d, xp)
+             for r0 in range(0, b, rows)]
+    return cumsum64(xp.concat(parts, axis=0) if len(parts) > 1 else parts[0], axis=1)

@@ -60,12 +60,18 @@ class Track:
             the public manifest.
         validate: ``(predictions, manifest) -> summary``; checks a predictions file
             against the public manifest only, raising ``SubmissionError``.
-        score: ``(labels, predictions, progress) -> result``; ``labels`` is an
-            official labels folder or file, or one ``prepare_labels`` wrote.
+        score: ``(labels, predictions, progress, outcomes=None) -> result``; ``labels`` is an
+            official labels folder or file, or one ``prepare_labels`` wrote; a dict
+            passed as ``outcomes`` is filled with the per-unit outcomes (see ``statistic``).
         manifest: ``(labels) -> manifest``; the public manifest of a labels folder.
         wants_gpu: whether scoring benefits from the GPU queue when one exists.
         protocols: the ways numbers on this track are produced, this service's
             scorer first; empty when there is only one (rows then show none).
+        unit: what the bootstrap resamples ("question", "prompt", "scene").
+        statistic: ``(outcomes) -> bootstrap statistic``; ``outcomes`` is what
+            ``score(..., outcomes={})`` fills in (per-unit outcomes, worker-only).
+        units_of: ``(outcomes) -> n``, the number of units they cover.
+        width: ``(outcomes) -> w``, the widest (b, w) temporary of the statistic.
     """
 
     name: str
@@ -79,12 +85,16 @@ class Track:
     max_upload_bytes: int
     prepare_labels: Callable[[Path, Path], Manifest]
     validate: Callable[[Path, Manifest], dict[str, Any]]
-    score: Callable[[Path, Path, Progress], Result]
+    score: Callable[..., Result]
     manifest: Callable[[Path], Manifest]
     wants_gpu: bool = False
     description: str = ""
     metric_families: tuple[tuple[str, ...], ...] = field(default=())
     protocols: tuple[ScoringProtocol, ...] = field(default=())
+    unit: str = ""
+    statistic: Callable[[Any], Any] | None = None
+    units_of: Callable[[Any], int] | None = None
+    width: Callable[[Any], int] | None = None
 
     def protocol(self, key: str) -> ScoringProtocol | None:
         """The declared protocol called ``key`` (None for an unknown or empty key)."""

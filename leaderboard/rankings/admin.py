@@ -3,7 +3,7 @@ from typing import Any
 from django.contrib import admin
 
 from leaderboard.lib.pagecache import bump
-from leaderboard.rankings.models import LeaderboardEntry
+from leaderboard.rankings.models import LeaderboardEntry, PairedTest
 
 
 @admin.register(LeaderboardEntry)
@@ -24,3 +24,17 @@ class LeaderboardEntryAdmin(admin.ModelAdmin):
         for track in set(queryset.values_list("split__benchmark__track", flat=True)):
             bump(track)
         super().delete_queryset(request, queryset)
+
+
+@admin.register(PairedTest)
+class PairedTestAdmin(admin.ModelAdmin):
+    """Read-only: tests are asked and answered by the site and the workers (``rankings.ties``)."""
+
+    list_display = ("metric", "result_a", "result_b", "test", "p_value", "error", "requested_at", "computed_at")
+    list_filter = ("metric", "test")
+
+    def has_add_permission(self, request: Any) -> bool:
+        return False
+
+    def has_change_permission(self, request: Any, obj: Any = None) -> bool:
+        return False

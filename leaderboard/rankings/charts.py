@@ -2,7 +2,9 @@
 without JavaScript and crisp at any width.
 
 Values are fractions in [0, 1]; labels are escaped. Each function returns a
-complete ``<svg>`` element as safe markup.
+complete ``<svg>`` element as safe markup. ``errors`` (bars, radar) are the
+first series' 95 % intervals, one ``(lo, hi)`` or None per group, drawn as
+error bars (a paper row has none: nothing is drawn).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from django.utils.safestring import SafeString, mark_safe
 
 PALETTE = ["#2f5bd3", "#e07a1f", "#1a7f37", "#b42318", "#7a4cc2", "#0e7490"]
 Series = tuple[str, Sequence[float | None]]
+Errors = Sequence["Sequence[float] | None"]
 
 
 def _fmt(value: float | None) -> str:
@@ -31,16 +34,22 @@ def _legend(series: Sequence[Series], x: float, y: float) -> str:
     return "".join(parts)
 
 
-def _scale_max(series: Sequence[Series]) -> float:
+def _scale_max(series: Sequence[Series], errors: Errors | None = None) -> float:
     top = max((v for _, values in series for v in values if v is not None), default=0.0)
+    top = max([top] + [float(e[1]) for e in errors or () if e])
     # Round the axis up to the next 10 % so small values still fill the chart.
     return max(0.1, math.ceil(top * 10 + 1e-9) / 10)
 
 
-def radar(axes: Sequence[str], series: Sequence[Series], title: str = "") -> SafeString:
-    """A radar chart: one spoke per axis (e.g. OpenScan's aspects), one polygon per series."""
+def _error_title(label: str, group: str, bounds: Sequence[float]) -> str:
+    return escape(f"{label}, {group}: 95 % interval {_fmt(bounds[0])} to {_fmt(bounds[1])}")
+
+
+def radar(axes: Sequence[str], series: Sequence[Series], title: str = "", errors: Errors | None = None) -> SafeString:
+    """A radar chart: one spoke per axis (e.g. OpenScan's aspects), one polygon per series;
+    the first series' intervals as segments along the spokes."""
     size, cx, cy, radius = 420, 210, 200, 140
-    top = _scale_max(series)
+    top = _scale_max(series, errors)
     n = len(axes)
     angle = [(-math.pi / 2 + 2 * math.pi * i / n) for i in range(n)]
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {size} {size + 18 * len(series)}" '
@@ -67,15 +76,27 @@ def radar(axes: Sequence[str], series: Sequence[Series], title: str = "") -> Saf
         out.append(f'<polygon points="{pts}" fill="{color}" {style} stroke="{color}">'
                    f'<title>{escape(label)}: '
                    f'{escape(", ".join(f"{ax} {_fmt(v)}" for ax, v in zip(axes, values)))}</title></polygon>')
+    for a, label, bounds in zip(angle, axes, errors or ()):
+        if not bounds:
+            continue
+        (x1, y1), (x2, y2) = ((cx + radius * float(v) / top * math.cos(a), cy + radius * float(v) / top * math.sin(a))
+                              for v in bounds)
+        dx, dy = -4 * math.sin(a), 4 * math.cos(a)  # the caps, across the spoke
+        out.append(f'<g class="error-bar" stroke="#101828" stroke-width="1.5"><title>'
+                   f'{_error_title(series[0][0], label, bounds)}</title>'
+                   f'<line x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}"/>'
+                   f'<line x1="{x1 - dx:.1f}" y1="{y1 - dy:.1f}" x2="{x1 + dx:.1f}" y2="{y1 + dy:.1f}"/>'
+                   f'<line x1="{x2 - dx:.1f}" y1="{y2 - dy:.1f}" x2="{x2 + dx:.1f}" y2="{y2 + dy:.1f}"/></g>')
     out.append(_legend(series, 20, size - 8))
     out.append("</svg>")
     return mark_safe("".join(out))
 
 
-def bars(groups: Sequence[str], series: Sequence[Series], title: str = "") -> SafeString:
-    """Grouped bars: one group per question type or category, one bar per series."""
+def bars(groups: Sequence[str], series: Sequence[Series], title: str = "", errors: Errors | None = None) -> SafeString:
+    """Grouped bars: one group per question type or category, one bar per series;
+    the first series' intervals as error bars on its bars."""
     width, height, left, bottom, top_pad = 640, 260, 40, 40, 16
-    top = _scale_max(series)
+    top = _scale_max(series, errors)
     plot_w, plot_h = width - left - 10, height - bottom - top_pad
     group_w = plot_w / max(1, len(groups))
     bar_w = group_w * 0.8 / max(1, len(series))
@@ -94,6 +115,15 @@ def bars(groups: Sequence[str], series: Sequence[Series], title: str = "") -> Sa
             out.append(f'<rect x="{x0 + i * bar_w:.1f}" y="{top_pad + plot_h - h:.1f}" width="{bar_w - 2:.1f}" '
                        f'height="{h:.1f}" fill="{PALETTE[i % len(PALETTE)]}"><title>{escape(label)}, '
                        f'{escape(group)}: {_fmt(value)}</title></rect>')
+            bounds = errors[g] if errors and i == 0 and g < len(errors) else None
+            if bounds:
+                xm = x0 + i * bar_w + (bar_w - 2) / 2
+                y_lo, y_hi = (top_pad + plot_h * (1 - float(v) / top) for v in bounds)
+                out.append(f'<g class="error-bar" stroke="#101828" stroke-width="1.5"><title>'
+                           f'{_error_title(label, group, bounds)}</title>'
+                           f'<line x1="{xm:.1f}" y1="{y_lo:.1f}" x2="{xm:.1f}" y2="{y_hi:.1f}"/>'
+                           f'<line x1="{xm - 4:.1f}" y1="{y_lo:.1f}" x2="{xm + 4:.1f}" y2="{y_lo:.1f}"/>'
+                           f'<line x1="{xm - 4:.1f}" y1="{y_hi:.1f}" x2="{xm + 4:.1f}" y2="{y_hi:.1f}"/></g>')
         out.append(f'<text x="{left + (g + 0.5) * group_w:.1f}" y="{height - bottom + 16}" font-size="12" '
                    f'text-anchor="middle">{escape(group)}</text>')
     out.append(_legend(series, left, height - 6))

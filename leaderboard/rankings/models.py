@@ -19,20 +19,37 @@ def export_columns(spec: Any) -> list[str]:
     return list(spec.metrics) + [f"{g}/{m}" for g in spec.groups for m in spec.metrics]
 
 
+def interval_columns(columns: Sequence[str]) -> list[str]:
+    """The CSV columns of the intervals: ``<column>_lo``, ``<column>_hi`` after all the scores."""
+    return [f"{c}_{end}" for c in columns for end in ("lo", "hi")]
+
+
 TAG_LENGTH = 9
 
 
 def _columns_tag(columns: Sequence[str]) -> str:
-    return f"{zlib.crc32(chr(31).join(columns).encode()):08x}|"
+    # "+ci": texts written before they held the intervals are stale, whatever their columns.
+    return f"{zlib.crc32((chr(31).join(columns) + '+ci').encode()):08x}|"
 
 
-def export_texts(scores: Mapping[str, Any], columns: Sequence[str]) -> tuple[str, str]:
-    """The export columns of ``scores`` as a JSON object and as CSV cells, each
-    prefixed with a tag of ``columns`` (see ``is_current``)."""
+def export_texts(scores: Mapping[str, Any], columns: Sequence[str],
+                 intervals: Mapping[str, Any] | None = None) -> tuple[str, str]:
+    """The export columns of ``scores`` and their ``intervals`` as JSON members
+    (``"scores": {..}, "intervals": {..}``) and as CSV cells (the scores, then
+    ``interval_columns``), each prefixed with a tag of ``columns`` (see ``is_current``).
+
+    A row without intervals (reported in a paper, or scored before they
+    existed) has an empty ``"intervals"`` object and empty cells: nothing, not 0.
+    """
+    intervals = intervals or {}
     values = [scores.get(c) for c in columns]
+    bounds = [intervals.get(c) for c in columns]
+    cells = [("" if v is None else str(v)) for v in values]
+    cells += ["" if b is None else str(b[i]) for b in bounds for i in (0, 1)]
     tag = _columns_tag(columns)
-    return (tag + json.dumps(dict(zip(columns, values))),
-            tag + ",".join("" if v is None else str(v) for v in values))
+    members = {"scores": dict(zip(columns, values)),
+               "intervals": {c: b for c, b in zip(columns, bounds) if b is not None}}
+    return tag + json.dumps(members)[1:-1], tag + ",".join(cells)
 
 
 def is_current(text: str, columns: Sequence[str]) -> bool:
@@ -79,6 +96,12 @@ class LeaderboardEntry(models.Model):
     protocol = models.CharField(max_length=40, blank=True)
     primary_score = models.FloatField(null=True)
     scores = models.JSONField(default=dict)
+    # 95 % bootstrap intervals of ``scores`` ({"<key>": [lo, hi]}); empty for paper rows.
+    intervals = models.JSONField(default=dict, blank=True)
+    # The row above in the default ranking when a paired test found no significant
+    # difference between the two (``rankings.ties``); its p-value either way.
+    tied_with = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    tie_p_value = models.FloatField(null=True, blank=True)
     scorer_version = models.CharField(max_length=40, blank=True)
     # The export columns of ``scores`` as written into export.json and
     # export.csv, kept with the row: decoding and re-encoding every score of a
@@ -103,7 +126,38 @@ class LeaderboardEntry(models.Model):
 
     def save(self, *args: Any, **kwargs: Any) -> None:
         self.scores = {k: v for k, v in self.scores.items() if v is not None}
-        self.export_json, self.export_csv = export_texts(self.scores, export_columns(self.split.benchmark.spec))
-        if kwargs.get("update_fields") is not None and "scores" in kwargs["update_fields"]:
+        self.export_json, self.export_csv = export_texts(self.scores, export_columns(self.split.benchmark.spec),
+                                                         self.intervals)
+        if kwargs.get("update_fields") is not None and {"scores", "intervals"} & set(kwargs["update_fields"]):
             kwargs["update_fields"] = {*kwargs["update_fields"], "export_json", "export_csv"}
         super().save(*args, **kwargs)
+
+
+class PairedTest(models.Model):
+    """The outcome of a paired significance test of two results on one metric (A - B).
+
+    Asked of a scoring worker (``contracts.PAIRED_TEST``) when a compare page
+    or a change of ranking needs it; only the aggregates come back. Pending
+    while ``computed_at`` is empty; ``error`` says why there is no answer.
+    ``result_a`` has the smaller id, so each pair is asked once.
+    """
+
+    result_a = models.ForeignKey(Result, on_delete=models.CASCADE, related_name="+")
+    result_b = models.ForeignKey(Result, on_delete=models.CASCADE, related_name="+")
+    metric = models.CharField(max_length=100)
+    test = models.CharField(max_length=40, blank=True)
+    difference = models.FloatField(null=True, blank=True)
+    p_value = models.FloatField(null=True, blank=True)
+    interval_lo = models.FloatField(null=True, blank=True)
+    interval_hi = models.FloatField(null=True, blank=True)
+    resamples = models.PositiveIntegerField(default=0)
+    error = models.CharField(max_length=200, blank=True)
+    requested_at = models.DateTimeField(auto_now_add=True)
+    computed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["result_a", "result_b", "metric"],
+                                               name="one_paired_test_per_pair_and_metric")]
+
+    def __str__(self) -> str:
+        return f"{self.metric}: result {self.result_a_id} vs {self.result_b_id}"

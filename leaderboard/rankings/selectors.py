@@ -48,7 +48,8 @@ class LeaderboardView:
     Query parameters: ``metric`` (one of the track's metrics), ``sort`` (a
     column key, default the primary metric), ``order`` (``desc``|``asc``),
     ``paper`` (``0`` hides paper-reported rows), ``extra`` (``no`` hides
-    methods using extra training data, ``only`` keeps only those), ``page``.
+    methods using extra training data, ``only`` keeps only those), ``ci``
+    (``1`` shows each score's 95 % interval as ±), ``page``.
     """
 
     split: Split
@@ -58,6 +59,7 @@ class LeaderboardView:
     include_paper: bool = True
     extra: str = "any"
     page: int = 1
+    intervals: bool = False
     embargoed: bool = False
     columns: list[str] = field(default_factory=list)
     headers: list[str] = field(default_factory=list)
@@ -75,7 +77,8 @@ class LeaderboardView:
             page = 1
         extra = query.get("extra") if query.get("extra") in {"no", "only"} else "any"
         return cls(split=split, metric=metric, sort=sort, ascending=query.get("order") == "asc",
-                   include_paper=query.get("paper") != "0", extra=extra, page=page, embargoed=embargoed,
+                   include_paper=query.get("paper") != "0", extra=extra, page=page,
+                   intervals=query.get("ci") == "1", embargoed=embargoed,
                    columns=columns, headers=["Overall", *spec.groups])
 
     @property
@@ -89,9 +92,9 @@ class LeaderboardView:
 
         params = {"split": self.split.name, "metric": self.metric, "sort": self.sort,
                   "order": "asc" if self.ascending else "desc", "paper": "1" if self.include_paper else "0",
-                  "extra": self.extra, "page": self.page}
+                  "extra": self.extra, "ci": "1" if self.intervals else "0", "page": self.page}
         params.update(changes)
-        defaults = {"order": "desc", "paper": "1", "extra": "any", "page": 1}
+        defaults = {"order": "desc", "paper": "1", "extra": "any", "ci": "0", "page": 1}
         return urlencode({k: v for k, v in params.items() if defaults.get(k) != v})
 
 
@@ -127,9 +130,18 @@ def ordered_entries(view: LeaderboardView) -> QuerySet[LeaderboardEntry]:
 
 @dataclass
 class RankedRow:
+    """``cells``: the view's columns' values; ``bounds``: their intervals ([lo, hi] or None);
+    ``tied``: whether the row is statistically tied with the row just above it."""
+
     rank: int | None
     entry: LeaderboardEntry
     cells: list[Any]
+    bounds: list[Any] = field(default_factory=list)
+    tied: bool = False
+
+    @property
+    def pairs(self) -> list[tuple[Any, Any]]:
+        return list(zip(self.cells, self.bounds))
 
 
 @dataclass
@@ -152,6 +164,8 @@ def leaderboard_page(view: LeaderboardView, page_size: int = PAGE_SIZE) -> Page:
     offset = (number - 1) * page_size
     page_entries = list(entries[offset:offset + page_size])
     rows: list[RankedRow] = []
+    # Ties were tested along the default ranking (the primary metric, best first): shown only there.
+    default_order = view.sort == view.split.benchmark.spec.primary_metric and not view.ascending
     for i, entry in enumerate(page_entries):
         value = entry.sort_value
         if value is None:
@@ -164,7 +178,10 @@ def leaderboard_page(view: LeaderboardView, page_size: int = PAGE_SIZE) -> Page:
             rank = better + 1
         else:
             rank = offset + i + 1
-        rows.append(RankedRow(rank=rank, entry=entry, cells=[entry.scores.get(c) for c in view.columns]))
+        rows.append(RankedRow(rank=rank, entry=entry, cells=[entry.scores.get(c) for c in view.columns],
+                              bounds=[entry.intervals.get(c) for c in view.columns],
+                              tied=default_order and bool(rows) and entry.tied_with_id is not None
+                              and entry.tied_with_id == rows[-1].entry.pk))
     return Page(rows=rows, number=number, count=count, page_size=page_size)
 
 
@@ -175,7 +192,9 @@ def entry_as_json(row: RankedRow, columns: list[str]) -> dict[str, Any]:
             "reported_in_paper": e.is_paper, "note": e.paper_note, "paper_url": e.paper_url, "venue": e.venue,
             "protocol": e.protocol, "uses_extra_data": e.uses_extra_data,
             "verified": e.is_verified, "scorer_version": e.scorer_version, "submission_id": e.submission_id,
-            "published_at": e.published_at.isoformat(), "scores": {c: e.scores.get(c) for c in columns}}
+            "published_at": e.published_at.isoformat(), "scores": {c: e.scores.get(c) for c in columns},
+            "intervals": {c: e.intervals[c] for c in columns if e.intervals.get(c) is not None},
+            "tied_with_entry_id": e.tied_with_id}
 
 
 @dataclass(frozen=True)
@@ -235,8 +254,9 @@ EXPORT_KEYS = ("entry_id", "method", "method_id", "team", "anonymous", "reported
 
 @dataclass
 class ExportRow:
-    """A row of an export: ``fields`` as in ``entry_as_json`` but for the scores,
-    which are ready-made text in the export's format (a JSON object, or CSV cells)."""
+    """A row of an export: ``fields`` as in ``entry_as_json`` but for the scores and
+    intervals, which are ready-made text in the export's format (the JSON members
+    ``"scores": {..}, "intervals": {..}``, or CSV cells)."""
 
     fields: dict[str, Any]
     scores: str
@@ -271,8 +291,9 @@ def export_rows(view: LeaderboardView, limit: int, fmt: str) -> list[ExportRow]:
             row["team"] = None
         rows.append(ExportRow(row, texts.get(row["entry_id"], "")))  # "": published in between
     stale = {r.fields["entry_id"]: r for r in rows if not is_current(r.scores, columns)}
-    for pk, scores in LeaderboardEntry.objects.filter(pk__in=stale).values_list("pk", "scores") if stale else ():
-        stale[pk].scores = export_texts(scores, columns)[fmt == "csv"]
+    for pk, scores, bounds in (LeaderboardEntry.objects.filter(pk__in=stale).values_list("pk", "scores", "intervals")
+                               if stale else ()):
+        stale[pk].scores = export_texts(scores, columns, bounds)[fmt == "csv"]
     for r in rows:
         r.scores = untagged(r.scores)
     return rows

@@ -45,6 +45,8 @@ def refresh_entry(method: Any, split: Split) -> LeaderboardEntry | None:
         published = (Submission.objects.filter(method=method, split=split, is_published=True)
                      .select_related("team").first())
         result = shown_result(Result.objects.filter(submission=published), split) if published else None
+        # The tie marks follow the ranking: rewritten once the change is committed (``ties``).
+        transaction.on_commit(lambda: _refresh_ties(split.pk))
         if published is None or result is None or published.is_hidden or published.is_disqualified:
             LeaderboardEntry.objects.filter(method=method, split=split).delete()
             return None
@@ -65,9 +67,17 @@ def refresh_entry(method: Any, split: Split) -> LeaderboardEntry | None:
                       "uses_extra_data": bool(method.uses_extra_data),
                       "is_verified": published.is_verified,
                       "primary_score": scores.get(spec.primary_metric), "scores": scores,
+                      "intervals": {k: v for k, v in (result.intervals or {}).items() if v is not None},
                       "scorer_version": result.scorer_version, "is_paper": False,
                       "protocol": spec.protocols[0].key if spec.protocols else ""})
         return entry
+
+
+def _refresh_ties(split_id: int) -> None:
+    from leaderboard.rankings.ties import do_refresh_ties
+
+    with transaction.atomic():
+        do_refresh_ties(Split.objects.select_related("benchmark").get(pk=split_id))
 
 
 def do_refresh_split(split: Split) -> int:

@@ -7,6 +7,7 @@ import io
 import json
 from typing import Any
 
+from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -17,9 +18,9 @@ from leaderboard.benchmarks.models import Split
 from leaderboard.benchmarks.permissions import results_embargoed
 from leaderboard.benchmarks.selectors import get_split
 from leaderboard.lib.pagecache import cache_until, cached_page
-from leaderboard.rankings import charts
+from leaderboard.rankings import charts, ties
 from leaderboard.rankings.drilldown import Drilldown, drilldown
-from leaderboard.rankings.models import ANONYMOUS_LABEL, LeaderboardEntry
+from leaderboard.rankings.models import ANONYMOUS_LABEL, LeaderboardEntry, interval_columns
 from leaderboard.rankings.selectors import (
     LeaderboardView,
     PublicMethod,
@@ -72,6 +73,7 @@ def leaderboard(request: HttpRequest, track: str) -> HttpResponse:
                "progress_chart": charts.progress(best_over_time(view), f"Best {view.metric} over time")
                if not view.embargoed else "",
                "missing": missing_metric(view),
+               "ci_query": view.query(ci="0" if view.intervals else "1"),
                "families": spec.metric_families or (spec.metrics,),
                "phase": phases.describe(view.split), "has_partition": view.split.has_partition,
                # Each row names its protocol only where the track has several.
@@ -91,20 +93,21 @@ def export(request: HttpRequest, track: str, fmt: str) -> HttpResponse:
         # The rows' scores are stored as JSON text; the document is assembled around them.
         head = json.dumps({"track": track, "split": view.split.name, "sort": view.sort,
                            "scorer_version": view.split.benchmark.spec.scorer_version,
-                           "columns": view.all_columns})
+                           "columns": view.all_columns, "interval_level": 0.95})
         if request.GET.get("drilldown") == "1":  # per attribute / sub-class, as the split's labels allow
             details = dict(LeaderboardEntry.objects.filter(pk__in=[r.fields["entry_id"] for r in rows])
                            .values_list("pk", "result__details"))
             for r in rows:
                 shown = drilldown(details.get(r.fields["entry_id"]), view.split)
                 r.fields["drilldown"] = shown.as_json() if shown else None
-        body = ", ".join(f'{json.dumps(r.fields)[:-1]}, "scores": {r.scores}}}' for r in rows)
+        # ``r.scores`` holds the members ``"scores": {..}, "intervals": {..}`` (``models.export_texts``).
+        body = ", ".join(f"{json.dumps(r.fields)[:-1]}, {r.scores}}}" for r in rows)
         response = HttpResponse(f'{head[:-1]}, "rows": [{body}]}}', content_type="application/json")
     else:
         buffer = io.StringIO()
         csv.writer(buffer).writerow(["rank", "method", "team", "reported_in_paper", "uses_extra_data", "verified",
                                      "scorer_version", "published_at", "venue", "paper_url", "protocol",
-                                     *view.all_columns])
+                                     *view.all_columns, *interval_columns(view.all_columns)])
         # Each row's fields end in a comma, then come its stored score cells.
         writer = csv.writer(buffer, lineterminator=",")
         for r in rows:
@@ -130,8 +133,9 @@ def _entry_chart(entry: LeaderboardEntry) -> Any:
               ("Best", [profile[g]["best"] for g in spec.groups]),
               ("Median", [profile[g]["median"] for g in spec.groups])]
     title = f"{entry.name}: {metric} per {spec.group_label.lower()} on {spec.title} {entry.split.name}"
-    return charts.radar(spec.groups, series, title) if len(spec.groups) >= 5 and spec.name == "openscan" \
-        else charts.bars(spec.groups, series, title)
+    errors = [entry.intervals.get(f"{g}/{metric}") for g in spec.groups]
+    return charts.radar(spec.groups, series, title, errors) if len(spec.groups) >= 5 and spec.name == "openscan" \
+        else charts.bars(spec.groups, series, title, errors)
 
 
 def _visible_entries(request: HttpRequest, entries: Any) -> list[LeaderboardEntry]:
@@ -196,7 +200,7 @@ def bibtex(request: HttpRequest, pk: int) -> HttpResponse:
 
 def _compare_entries(request: HttpRequest, split: Split) -> list[LeaderboardEntry]:
     ids = [int(i) for i in request.GET.getlist("e") if i.isdigit()][:4]
-    by_id = {e.pk: e for e in LeaderboardEntry.objects.filter(split=split, pk__in=ids)}
+    by_id = {e.pk: e for e in LeaderboardEntry.objects.filter(split=split, pk__in=ids).select_related("result")}
     return _visible_entries(request, [by_id[i] for i in ids if i in by_id])
 
 
@@ -209,15 +213,24 @@ def compare(request: HttpRequest, track: str) -> HttpResponse:
     for header, column in zip(view.headers, view.columns):
         values = [e.scores.get(column) for e in entries]
         base = values[0] if values else None
-        rows.append((header, [(v, None if (i == 0 or v is None or base is None) else v - base)
-                              for i, v in enumerate(values)]))
+        rows.append((header, [(v, None if (i == 0 or v is None or base is None) else v - base,
+                               entries[i].intervals.get(column)) for i, v in enumerate(values)]))
     chart = charts.bars(spec.groups, [(e.name, [e.scores.get(f"{g}/{view.metric}") for g in spec.groups])
                                       for e in entries], f"{view.metric} per {spec.group_label.lower()}") \
         if len(entries) >= 2 else ""
     candidates = list(ordered_entries(view)[:200])
+    names = {e.pk: e.name for e in entries}
+    tests = [{**t, "a_name": names[t["a"]], "b_name": names[t["b"]]} for t in _pair_tests(entries, view.metric)]
     return render(request, "rankings/compare.html", {
         "benchmark": view.split.benchmark, "split": view.split, "view": view, "spec": spec, "entries": entries,
-        "rows": rows, "chart": chart, "candidates": candidates, "selected": {e.pk for e in entries}})
+        "rows": rows, "chart": chart, "candidates": candidates, "selected": {e.pk for e in entries},
+        "tests": tests})
+
+
+def _pair_tests(entries: list[LeaderboardEntry], metric: str) -> list[dict[str, Any]]:
+    """Each pair's paired test on ``metric`` (asked of a worker the first time it is needed)."""
+    with transaction.atomic():
+        return [ties.pair_summary(x, y, metric) for i, x in enumerate(entries) for y in entries[i + 1:]]
 
 
 # API (read anonymously)
@@ -262,6 +275,7 @@ def api_method(request: HttpRequest, pk: int) -> JsonResponse:
         "authors": public.authors, "uses_extra_data": public.uses_extra_data,
         "url": request.build_absolute_uri(reverse("rankings:method", args=[method.pk])),
         "results": [{"track": e.split.benchmark.track, "split": e.split.name, "scores": e.scores,
+                     "intervals": e.intervals,
                      "scorer_version": e.scorer_version, "verified": e.is_verified, "protocol": e.protocol,
                      "drilldown": drills[e.pk].as_json() if drills[e.pk] else None}
                     for e in entries]})
@@ -272,9 +286,13 @@ def api_compare(request: HttpRequest, track: str) -> JsonResponse:
     view = _view(request, track)
     entries = _compare_entries(request, view.split)
     return JsonResponse({"track": track, "split": view.split.name, "columns": view.all_columns,
+                         "metric": view.metric,
                          "entries": [{"entry_id": e.pk, "method": e.name, "reported_in_paper": e.is_paper,
-                                      "scores": {c: e.scores.get(c) for c in view.all_columns}}
-                                     for e in entries]})
+                                      "scores": {c: e.scores.get(c) for c in view.all_columns},
+                                      "intervals": {c: e.intervals[c] for c in view.all_columns
+                                                    if e.intervals.get(c) is not None}}
+                                     for e in entries],
+                         "tests": _pair_tests(entries, view.metric)})
 
 
 @cached_page("track")

@@ -279,6 +279,7 @@ def record_result(*, submission_id: int, attempt: int, result: dict[str, Any], s
                       "predictions_sha256": one["predictions_sha256"],
                       "metrics": one["metrics"], "breakdown": one["breakdown"],
                       "details": one.get("details", {}), "warnings": one.get("warnings", []),
+                      "intervals": one.get("intervals") or {}, "bootstrap": one.get("bootstrap") or {},
                       "seconds": seconds, "device": device, "worker": worker[:200]})[0]
                 for one in [result, *(more_results or [])]]
         stored = rows[0]
@@ -288,6 +289,26 @@ def record_result(*, submission_id: int, attempt: int, result: dict[str, Any], s
         transaction.on_commit(lambda: broker.forget_attempt(submission_id))
         transaction.on_commit(lambda: notifications.send_outcome(submission.pk))
     return stored
+
+
+def record_intervals(*, submission_id: int, scorer_version: str, intervals: dict[str, Any],
+                     bootstrap: dict[str, Any]) -> bool:
+    """Intervals computed after the result (``contracts.RECORD_INTERVALS``): onto that result, and its row.
+
+    Only a result still waiting for them takes them (a re-score since has its own); returns whether one did.
+    The follow-up resamples every unit, so never a partition's result (those are not deferred).
+    """
+    with transaction.atomic():
+        result = (Result.objects.select_for_update().select_related("submission__method", "submission__split")
+                  .filter(submission_id=submission_id, scorer_version=scorer_version,
+                          partition=Result.Partition.ALL).first())
+        if result is None or not (result.bootstrap or {}).get("deferred"):
+            return False
+        Result.objects.filter(pk=result.pk).update(intervals=intervals, bootstrap=bootstrap)
+        submission = result.submission
+        if submission.is_published:
+            refresh_entry(submission.method, submission.split)
+    return True
 
 
 def record_failure(*, submission_id: int, attempt: int, kind: str, message: str) -> None:

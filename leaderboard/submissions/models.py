@@ -163,6 +163,10 @@ class Result(models.Model):
     breakdown = models.JSONField()
     details = models.JSONField(default=dict)
     warnings = models.JSONField(default=list)
+    # 95 % bootstrap intervals, flat like the leaderboard's scores ({"EM": [lo, hi], "What/EM": ..}),
+    # and how they were drawn (resamples, seed, unit); empty for results scored without them.
+    intervals = models.JSONField(default=dict, blank=True)
+    bootstrap = models.JSONField(default=dict, blank=True)
     seconds = models.FloatField(null=True)
     device = models.CharField(max_length=8, blank=True)
     worker = models.CharField(max_length=200, blank=True, help_text="The worker that scored it (node:pid).")
@@ -178,7 +182,7 @@ class Result(models.Model):
         return {"scorer_version": self.scorer_version, "labels_sha256": self.labels_sha256,
                 "predictions_sha256": self.predictions_sha256, "partition": self.partition,
                 "metrics": self.metrics, "breakdown": self.breakdown, "details": self.details,
-                "warnings": self.warnings}
+                "warnings": self.warnings, "intervals": self.intervals, "bootstrap": self.bootstrap}
 
 
 def shown_result(results: Iterable[Result], split: Split) -> Result | None:

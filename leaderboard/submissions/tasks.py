@@ -38,6 +38,11 @@ def record_result(**report: Any) -> None:
     lifecycle.record_result(**report)
 
 
+@shared_task(name=contracts.RECORD_INTERVALS, **_RETRY)
+def record_intervals(**report: Any) -> None:
+    lifecycle.record_intervals(**report)
+
+
 @shared_task(name=contracts.RECORD_FAILURE, **_RETRY)
 def record_failure(**report: Any) -> None:
     lifecycle.record_failure(**report)

@@ -147,6 +147,26 @@ def test_intervals_of_a_partition_are_off_when_resampling_is(tmp_path: Path, mon
     assert public["metrics"]["EM"] in {0.0, 1.0}  # one question
 
 
+def test_partitions_are_scored_when_the_intervals_are_deferred(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A split too large for inline intervals (``bootstrap.deferred``) still gets its public and private
+    results, with the same metrics; neither holds intervals nor a deferred marker (the follow-up
+    resamples every unit, so it never fills a partition's)."""
+    subprocess.run([sys.executable, "-m", "evaluation_workers.synthetic", "sqa3d", "--out", str(tmp_path / "d"),
+                    "--questions", "60", "--accuracy", "0.5"], check=True, capture_output=True)
+    labels, preds = tmp_path / "d" / "labels", tmp_path / "d" / "predictions.json"
+    ids = json.loads(next(labels.glob("v1_balanced_questions_*")).read_text())["questions"]
+    (labels / partitions.PARTITION_FILE).write_text("\n".join(str(q["question_id"]) for q in ids[::2]))
+    inline = partitions.score(get_track("sqa3d"), labels, preds, quiet)
+    monkeypatch.setenv("EVAL_BOOTSTRAP_INLINE_MAX", "1")
+    kept: dict[str, Any] = {}
+    deferred = partitions.score(get_track("sqa3d"), labels, preds, quiet, outcomes=kept)
+    assert [r["partition"] for r in deferred] == ["public", "private"]
+    for late, now in zip(deferred, inline):
+        assert late["metrics"] == now["metrics"] and late["breakdown"] == now["breakdown"]
+        assert "intervals" not in late and "bootstrap" not in late and "intervals" in now
+    assert kept["em"].shape == (60,)  # the outcomes of every question, for paired tests
+
+
 def test_check_partition_refuses_unknown_ids_and_one_sided_subsets() -> None:
     manifest = {"question_ids": [1, 2, 3]}
     assert partitions.check_partition("sqa3d", manifest, partitions.parse("1\n# c\n 2 # two\n")) == {"1", "2"}

@@ -111,7 +111,7 @@ def test_it_scores_a_hand_worked_split(tmp_path: Path) -> None:
     assert result["details"] == {"answered": 5, "missing": 1}
     assert result["warnings"] == ["1 of 6 questions have no prediction; they count as wrong.",
                                   "1 predictions are empty after cleaning; they count as wrong."]
-    assert result["track"] == "sqa3d" and result["scorer_version"] == "1.0.0"
+    assert result["track"] == "sqa3d" and result["scorer_version"] == "1.1.0"
     assert result["labels_sha256"] == sha256_tree(labels)
 
 

@@ -122,3 +122,35 @@ def test_a_long_step_sends_heartbeats(roots, reports, monkeypatch, tmp_path):
     beats = [kw for name, kw in reports if name == contracts.RECORD_HEARTBEAT]
     assert len(beats) >= 3 and all(b["attempt"] == 2 for b in beats)
     assert reports[-1][0] == contracts.RECORD_RESULT
+
+
+def test_a_large_split_reports_the_score_first_and_its_intervals_from_a_follow_up(roots, reports, monkeypatch,
+                                                                                  tmp_path):
+    """Past EVAL_BOOTSTRAP_INLINE_MAX a CPU worker reports the result without intervals, then sends
+    itself a follow-up on the bulk queue; the follow-up's intervals equal those of inline scoring."""
+    from evaluation_workers import deferred_intervals, outcomes
+
+    monkeypatch.setenv("EVAL_OUTCOMES_DIR", str(tmp_path / "outcomes"))
+    inline = []
+    monkeypatch.setattr(tasks.app, "send_task", lambda name, kwargs, queue, **o: inline.append((name, kwargs)))
+    tasks.run_score(request())
+    want = inline[-1][1]["result"]
+
+    queued: list[tuple[str, dict[str, Any], str]] = []
+    monkeypatch.setattr(tasks.app, "send_task", lambda name, kwargs, queue, **o: queued.append((name, kwargs, queue)))
+    monkeypatch.setenv("EVAL_BOOTSTRAP_INLINE_MAX", "1")
+    tasks.run_score(request())
+    names = [name for name, _, _ in queued]
+    assert names[-2:] == [contracts.RECORD_RESULT, contracts.COMPUTE_INTERVALS]
+    result = queued[-2][1]["result"]
+    assert "intervals" not in result and result["bootstrap"] == {"deferred": True, "resamples": 1000,
+                                                                 "unit": "question"}
+    assert result["metrics"] == want["metrics"]
+    _, follow_up, queue = queued[-1]
+    assert queue == "eval-cpu-sqa3d-v1.1.0-bulk"
+    assert outcomes.load(follow_up["outcomes_key"]) is not None
+    deferred_intervals.compute_intervals(**follow_up)
+    name, report, reply = queued[-1]
+    assert (name, reply) == (contracts.RECORD_INTERVALS, "site")
+    assert report["submission_id"] == 7 and report["intervals"] == want["intervals"]
+    assert report["bootstrap"] == want["bootstrap"]

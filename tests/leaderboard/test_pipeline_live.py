@@ -142,3 +142,116 @@ def test_a_challenge_with_a_public_subset_scores_both_parts_and_reveals_the_priv
     assert row["scores"]["EM"] == private["metrics"]["EM"]
     mine = client.get(f"/api/v1/submissions/{created['id']}", headers=headers).json()["result"]
     assert mine["partition"] == "private" and mine["metrics"] == private["metrics"]
+def _publish_scored(client, headers: dict, path, name: str) -> dict:
+    with open(path, "rb") as f:
+        created = client.post("/api/v1/submissions", {"track": "sqa3d", "split": "test", "method_name": name,
+                                                      "file": f}, headers=headers).json()
+    done = wait_for(client, f"/api/v1/submissions/{created['id']}", headers)
+    assert done["status"] == "finished", done
+    method = next(m for m in client.get("/api/v1/my/methods", headers=headers).json()["methods"] if m["name"] == name)
+    client.patch(f"/api/v1/my/methods/{method['id']}", data={
+        "description": "Live test method.", "authors": "R. Searcher", "uses_extra_data": False},
+        content_type="application/json", headers=headers)
+    assert client.post(f"/api/v1/submissions/{created['id']}/publish", headers=headers).status_code == 200
+    return done
+
+
+def _all_site_rows() -> str:
+    """Every row of every table of the site's database, as JSON text."""
+    import io
+
+    out = io.StringIO()
+    call_command("dumpdata", "--natural-foreign", stdout=out)
+    return out.getvalue()
+
+
+def test_two_published_methods_are_tested_by_a_worker_and_only_aggregates_reach_the_site(
+        live_pipeline, client, sqa3d_split, sqa3d_files, capsys, tmp_path, storage_dirs):
+    import json
+
+    import numpy as np
+
+    from evaluation_workers import contracts
+    from evaluation_workers.metrics import paired
+    from leaderboard.rankings.models import LeaderboardEntry, PairedTest
+
+    call_command("issue_token", "tester", "--create-user")
+    headers = {"Authorization": f"Token {capsys.readouterr().out.strip()}"}
+    answers = json.loads(sqa3d_files["predictions"].read_text())
+    for row in answers[:12]:
+        row["answer"] = "no such answer"
+    worse = tmp_path / "worse.json"
+    worse.write_text(json.dumps(answers))
+    first = _publish_scored(client, headers, sqa3d_files["predictions"], "Better")
+    second = _publish_scored(client, headers, worse, "Worse")
+    assert first["result"]["intervals"]["EM"][0] < first["result"]["metrics"]["EM"] < \
+        first["result"]["intervals"]["EM"][1]
+
+    # Publishing changed the ranking: the site asked the worker for the neighbours' test.
+    deadline = time.monotonic() + 60
+    while not PairedTest.objects.filter(computed_at__isnull=False).exists():
+        assert time.monotonic() < deadline, "no answer from the worker"
+        time.sleep(0.2)
+    test = PairedTest.objects.get()
+    assert test.error == "" and test.test == "mcnemar-exact" and test.resamples == 1000
+
+    # The same numbers as the worker-side computation from the outcomes kept by the worker.
+    def kept(done: dict) -> dict:
+        key = contracts.outcomes_key("sqa3d", done["result"]["labels_sha256"],
+                                     done["result"]["predictions_sha256"], done["result"]["scorer_version"])
+        with np.load(storage_dirs["outcomes"] / key) as data:
+            return {k: data[k] for k in data.files}
+
+    better, worse_hits = kept(first), kept(second)
+    exact = paired.mcnemar(better["em"], worse_hits["em"])
+    a_is_better = test.result_a.submission_id == first["id"]
+    assert test.p_value == pytest.approx(exact["p_value"])
+    assert test.difference == pytest.approx(exact["difference"] * (1 if a_is_better else -1))
+    lower = LeaderboardEntry.objects.get(name="Worse")
+    upper = LeaderboardEntry.objects.get(name="Better")
+    assert lower.tie_p_value == pytest.approx(exact["p_value"])
+    assert (lower.tied_with_id == upper.pk) == (exact["p_value"] >= 0.05)
+
+    # Nothing of a single question reaches the site: not a page, not the API, not a database row.
+    n = better["em"].shape[0]
+    pages = [client.get(u).content.decode() for u in (
+        "/benchmarks/sqa3d/?split=test&ci=1", f"/benchmarks/sqa3d/compare/?split=test&e={upper.pk}&e={lower.pk}",
+        "/benchmarks/sqa3d/export.json?split=test", "/benchmarks/sqa3d/export.csv?split=test",
+        f"/api/v1/leaderboards/sqa3d/compare?split=test&e={upper.pk}&e={lower.pk}",
+        f"/api/v1/submissions/{first['id']}")]
+    pages.append(client.get(f"/api/v1/submissions/{first['id']}", headers=headers).content.decode())
+    for text in [*pages, _all_site_rows()]:
+        assert '"em"' not in text and '"em_r"' not in text and "outcomes/" not in text
+        for found in _json_lists(text):
+            # The manifest's public question ids are a list that long; hits would be booleans or 0/1.
+            assert len(found) < n or not all(v in (0, 1) for v in found), "per-question hits"
+    assert "statistically tied" in pages[1] or "significant" in pages[1]
+
+
+def _json_lists(text: str) -> list[list]:
+    """Every list inside every JSON document in ``text`` (the whole of it, or its fixture dump)."""
+    import json
+
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return []
+    found: list[list] = []
+
+    def walk(x):
+        if isinstance(x, list):
+            found.append(x)
+            for v in x:
+                walk(v)
+        elif isinstance(x, dict):
+            for v in x.values():
+                walk(v)
+            for v in x.values():
+                if isinstance(v, str) and v[:1] in "[{":
+                    try:
+                        walk(json.loads(v))
+                    except ValueError:
+                        pass
+
+    walk(doc)
+    return found

@@ -93,34 +93,45 @@ def validate(predictions: Path, manifest_: Manifest) -> dict[str, Any]:
     return summary
 
 
-def score(labels: Path, predictions: Path, progress: Progress = no_progress) -> Result:
+def score(labels: Path, predictions: Path, progress: Progress = no_progress,
+          outcomes: dict[str, Any] | None = None) -> Result:
     """Score a predictions file. ``labels`` is the official file or a prepared folder.
+
+    ``outcomes``, when given, is filled with the per-prompt outcomes
+    (``score._outcomes``); they stay on the worker (``evaluation_workers.outcomes``).
 
     ``labels_sha256`` is the checksum of the labels file itself, so the file
     and the folder ``prepare_labels`` wrote from it give the same value.
     """
     with ThreadPoolExecutor(1) as pool:  # the checksums are computed while the file is scored
         checksums = pool.submit(lambda: (sha256_file(labels_file(Path(labels))), sha256_file(Path(predictions))))
-        result = _score(labels, predictions, progress)
+        result = _score(labels, predictions, progress, outcomes)
         labels_sha, predictions_sha = checksums.result()
     return make_result(track=TRACK.name, scorer_version=TRACK.scorer_version, labels_sha256=labels_sha,
                        predictions_sha256=predictions_sha, **result)
 
 
-def _score(labels: Path, predictions: Path, progress: Progress) -> dict[str, Any]:
+def _score(labels: Path, predictions: Path, progress: Progress,
+           outcomes: dict[str, Any] | None = None) -> dict[str, Any]:
     labels_data = load_labels(labels)
     progress(0.05, "labels read")
     preds = load_predictions(predictions, labels_data.index)
     progress(0.25, "predictions read")
     xp = _xp.backend()
     gpu = _xp.device_name() == "gpu"
-    outcomes: dict[str, Any] = {}
+    per_prompt: dict[str, Any] = {}
     values = score_arrays(labels_data, preds, xp, GPU_CHUNK_PAIRS if gpu else DEFAULT_CHUNK_PAIRS, progress,
-                          GPU_BLOCK_PAIRS if gpu else BLOCK_PAIRS, outcomes)
+                          GPU_BLOCK_PAIRS if gpu else BLOCK_PAIRS, per_prompt)
+    if outcomes is not None:
+        outcomes.update(per_prompt)
     progress(0.95, "confidence intervals")
     scored = [sid for sid, count in zip(labels_data.sample_ids, labels_data.gt_count) if count > 0]
-    uncertainty = bootstrap.intervals(intervals.statistic(outcomes), int(outcomes["group"].shape[0]),
-                                      intervals.UNIT, xp=xp, width=intervals.width(outcomes), unit_ids=scored)
+    later = bootstrap.deferred(intervals.entries(per_prompt))
+    # Deferred or not, the units are named: a partition's exact results come from the statistic
+    # (``partitions``); resampling waits for the follow-up.
+    uncertainty = bootstrap.intervals(
+        intervals.statistic(per_prompt), intervals.units_of(per_prompt), intervals.UNIT, xp=xp,
+        width=intervals.width(per_prompt), unit_ids=scored, resamples=0 if later else None)
     warnings = list(preds.warnings)
     if preds.missing:
         warnings.append(
@@ -129,7 +140,8 @@ def _score(labels: Path, predictions: Path, progress: Progress) -> dict[str, Any
         )
     progress(1.0, "done")
     return {"metrics": values["metrics"], "breakdown": values["breakdown"], "details": values["details"],
-            "warnings": warnings, "uncertainty": uncertainty}
+            "warnings": warnings, "uncertainty": uncertainty,
+            "deferred": {"resamples": bootstrap.resamples_setting(), "unit": intervals.UNIT} if later else None}
 
 
 # This service's IoU is exact; numbers printed by the devkit (its README's tables) used
@@ -145,7 +157,7 @@ PROTOCOLS = (
 TRACK = Track(
     name="mmscan-vg",
     title="MMScan visual grounding",
-    scorer_version="1.0.0",
+    scorer_version="1.1.0",
     metrics=METRICS,
     primary_metric="gTop-1@0.25",
     groups=GROUPS,
@@ -166,4 +178,8 @@ TRACK = Track(
     ),
     metric_families=FAMILIES,
     protocols=PROTOCOLS,
+    unit=intervals.UNIT,
+    statistic=intervals.statistic,
+    units_of=intervals.units_of,
+    width=intervals.width,
 )

@@ -17,8 +17,10 @@ the statistic takes running sums of the copies' weights along the ranking:
   is below that of the position before it;
 - recall is over the weighted ground-truth boxes of the category.
 
-Cost: one (b, R) running sum per category, R its pooled predictions up to its
-last true positive (``score._outcomes``).
+The running sums of all predictions are needed only at the true positives
+(``bootstrap.running_sums``), those of the true positives all along.
+Cost: one gather of (b, R) weights per category, R its pooled predictions up
+to its last true positive (``score._outcomes``), summed segment by segment.
 """
 
 from __future__ import annotations
@@ -35,9 +37,19 @@ from evaluation_workers.tracks.mmscan_vg.score import PER_SAMPLE_KEYS, POOLED, T
 UNIT = "prompt"
 
 
+def units_of(outcomes: dict[str, np.ndarray]) -> int:
+    return int(outcomes["group"].shape[0])
+
+
+def entries(outcomes: dict[str, np.ndarray]) -> int:
+    """What one resample gathers: every pooled prediction and every prompt."""
+    return int(outcomes["pool_sample"].shape[0] + outcomes["values"].size)
+
+
 def width(outcomes: dict[str, np.ndarray]) -> int:
     """The widest (b, width) temporary of the statistic, for the bootstrap's blocks."""
-    sizes = np.bincount(outcomes["pool_group"], minlength=len(GROUPS))
+    hits = outcomes["pool_tp"].any(axis=1)
+    sizes = np.bincount(outcomes["pool_group"][hits], minlength=len(GROUPS))
     return int(max(sizes.max(initial=0), outcomes["values"].size))
 
 
@@ -53,7 +65,13 @@ def statistic(outcomes: dict[str, np.ndarray]) -> bootstrap.Statistic:
     for gi in range(len(GROUPS)):
         rows = np.flatnonzero(pool_group == gi)
         tp = outcomes["pool_tp"][rows]
-        pools.append((outcomes["pool_sample"][rows], [np.flatnonzero(tp[:, t]) for t in range(len(THRESHOLDS))]))
+        sample = outcomes["pool_sample"][rows]
+        hits = np.flatnonzero(tp.any(axis=1))  # where the running sum of all predictions is needed
+        per_t = []
+        for t in range(len(THRESHOLDS)):
+            tp_rows = np.flatnonzero(tp[:, t])
+            per_t.append((sample[tp_rows], np.searchsorted(hits, tp_rows)))
+        pools.append((sample, hits, per_t))
 
     def stat(counts: Any) -> dict[str, Any]:
         xp = array_namespace(counts)
@@ -70,12 +88,13 @@ def statistic(outcomes: dict[str, np.ndarray]) -> bootstrap.Statistic:
                 out[f"{g}/{key}"] = per_group[:, gi, k]
         n_gt = counts @ xp.asarray(gt_h)  # (b, G) ground-truth boxes per category
         pooled = {f"{m}@{t}": xp.zeros((b,), dtype=xp.float64) for m in POOLED for t in THRESHOLDS}
-        for gi, (sample, tp_rows) in enumerate(pools):
+        for gi, (sample, hits, per_t) in enumerate(pools):
             present = sizes[:, gi] > 0
-            weight = xp.take(counts, xp.asarray(sample), axis=1)  # (b, R)
-            seen = cumsum64(weight, axis=1)
+            seen = bootstrap.running_sums(counts, sample, hits)  # (b, H) predictions up to each hit
             for ti, t in enumerate(THRESHOLDS):
-                ap, ar = _pooled(xp, weight, seen, xp.asarray(tp_rows[ti]), n_gt[:, gi])
+                tp_sample, at = per_t[ti]
+                ap, ar = _pooled(xp, xp.take(counts, xp.asarray(tp_sample), axis=1),
+                                 xp.take(seen, xp.asarray(at), axis=1), n_gt[:, gi])
                 for key, value in ((f"AP_box@{t}", ap), (f"AR_box@{t}", ar)):
                     defined = xp.where(present, value, xp.full_like(value, np.nan))
                     out[f"{GROUPS[gi]}/{key}"] = defined
@@ -87,17 +106,20 @@ def statistic(outcomes: dict[str, np.ndarray]) -> bootstrap.Statistic:
     return stat
 
 
-def _pooled(xp: Any, weight: Any, seen: Any, tp_rows: Any, n_gt: Any) -> tuple[Any, Any]:
-    """Weighted AP and AR of one category's ranking: (b,) each, 0 where it has no true positive."""
-    b = weight.shape[0]
-    if tp_rows.shape[0] == 0:
+def _pooled(xp: Any, w_tp: Any, so_far: Any, n_gt: Any) -> tuple[Any, Any]:
+    """Weighted AP and AR of one category's ranking: (b,) each, 0 where it has no true positive.
+
+    ``w_tp`` (b, P): the weight of each true positive; ``so_far`` (b, P): the
+    weight of all predictions up to it.
+    """
+    b = w_tp.shape[0]
+    if w_tp.shape[1] == 0:
         zero = xp.zeros((b,), dtype=xp.float64)
         return zero, zero
-    w_tp = xp.take(weight, tp_rows, axis=1)
     found = cumsum64(w_tp, axis=1)
-    so_far = xp.take(seen, tp_rows, axis=1)
-    precision = bootstrap.weighted_ratio(xp, found, so_far)
-    precision = xp.where(so_far > 0, precision, xp.zeros_like(precision))
+    # Weights are whole numbers and so_far >= found: where nothing is drawn yet both are 0 and so is
+    # the precision; elsewhere so_far >= 1 and the division is the plain one.
+    precision = found / xp.maximum(so_far, xp.ones_like(so_far))
     envelope = cummax_reverse(precision)
     ap = bootstrap.weighted_ratio(xp, xp.sum(w_tp * envelope, axis=1), n_gt)
     ar = bootstrap.weighted_ratio(xp, found[:, -1], n_gt)

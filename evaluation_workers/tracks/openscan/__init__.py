@@ -9,7 +9,7 @@ forms), ``reader`` (tells them apart), ``score`` (scoring and validation).
 from __future__ import annotations
 
 from evaluation_workers.tracks.base import Track
-from evaluation_workers.tracks.openscan import labels
+from evaluation_workers.tracks.openscan import intervals, labels
 from evaluation_workers.tracks.openscan.labels import ASPECTS
 from evaluation_workers.tracks.openscan.score import SCORER_VERSION, class_keys, score, validate
 
@@ -38,4 +38,8 @@ TRACK = Track(
         "mIoU/mAcc when per-vertex predictions are given."
     ),
     metric_families=(("AP", "AP50", "AP25"), ("mIoU", "mAcc")),
+    unit=intervals.UNIT,
+    statistic=intervals.statistic,
+    units_of=intervals.units_of,
+    width=intervals.width,
 )

@@ -8,7 +8,8 @@ follows from weighted running sums along each (threshold, class) curve, in
 the order ``average_precision_distinct`` sorts it:
 
 - a point is a distinct score of a curve (the same points as on the full
-  data); its TP and "seen" counts are weighted sums;
+  data); its TP and "seen" counts are weighted sums, needed only around the
+  points that hold a true positive (``_curves``);
 - a point no resampled entry reaches repeats the point above it (or the
   sentinel (p = 1, r = 0) when nothing above it was drawn either), and a
   repeated point adds nothing to ScanNet's sum p_i (r_{i-1} - r_{i+1}) / 2;
@@ -16,7 +17,9 @@ the order ``average_precision_distinct`` sorts it:
   as on the full data.
 
 Semantic IoU and Acc come from the confusion's per-class sums, which add up
-over scenes. Cost: one (b, E) running sum per aspect, E its entries.
+over scenes. Cost: per aspect, a matrix product (b, scenes) x (scenes, 3 P)
+with P its points holding a true positive, or, with many scenes, one gather
+of (b, E) weights, E its entries (``bootstrap.running_sums``).
 """
 
 from __future__ import annotations
@@ -25,38 +28,62 @@ from typing import Any
 
 import numpy as np
 
-from evaluation_workers._xp import array_namespace, cumsum64
+from evaluation_workers._xp import array_namespace
 from evaluation_workers.metrics import bootstrap
 from evaluation_workers.metrics.instance_ap import AP25_INDEX, AP50_INDEX, AP_SLICE, IOU_THRESHOLDS
 
 UNIT = "scene"
 
 
+def units_of(outcomes: dict[str, dict[str, np.ndarray]]) -> int:
+    """Scenes of the split (every aspect's ``n_pos`` has a row per scene of the manifest)."""
+    return int(next(iter(outcomes.values()))["n_pos"].shape[0]) if outcomes else 0
+
+
 def width(outcomes: dict[str, dict[str, np.ndarray]]) -> int:
-    return max([int(o["group"].shape[0]) for o in outcomes.values()] + [1])
+    return max([3 * int(o["is_true"].sum()) for o in outcomes.values()] + [1])
 
 
 def _curves(o: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Sort an aspect's entries as ``average_precision_distinct`` does; mark its points."""
+    """Sort an aspect's entries as ``average_precision_distinct`` does; find what AP needs of them.
+
+    ScanNet's sum p_i (r_{i-1} - r_{i+1}) / 2 over a curve's points (from the
+    highest score) telescopes to sum_i (r_i - r_{i-1}) (p_i + p_{i-1}) / 2 with
+    p = 1 above the first point: only points holding a true positive add to
+    it, and each needs the precision at its own end and at the end of the
+    point above. So the running sums are needed at three positions per such
+    point (its end, the end of the point above, the curve's start), the true
+    positives' running sums at the same places.
+    """
     order = np.argsort(-o["score"], kind="stable")
     order = order[np.argsort(o["group"][order], kind="stable")]
     group, score = o["group"][order], o["score"][order]
+    unit, is_true = o["unit"][order], o["is_true"][order].astype(bool)
     n = group.shape[0]
     new_group = np.ones(n, dtype=bool)
     new_group[1:] = group[1:] != group[:-1]
-    start = np.maximum.accumulate(np.where(new_group, np.arange(n), 0)) if n else np.zeros(0, np.int64)
+    curve_start = np.maximum.accumulate(np.where(new_group, np.arange(n), 0)) if n else np.zeros(0, np.int64)
     last = np.ones(n, dtype=bool)
     last[:-1] = (group[1:] != group[:-1]) | (score[1:] != score[:-1])
-    points = np.flatnonzero(last)
-    pg = group[points]
-    first = np.ones(points.shape[0], dtype=bool)
-    first[1:] = pg[1:] != pg[:-1]
-    final = np.ones(points.shape[0], dtype=bool)
-    final[:-1] = pg[1:] != pg[:-1]
-    ends = np.flatnonzero(final)  # last point of each curve that has one
-    return {"unit": o["unit"][order], "is_true": o["is_true"][order].astype(np.float64),
-            "points": points, "point_start": start[points], "point_group": pg,
-            "first": first, "final": final, "curve_end": ends, "curve_group": pg[ends]}
+    point_of = np.cumsum(last) - last  # the point each entry belongs to
+    point_end = np.flatnonzero(last)
+    point_begin = np.concatenate([[0], point_end[:-1] + 1]).astype(np.int64) if n else np.zeros(0, np.int64)
+    has_true = np.bincount(point_of[is_true], minlength=point_end.shape[0]) > 0
+    tp_points = np.flatnonzero(has_true)
+    end = point_end[tp_points]
+    above = point_begin[tp_points] - 1  # -1 or another curve's entry when the point is its curve's first
+    start = curve_start[end] - 1
+    # Running sums at position -1 are 0: shift every position by one onto a leading dummy entry.
+    wanted = np.unique(np.concatenate([end, above, start]) + 1)
+    true_before = np.concatenate([[0], np.cumsum(is_true)])  # true positives before each position
+    # index in the leading-dummy list of true positives; running sums want distinct ones
+    true_wanted, true_of_wanted = np.unique(true_before[wanted], return_inverse=True)
+    return {"unit": np.concatenate([[0], unit]), "wanted": wanted,
+            "at_end": np.searchsorted(wanted, end + 1), "at_above": np.searchsorted(wanted, above + 1),
+            "at_start": np.searchsorted(wanted, start + 1),
+            "true_unit": np.concatenate([[0], unit[is_true]]),
+            "true_wanted": true_wanted, "true_of_wanted": true_of_wanted,
+            "curve": group[end]}
 
 
 def statistic(outcomes: dict[str, dict[str, np.ndarray]]) -> bootstrap.Statistic:
@@ -97,35 +124,38 @@ def statistic(outcomes: dict[str, dict[str, np.ndarray]]) -> bootstrap.Statistic
 def _aspect_ap(xp: Any, counts: Any, c: dict[str, np.ndarray], n_pos_h: np.ndarray, n_thr: int) -> Any:
     b = counts.shape[0]
     n_classes = n_pos_h.shape[1]
+    n_curves = n_thr * n_classes
     n_pos = xp.reshape(xp.broadcast_to((counts @ xp.asarray(n_pos_h.astype(np.float64)))[:, None, :],
-                                       (b, n_thr, n_classes)), (b, n_thr * n_classes))
-    ap = xp.zeros((b, n_thr * n_classes), dtype=xp.float64)
-    if c["points"].shape[0]:
-        weight = xp.take(counts, xp.asarray(c["unit"]), axis=1)  # (b, E)
-        zero = xp.zeros((b, 1), dtype=xp.float64)
-        seen_all = xp.concat([zero, cumsum64(weight, axis=1)], axis=1)
-        true_all = xp.concat([zero, cumsum64(weight * xp.asarray(c["is_true"])[None, :], axis=1)], axis=1)
-        points, start = xp.asarray(c["points"] + 1), xp.asarray(c["point_start"])
-        seen = xp.take(seen_all, points, axis=1) - xp.take(seen_all, start, axis=1)
-        tp = xp.take(true_all, points, axis=1) - xp.take(true_all, start, axis=1)
-        pos = xp.take(n_pos, xp.asarray(c["point_group"]), axis=1)
-        recall = xp.where(pos > 0, tp / xp.where(pos > 0, pos, xp.ones_like(pos)), xp.zeros_like(tp))
-        # nothing drawn at or above the point: a copy of the sentinel (p = 1, r = 0)
-        precision = xp.where(seen > 0, tp / xp.where(seen > 0, seen, xp.ones_like(seen)), xp.ones_like(seen))
-        first, final = xp.asarray(c["first"])[None, :], xp.asarray(c["final"])[None, :]
-        r_prev = xp.concat([zero, recall[:, :-1]], axis=1)
-        r_next = xp.concat([recall[:, 1:], zero], axis=1)
-        higher = xp.where(first, xp.zeros_like(r_prev), r_prev)
-        lower = xp.where(final, recall, r_next)
-        contrib = precision * (lower - higher) / 2.0 + xp.where(first, recall / 2.0, xp.zeros_like(recall))
-        total = xp.concat([zero, cumsum64(contrib, axis=1)], axis=1)
-        ends = c["curve_end"]
-        begins = np.concatenate([[0], ends[:-1] + 1])
-        per_curve = xp.take(total, xp.asarray(ends + 1), axis=1) - xp.take(total, xp.asarray(begins), axis=1)
-        onehot = xp.asarray((c["curve_group"][:, None] == np.arange(n_thr * n_classes)[None, :]).astype(np.float64))
-        ap = per_curve @ onehot
+                                       (b, n_thr, n_classes)), (b, n_curves))
+    ap = xp.zeros((b, n_curves), dtype=xp.float64)
+    if c["curve"].shape[0]:
+        # The leading dummy entry weighs nothing: its unit's counts are replaced by a zero column.
+        padded = xp.concat([xp.zeros((b, 1), dtype=xp.float64), counts], axis=1)
+        seen_at = bootstrap.running_sums(padded, _dummy_first(c["unit"]), c["wanted"])
+        true_at = xp.take(bootstrap.running_sums(padded, _dummy_first(c["true_unit"]), c["true_wanted"]),
+                          xp.asarray(c["true_of_wanted"]), axis=1)
+        at_end, at_above, at_start = (xp.asarray(c[k]) for k in ("at_end", "at_above", "at_start"))
+        seen0, true0 = xp.take(seen_at, at_start, axis=1), xp.take(true_at, at_start, axis=1)
+        seen_end, true_end = xp.take(seen_at, at_end, axis=1) - seen0, xp.take(true_at, at_end, axis=1) - true0
+        seen_above = xp.take(seen_at, at_above, axis=1) - seen0
+        true_above = xp.take(true_at, at_above, axis=1) - true0
+        pos = xp.take(n_pos, xp.asarray(c["curve"]), axis=1)
+        one = xp.ones_like(seen_end)
+        # nothing drawn at or above a point: the sentinel's precision, 1
+        p_end = xp.where(seen_end > 0, true_end / xp.where(seen_end > 0, seen_end, one), one)
+        p_above = xp.where(seen_above > 0, true_above / xp.where(seen_above > 0, seen_above, one), one)
+        gain = xp.where(pos > 0, (true_end - true_above) / xp.where(pos > 0, pos, one), xp.zeros_like(one))
+        onehot = xp.asarray((c["curve"][:, None] == np.arange(n_curves)[None, :]).astype(np.float64))
+        ap = (gain * (p_end + p_above) / 2.0) @ onehot
     ap = xp.where(n_pos > 0, ap, xp.full_like(ap, np.nan))
     return xp.reshape(ap, (b, n_thr, n_classes))
+
+
+def _dummy_first(unit: np.ndarray) -> np.ndarray:
+    """Units shifted by one (column 0 of ``padded`` is the dummy's zero weight)."""
+    out = unit + 1
+    out[0] = 0
+    return out
 
 
 def _semantic(xp: Any, counts: Any, per_scene: np.ndarray) -> tuple[Any, Any]:

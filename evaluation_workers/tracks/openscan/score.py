@@ -38,7 +38,7 @@ from evaluation_workers.tracks.openscan.common import Proposals
 from evaluation_workers.tracks.openscan.labels import AspectLabels, load_labels, load_vocabulary
 from evaluation_workers.tracks.openscan.reader import open_predictions
 
-SCORER_VERSION = "1.0.0"
+SCORER_VERSION = "1.1.0"
 _SHOWN = 5
 
 
@@ -129,8 +129,13 @@ def _add_scene(xp: Any, states: dict[str, _AspectState], units: dict[str, int], 
         _note_scene_semantics(st, units[scene], conf, len(units))
 
 
-def score(labels_path: Path, predictions_path: Path, progress: Progress = no_progress) -> Result:
-    """Score a predictions file (official zip, text zip or compact .npz) against a labels folder."""
+def score(labels_path: Path, predictions_path: Path, progress: Progress = no_progress,
+          outcomes: dict[str, Any] | None = None) -> Result:
+    """Score a predictions file (official zip, text zip or compact .npz) against a labels folder.
+
+    ``outcomes``, when given, is filled with the per-scene outcomes of each
+    aspect (``intervals.statistic``); they stay on the worker.
+    """
     labels_path, predictions_path = Path(labels_path), Path(predictions_path)
     labels, labels_sha = load_labels(labels_path)
     vocabulary = load_vocabulary(labels_path)
@@ -163,7 +168,7 @@ def score(labels_path: Path, predictions_path: Path, progress: Progress = no_pro
     all_ap: list[np.ndarray] = []
     all_iou: list[np.ndarray] = []
     all_acc: list[np.ndarray] = []
-    outcomes: dict[str, dict[str, np.ndarray]] = {}
+    per_scene: dict[str, dict[str, np.ndarray]] = {}
     for aspect, st in states.items():
         lab = st.labels
         missing = sorted(set(lab.scene_ids) - reader_present(reader, aspect))
@@ -173,7 +178,7 @@ def score(labels_path: Path, predictions_path: Path, progress: Progress = no_pro
                 f"({', '.join(missing[:_SHOWN])}{', ...' if len(missing) > _SHOWN else ''}); "
                 f"their instances count as misses"
             )
-        ap, outcomes[aspect] = _aspect_ap(xp, st, len(units))  # (T, K)
+        ap, per_scene[aspect] = _aspect_ap(xp, st, len(units))  # (T, K)
         class_ap = ap[AP_SLICE].mean(axis=0)  # NaN for a class without valid instances
         ap50, ap25 = ap[AP50_INDEX], ap[AP25_INDEX]
         all_ap.append(np.stack([class_ap, ap50, ap25]))
@@ -209,7 +214,7 @@ def score(labels_path: Path, predictions_path: Path, progress: Progress = no_pro
                 semantic_per_class[key] = {"IoU": a, "Acc": b}
             all_iou.append(iou)
             all_acc.append(acc)
-            outcomes[aspect]["semantic"] = st.sem_units
+            per_scene[aspect]["semantic"] = st.sem_units
         breakdown[aspect] = row
     stacked = np.concatenate(all_ap, axis=1) if all_ap else np.zeros((3, 0))
     metrics_rows = {
@@ -221,8 +226,13 @@ def score(labels_path: Path, predictions_path: Path, progress: Progress = no_pro
     }
     warnings += reader.dropped.warnings(vocabulary, {a: len(lab.scene_ids) for a, lab in labels.items()})
     progress(0.95, "confidence intervals")
-    uncertainty = bootstrap.intervals(intervals.statistic(outcomes), len(units), intervals.UNIT, xp=xp,
-                                      width=intervals.width(outcomes), unit_ids=list(units))
+    if outcomes is not None:
+        outcomes.update(per_scene)
+    later = bootstrap.deferred(len(units) + sum(int(o["group"].shape[0]) for o in per_scene.values()))
+    # Deferred or not, the units are named: a partition's exact results come from the statistic (``partitions``).
+    uncertainty = bootstrap.intervals(intervals.statistic(per_scene), len(units), intervals.UNIT, xp=xp,
+                                      width=intervals.width(per_scene), unit_ids=list(units),
+                                      resamples=0 if later else None)
     progress(1.0, "done")
     return make_result(
         track="openscan",
@@ -239,6 +249,7 @@ def score(labels_path: Path, predictions_path: Path, progress: Progress = no_pro
         },
         warnings=warnings,
         uncertainty=uncertainty,
+        deferred={"resamples": bootstrap.resamples_setting(), "unit": intervals.UNIT} if later else None,
     )
 
 

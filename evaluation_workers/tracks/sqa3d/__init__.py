@@ -59,6 +59,13 @@ def validate(predictions: Path, manifest: Manifest) -> dict[str, Any]:
             "warnings": notes + _missing_warning(missing, len(ids))}
 
 
+UNIT = "question"
+
+
+def units_of(outcomes: dict[str, np.ndarray]) -> int:
+    return int(outcomes["em"].shape[0])
+
+
 def outcomes_statistic(outcomes: dict[str, np.ndarray]) -> bootstrap.Statistic:
     """EM and EM_R, overall and per type, of a resample given as (b, n) question counts.
 
@@ -88,8 +95,12 @@ def outcomes_statistic(outcomes: dict[str, np.ndarray]) -> bootstrap.Statistic:
     return statistic
 
 
-def score(labels: Path, predictions: Path, progress: Progress) -> Result:
-    """Score one predictions file: EM and EM_R overall and per question type."""
+def score(labels: Path, predictions: Path, progress: Progress, outcomes: dict[str, Any] | None = None) -> Result:
+    """Score one predictions file: EM and EM_R overall and per question type.
+
+    ``outcomes``, when given, is filled with the per-question outcomes
+    (``outcomes_statistic``); they stay on the worker (``evaluation_workers.outcomes``).
+    """
     progress(0.0, "reading labels")
     truth = load_labels(labels)
     progress(0.2, "reading predictions")
@@ -121,8 +132,13 @@ def score(labels: Path, predictions: Path, progress: Progress) -> Result:
         for g, group in enumerate(QUESTION_TYPES)
     }
     progress(0.95, "confidence intervals")
-    outcomes = {"em": em, "em_r": em_r, "type": type_index}
-    uncertainty = bootstrap.intervals(outcomes_statistic(outcomes), n, "question", unit_ids=truth.question_ids)
+    per_question = {"em": em, "em_r": em_r, "type": type_index}
+    if outcomes is not None:
+        outcomes.update(per_question)
+    later = bootstrap.deferred(n)
+    # Deferred or not, the units are named: a partition's exact results come from the statistic (``partitions``).
+    uncertainty = bootstrap.intervals(outcomes_statistic(per_question), n, UNIT, unit_ids=truth.question_ids,
+                                      resamples=0 if later else None)
     missing = n - len(answers)
     warnings = notes + _missing_warning(missing, n)
     if empty:
@@ -138,6 +154,7 @@ def score(labels: Path, predictions: Path, progress: Progress) -> Result:
         details={"answered": len(answers), "missing": missing},
         warnings=warnings,
         uncertainty=uncertainty,
+        deferred={"resamples": bootstrap.resamples_setting(), "unit": UNIT} if later else None,
     )
 
 
@@ -167,7 +184,7 @@ PROTOCOLS = (
 TRACK = Track(
     name="sqa3d",
     title="SQA3D",
-    scorer_version="1.0.0",
+    scorer_version="1.1.0",
     metrics=("EM", "EM_R"),
     primary_metric="EM",
     groups=QUESTION_TYPES,
@@ -181,4 +198,7 @@ TRACK = Track(
     metric_families=(("EM", "EM_R"),),
     description=DESCRIPTION,
     protocols=PROTOCOLS,
+    unit=UNIT,
+    statistic=outcomes_statistic,
+    units_of=units_of,
 )

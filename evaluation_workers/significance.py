@@ -1,0 +1,71 @@
+"""The paired-test task: is A's metric different from B's on the same split?
+
+The site asks by name (``contracts.PAIRED_TEST``) with the two results'
+outcome keys; this task loads both submissions' per-unit outcomes
+(``outcomes``, worker-only), runs the test and reports only aggregates
+(``contracts.PairedTestReport``: the observed difference, the p-value, the
+paired interval) to the site queue. SQA3D's EM and EM_R are means of
+per-question hits: McNemar's exact test gives their p-value; every other
+metric gets the paired bootstrap's. The interval is always the paired
+bootstrap's.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from evaluation_workers import contracts, outcomes
+from evaluation_workers.app import app
+from evaluation_workers.metrics import bootstrap, paired
+from evaluation_workers.tasks import REPORT_RETRY
+from evaluation_workers.tracks import get_track
+
+log = logging.getLogger(__name__)
+
+# Metrics that are means of a per-unit hit, by track: the outcome array holding the hits.
+HITS = {"sqa3d": {"EM": "em", "EM_R": "em_r"}}
+
+
+def compare(track_name: str, a: dict[str, Any], b: dict[str, Any], metric: str,
+            resamples: int | None = None) -> dict[str, Any]:
+    """The test of A - B on ``metric`` from both submissions' outcomes (``PairedTestReport`` less the ids)."""
+    track = get_track(track_name)
+    assert track.statistic is not None and track.units_of is not None
+    n = track.units_of(a)
+    if n != track.units_of(b):
+        return _failed("the two results cover different units")
+    resamples = bootstrap.resamples_setting() if resamples is None else resamples
+    if resamples <= 0:
+        return _failed("resampling is turned off")
+    width = max(track.width(a), track.width(b)) if track.width else 1
+    found = paired.paired_bootstrap(track.statistic(a), track.statistic(b), n, metric, resamples, width=width)
+    hits = HITS.get(track_name, {}).get(metric)
+    if hits is not None:
+        exact = paired.mcnemar(a[hits], b[hits])
+        found = {**found, "test": exact["test"], "p_value": exact["p_value"]}
+    return {"test": found["test"], "difference": found["difference"], "p_value": found["p_value"],
+            "interval": found["interval"], "resamples": resamples, "error": ""}
+
+
+def _failed(reason: str) -> dict[str, Any]:
+    return {"test": "", "difference": None, "p_value": None, "interval": None, "resamples": 0, "error": reason}
+
+
+@app.task(name=contracts.PAIRED_TEST, acks_late=True, soft_time_limit=600, time_limit=660, ignore_result=True)
+def paired_test(**request: Any) -> None:
+    if request.get("schema") != contracts.SCHEMA_VERSION:
+        log.error("Dropping paired-test request with schema %r", request.get("schema"))
+        return
+    a, b = outcomes.load(request["outcomes_a"]), outcomes.load(request["outcomes_b"])
+    try:
+        if a is None or b is None:
+            report = _failed("outcomes unavailable")
+        else:
+            report = compare(request["track"], a, b, request["metric"])
+    except Exception:
+        # Never the message: it could quote an outcome.
+        log.exception("Paired test %s failed", request.get("test_id"))
+        report = _failed("internal error")
+    app.send_task(contracts.RECORD_PAIRED_TEST, kwargs={"test_id": request["test_id"], **report},
+                  queue=request["reply_queue"], retry=True, retry_policy=REPORT_RETRY)
