@@ -9,7 +9,8 @@ class SplitInline(admin.StackedInline):
 
     model = Split
     extra = 0
-    fields = (("name", "is_default", "accepting_submissions"), "description", ("results_visible_after", "labels_public"),
+    fields = (("name", "is_default", "accepting_submissions"), "description",
+              ("results_visible_after", "labels_public"),
               ("starts_at", "freeze_at", "deadline"), ("reveal_at_deadline", "revealed_at", "reopened"))
 
 

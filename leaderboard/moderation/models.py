@@ -30,9 +30,15 @@ class AuditEntry(models.Model):
         RESUME = "resume"
         SET_VISIBLE_AFTER = "set_visible_after"
         SET_LABELS_PUBLIC = "set_labels_public"
-        # A team's own acts on anonymity (its actor is a member, not a maintainer).
-        ANONYMIZE = "anonymize"
+        # A split's challenge: its schedule, and reopening it after the deadline (or closing it
+        # again: ``details.reopened`` says which).
+        SET_PHASES = "set_phases"
+        REOPEN = "reopen"
+        # Two acts share the word, told apart by the target: a maintainer revealing a split's full
+        # board (the target is the split), and a member revealing an anonymous method's team.
         REVEAL = "reveal"
+        # A team's own act on anonymity (its actor is a member, not a maintainer).
+        ANONYMIZE = "anonymize"
 
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+")
     actor_name = models.CharField(max_length=150)

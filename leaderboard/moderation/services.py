@@ -120,11 +120,6 @@ def check_set_visible_after(user: Any, split: Split, when: datetime | None, reas
         bump(split.benchmark.track)  # embargoed pages show only paper rows
 
 
-# Audit actions of the challenge phases. Not in ``AuditEntry.Action`` yet (that needs a moderation
-# migration, which is not this change's to add): the column takes any short text.
-SET_PHASES, REVEAL, REOPEN = "set_phases", "reveal", "reopen"
-
-
 def check_set_phases(user: Any, split: Split, *, starts_at: datetime | None, freeze_at: datetime | None,
                      deadline: datetime | None, reveal_at_deadline: bool, reason: str = "") -> None:
     """Set a split's challenge schedule and rebuild its board for it.
@@ -139,7 +134,7 @@ def check_set_phases(user: Any, split: Split, *, starts_at: datetime | None, fre
                                   f"{second:%Y-%m-%d %H:%M} UTC.")
     iso = lambda m: m.isoformat() if m else None  # noqa: E731
     with transaction.atomic():
-        _audit(user, SET_PHASES, split=split, target=str(split), reason=reason, starts_at=iso(starts_at),
+        _audit(user, Action.SET_PHASES, split=split, target=str(split), reason=reason, starts_at=iso(starts_at),
                freeze_at=iso(freeze_at), deadline=iso(deadline), reveal_at_deadline=reveal_at_deadline)
         fields: dict[str, Any] = {"starts_at": starts_at, "freeze_at": freeze_at, "deadline": deadline,
                                   "reveal_at_deadline": reveal_at_deadline}
@@ -153,7 +148,7 @@ def check_reveal(user: Any, split: Split, reason: str = "") -> None:
     """Reveal the full board now: private scores, and the rows held back since the freeze."""
     check_maintainer(user, split.benchmark)
     with transaction.atomic():
-        _audit(user, REVEAL, split=split, target=str(split), reason=reason)
+        _audit(user, Action.REVEAL, split=split, target=str(split), reason=reason)
         do_reveal(split)
 
 
@@ -161,7 +156,7 @@ def check_reopen(user: Any, split: Split, reopened: bool, reason: str = "") -> N
     """Accept submissions again after the deadline (or stop)."""
     check_maintainer(user, split.benchmark)
     with transaction.atomic():
-        _audit(user, REOPEN, split=split, target=str(split), reason=reason, reopened=reopened)
+        _audit(user, Action.REOPEN, split=split, target=str(split), reason=reason, reopened=reopened)
         Split.objects.filter(pk=split.pk).update(reopened=reopened)
         bump(split.benchmark.track)
 def check_set_labels_public(user: Any, split: Split, public: bool, reason: str) -> None:
