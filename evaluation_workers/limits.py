@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import threading
 import tokenize
 import zlib
 from collections.abc import Callable, Iterator
@@ -76,9 +77,11 @@ class Budget:
         self.limit = int(limit)
         self.file = file
         self.used = 0
+        self._lock = threading.Lock()  # scenes may be read on two threads
 
     def take(self, n: int) -> None:
-        self.used += int(n)
+        with self._lock:
+            self.used += int(n)
         if self.used > self.limit:
             raise PredictionFormatError(
                 f"{self.file}: Expected at most {self.limit:,} bytes once decompressed (the largest "
