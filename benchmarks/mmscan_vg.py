@@ -29,7 +29,6 @@ import argparse
 import importlib.util
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import numpy as np
+from measure import load, measured  # benchmarks/measure.py
 
 from evaluation_workers import _xp
 from evaluation_workers.metrics.iou3d import indexed_iou3d
@@ -81,31 +81,6 @@ def _timed(fn, repeat: int = 3):  # type: ignore[no-untyped-def]
     return best, value
 
 
-_PROBE = """
-import json, resource, subprocess, sys, time
-start = time.perf_counter()
-out = subprocess.run(sys.argv[1:], capture_output=True, text=True)
-usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-print(json.dumps({"wall": time.perf_counter() - start, "cpu": usage.ru_utime + usage.ru_stime,
-                  "rss_gib": usage.ru_maxrss / 2**20, "rc": out.returncode, "stdout": out.stdout,
-                  "stderr": out.stderr[-3000:]}))
-"""
-
-
-def measured(cmd: list[str], env: dict[str, str] | None = None) -> dict[str, object]:
-    """Wall, CPU (user + system) and peak RSS of ``cmd`` alone, from a fresh parent process."""
-    out = subprocess.run([sys.executable, "-c", _PROBE, *cmd], capture_output=True, text=True, check=True,
-                         env={**os.environ, **(env or {})}, cwd=ROOT)
-    run = json.loads(out.stdout)
-    if run["rc"]:
-        raise RuntimeError(f"{cmd} failed: {run['stderr']}")
-    return run
-
-
-def _load() -> str:
-    return f"load average {os.getloadavg()[0]:.2f} on {len(os.sched_getaffinity(0))} CPUs"
-
-
 def full_test_shape(preds: int, max_gt: int, work: Path | None) -> int:
     """Wall time, CPU time and peak memory of scoring the full test split's shape in the binary form.
 
@@ -137,12 +112,12 @@ def full_test_shape(preds: int, max_gt: int, work: Path | None) -> int:
     results = set()
     with tempfile.TemporaryDirectory() as cache:
         for name, extra in (("cold label cache", {}), ("warm", {}), ("warm, EVAL_THREADS=1", {"EVAL_THREADS": "1"})):
-            print(f"  ({_load()})")
+            print(f"  ({load()})")
             run = measured(cmd, {"EVAL_DEVICE": "cpu", "EVAL_CACHE_DIR": cache, **extra})
             metrics = json.loads(str(run["stdout"]))["metrics"]
             results.add(json.dumps(metrics, sort_keys=True))
             print(f"score, fresh process, CPU, {name}: {run['wall']:.1f} s wall, {run['cpu']:.1f} s CPU, "
-                  f"peak resident memory {run['rss_gib']:.2f} GiB; gTop-1@0.25={metrics['gTop-1@0.25']:.6f}")
+                  f"peak resident memory {run['rss_mib'] / 1024:.2f} GiB; gTop-1@0.25={metrics['gTop-1@0.25']:.6f}")
     print(f"results {'bit-identical' if len(results) == 1 else 'DIFFER'}")
     return 0
 
@@ -172,7 +147,7 @@ def main() -> int:
     n_gt = sum(len(x["gt_bboxes"]) for x in labels)
     print(
         f"{args.samples} prompts (seed {args.seed}, {args.tilted_fraction:.0%} of boxes tilted), {n_pred} predicted "
-        f"boxes, {n_gt} true boxes, {preds_path.stat().st_size / 2**20:.1f} MiB predictions; {_load()}"
+        f"boxes, {n_gt} true boxes, {preds_path.stat().st_size / 2**20:.1f} MiB predictions; {load()}"
     )
 
     env = dict(os.environ, EVAL_DEVICE="cpu")
@@ -195,7 +170,7 @@ def main() -> int:
     ours = json.loads(str(best["stdout"]))["metrics"]
     print(
         f"ours, fresh process (python -m evaluation_workers score), best of 3: {process_s:.2f} s wall, "
-        f"{best['cpu']:.2f} s CPU, {best['rss_gib'] * 1024:.0f} MiB  "
+        f"{best['cpu']:.2f} s CPU, {best['rss_mib']:.0f} MiB  "
         f"gTop-1@0.25={ours['gTop-1@0.25']:.6f} AP_box@0.25={ours['AP_box@0.25']:.6f}"
     )
 
@@ -248,12 +223,12 @@ def main() -> int:
     if args.devkit:
         runner = work / "devkit_runner.py"
         runner.write_text(DEVKIT_RUNNER)
-        print(f"  ({_load()})")
+        print(f"  ({load()})")
         done = measured([args.devkit_python, str(runner), str(args.devkit), str(labels_path), str(preds_path)])
         official = json.loads(str(done["stdout"]).strip().splitlines()[-1])
         print(
             f"official devkit: {official['seconds']:.1f} s evaluating ({done['wall']:.1f} s wall with start-up, "
-            f"{done['cpu']:.1f} s CPU, {done['rss_gib'] * 1024:.0f} MiB)  "
+            f"{done['cpu']:.1f} s CPU, {done['rss_mib']:.0f} MiB)  "
             f"gTop-1@0.25={official['gTop-1@0.25']:.6f} AP_C@0.25={official['AP_C@0.25']:.6f}; "
             f"ours is {float(done['wall']) / process_s:.0f}x faster end to end "  # type: ignore[arg-type]
             f"({official['seconds'] / process_s:.0f}x against its evaluation alone)"

@@ -46,6 +46,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
+from measure import measured  # benchmarks/measure.py
 
 from evaluation_workers.synthetic import openscan as synthetic
 from evaluation_workers.tracks.openscan.labels import ASPECTS, build_cache
@@ -144,27 +145,6 @@ def baseline(labels: Path, predictions: Path) -> float:
 def score_cmd(labels: Path, predictions: Path) -> list[str]:
     return [sys.executable, "-m", "evaluation_workers", "score", "--track", "openscan",
             "--labels", str(labels), "--predictions", str(predictions), "--quiet"]
-
-
-_PROBE = """
-import json, resource, subprocess, sys, time
-start = time.perf_counter()
-out = subprocess.run(sys.argv[1:], capture_output=True, text=True)
-wall = time.perf_counter() - start
-usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-print(json.dumps({"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "rss_mib": usage.ru_maxrss / 1024,
-                  "rc": out.returncode, "stdout": out.stdout, "stderr": out.stderr[-3000:]}))
-"""
-
-
-def measured(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> dict[str, Any]:
-    """Wall, CPU (user + system) and peak RSS of ``cmd`` alone, from a fresh parent process."""
-    out = subprocess.run([sys.executable, "-c", _PROBE, *cmd], capture_output=True, text=True, check=True,
-                         env={**os.environ, **(env or {})}, cwd=cwd)
-    run = json.loads(out.stdout)
-    if run["rc"]:
-        raise RuntimeError(f"{cmd} failed: {run['stderr']}")
-    return run
 
 
 def evict(paths: list[Path]) -> None:

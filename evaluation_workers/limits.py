@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import threading
 import tokenize
 import zlib
 from collections.abc import Callable, Iterator
@@ -76,9 +77,11 @@ class Budget:
         self.limit = int(limit)
         self.file = file
         self.used = 0
+        self._lock = threading.Lock()  # scenes may be read on two threads
 
     def take(self, n: int) -> None:
-        self.used += int(n)
+        with self._lock:
+            self.used += int(n)
         if self.used > self.limit:
             raise PredictionFormatError(
                 f"{self.file}: Expected at most {self.limit:,} bytes once decompressed (the largest "
@@ -220,34 +223,33 @@ def json_depth_error(file: str) -> PredictionFormatError:
 
 
 def _depth_exceeds(data: bytes | str, limit: int) -> bool:
-    """Whether brackets outside strings nest deeper than ``limit`` (one pass, no parse)."""
+    """Whether brackets outside strings nest deeper than ``limit`` (one pass, no parse).
+
+    Only the positions of brackets and quotes are kept (a few per value), never
+    an array per byte beyond one boolean scan: a 500 MiB file costs megabytes.
+    """
     raw = data.encode() if isinstance(data, str) else data
     if raw.count(b"[") + raw.count(b"{") <= limit:
         return False
     arr = np.frombuffer(raw, dtype=np.uint8)
-    quote = arr == ord('"')
-    if quote.any():
-        # A quote is escaped when an odd run of backslashes precedes it.
-        backslash = np.concatenate([[False], arr[:-1] == ord("\\")])
-        if backslash.any():
-            idx = np.flatnonzero(quote)
-            run = np.zeros(len(idx), dtype=np.int64)
+    brackets = np.flatnonzero((arr == ord("[")) | (arr == ord("{")) | (arr == ord("]")) | (arr == ord("}")))
+    quotes = np.flatnonzero(arr == ord('"'))
+    if quotes.size:
+        if raw.count(b"\\"):
+            # A quote is escaped when an odd run of backslashes precedes it.
+            run = np.zeros(len(quotes), dtype=np.int64)
             for k in range(1, 64):  # runs longer than 63 backslashes before a quote: treat as escaped
-                prev = idx - k
+                prev = quotes - k
                 hit = (prev >= 0) & (arr[np.maximum(prev, 0)] == ord("\\")) & (run == k - 1)
                 if not hit.any():
                     break
                 run[hit] = k
-            quote[idx[run % 2 == 1]] = False
-        inside = (np.cumsum(quote) % 2).astype(bool)
-        inside &= ~quote
-    else:
-        inside = np.zeros(len(arr), dtype=bool)
-    step = np.zeros(len(arr), dtype=np.int8)
-    step[(arr == ord("[")) | (arr == ord("{"))] = 1
-    step[(arr == ord("]")) | (arr == ord("}"))] = -1
-    step[inside] = 0
-    return bool(np.cumsum(step, dtype=np.int64).max(initial=0) > limit)
+            quotes = quotes[run % 2 == 0]
+        # A bracket is inside a string when an odd number of (unescaped) quotes precede it.
+        brackets = brackets[np.searchsorted(quotes, brackets) % 2 == 0]
+    opening = (arr[brackets] == ord("[")) | (arr[brackets] == ord("{"))
+    depth = np.cumsum(np.where(opening, 1, -1), dtype=np.int64)
+    return bool(depth.max(initial=0) > limit)
 
 
 def loads_json(data: bytes | str, file: str, object_pairs_hook: Callable[..., Any] | None = None) -> Any:

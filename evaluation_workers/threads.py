@@ -10,9 +10,10 @@ thread: results are bit-identical whatever the setting.
 from __future__ import annotations
 
 import os
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -32,20 +33,36 @@ def threads() -> int:
         raise ValueError(f"Expected EVAL_THREADS to be a number of threads, but got {setting!r}") from None
 
 
-def read_ahead(pool: ThreadPoolExecutor | None, read: Callable[[T], R], items: Sequence[T]) -> Iterator[tuple[T, R]]:
-    """``(item, read(item))`` in order, reading the next item in ``pool`` while the caller works on this one.
+def read_ahead(pool: ThreadPoolExecutor | None, read: Callable[[T], R], items: Sequence[T],
+               depth: int = 1) -> Iterator[tuple[T, R]]:
+    """``(item, read(item))`` in order, reading the next ``depth`` items in ``pool`` while the caller
+    works on this one.
 
-    One read is in flight at a time, so ``read`` needs no locking and at most
-    two items' data are in memory. An error of ``read`` is raised when its item
+    With ``depth=1`` one read is in flight at a time, so ``read`` needs no
+    locking; a larger depth needs a thread-safe ``read``. At most ``depth + 1``
+    items' data are in memory. An error of ``read`` is raised when its item
     is reached, as without a pool. ``pool=None`` reads in the caller's thread.
     """
     if pool is None:
         for item in items:
             yield item, read(item)
         return
-    pending: Future[R] | None = pool.submit(read, items[0]) if items else None
-    for i, item in enumerate(items):
-        assert pending is not None
-        value = pending.result()
-        pending = pool.submit(read, items[i + 1]) if i + 1 < len(items) else None
+    pending: deque[tuple[T, Future[R]]] = deque()
+    upcoming = iter(items)
+
+    def fill() -> None:
+        while len(pending) < depth:
+            item = next(upcoming, _END)
+            if item is _END:
+                return
+            pending.append((item, pool.submit(read, item)))  # type: ignore[arg-type]
+
+    fill()
+    while pending:
+        item, future = pending.popleft()
+        value = future.result()
+        fill()
         yield item, value
+
+
+_END: Any = object()

@@ -27,7 +27,7 @@ from typing import Any
 
 from evaluation_workers._xp import array_namespace, bincount, cummax_reverse, cumsum64, scatter_set
 
-__all__ = ["best_match", "pooled_ap", "sample_metrics", "sort_predictions", "true_positives"]
+__all__ = ["best_match", "pooled_ap", "pooled_order", "sample_metrics", "sort_predictions", "true_positives"]
 
 
 def sort_predictions(pred_sample: Any, pred_score: Any) -> Any:
@@ -155,7 +155,13 @@ def sample_metrics(
     return out
 
 
-def pooled_ap(tp: Any, pred_score: Any, n_gt: int) -> tuple[float, float]:
+def pooled_order(pred_score: Any) -> Any:
+    """The ranking of a pooled set: score descending, ties in the given order (``pooled_ap``)."""
+    xp = array_namespace(pred_score)
+    return xp.argsort(pred_score, descending=True, stable=True)
+
+
+def pooled_ap(tp: Any, pred_score: Any, n_gt: int, order: Any = None) -> tuple[float, float]:
     """AP and final recall of one pooled set of predictions (the devkit's AP_C, AR_C).
 
     Args:
@@ -163,6 +169,7 @@ def pooled_ap(tp: Any, pred_score: Any, n_gt: int) -> tuple[float, float]:
             within the sample).
         pred_score: (N,) float scores.
         n_gt: ground-truth boxes of all the pooled samples (with or without predictions).
+        order: ``pooled_order(pred_score)``, when the caller has it already.
 
     Returns:
         (AP, AR) floats; (0, 0) when there are no predictions.
@@ -170,7 +177,8 @@ def pooled_ap(tp: Any, pred_score: Any, n_gt: int) -> tuple[float, float]:
     xp = array_namespace(tp, pred_score)
     if tp.shape[0] == 0 or n_gt == 0:
         return 0.0, 0.0
-    order = xp.argsort(pred_score, descending=True, stable=True)
+    if order is None:
+        order = pooled_order(pred_score)
     hit = xp.take(tp, order)
     found = cumsum64(hit)
     precision = found / xp.astype(xp.arange(1, hit.shape[0] + 1), xp.float64)

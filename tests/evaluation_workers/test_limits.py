@@ -82,3 +82,32 @@ def test_deep_json_is_refused_with_a_message_not_a_recursion_error():
     with pytest.raises(PredictionFormatError, match="f.json: Expected JSON nested at most 32 levels"):
         loads_json("[" * 10_000 + "]" * 10_000, "f.json")
     assert loads_json("[" * 32 + "]" * 32, "f.json") is not None
+
+
+def test_the_nesting_scan_agrees_with_the_parsed_depth_of_json_full_of_brackets_in_strings() -> None:
+    import json
+    import random
+
+    from evaluation_workers.limits import _depth_exceeds
+
+    rng = random.Random(7)
+
+    def value(depth: int):  # type: ignore[no-untyped-def]
+        if depth == 0 or rng.random() < 0.3:
+            return rng.choice(["[", "]{", '"\\"]', "\\\\[", "a}", 1, 2.5, None])
+        if rng.random() < 0.5:
+            return [value(depth - 1) for _ in range(rng.randint(0, 3))]
+        return {rng.choice(["[k", "}", "x\\"]): value(depth - 1) for _ in range(rng.randint(0, 3))}
+
+    def nesting(v) -> int:  # type: ignore[no-untyped-def]
+        if isinstance(v, list):
+            return 1 + max((nesting(x) for x in v), default=0)
+        if isinstance(v, dict):
+            return 1 + max((nesting(x) for x in v.values()), default=0)
+        return 0
+
+    for _ in range(3000):
+        doc = value(rng.randint(0, 9))
+        text = json.dumps(doc)
+        for limit in (1, 3, 6):
+            assert _depth_exceeds(text, limit) == (nesting(doc) > limit), (text, limit)

@@ -69,3 +69,23 @@ def test_the_default_shares_the_cpus_among_the_worker_processes(monkeypatch: pyt
     assert threads() == 4
     monkeypatch.setenv("EVAL_CONCURRENCY", "16")
     assert threads() == 1
+
+
+def test_read_ahead_keeps_the_order_with_several_reads_in_flight() -> None:
+    import threading
+    import time
+
+    lock, in_flight, most = threading.Lock(), [0], [0]
+
+    def read(item: int) -> int:
+        with lock:
+            in_flight[0] += 1
+            most[0] = max(most[0], in_flight[0])
+        time.sleep(0.002 * (5 - item % 5))  # later items may finish first
+        with lock:
+            in_flight[0] -= 1
+        return item * item
+
+    with ThreadPoolExecutor(3) as executor:
+        got = list(read_ahead(executor, read, list(range(20)), depth=3))
+    assert got == [(i, i * i) for i in range(20)] and 1 < most[0] <= 3

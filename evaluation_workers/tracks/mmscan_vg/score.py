@@ -101,16 +101,19 @@ def score_arrays(
     pooled: dict[str, dict[str, float | None]] = {g: {} for g in GROUPS}
     sample_group = xp.asarray(group_h)
     pred_group = xp.take(sample_group, pred_sample) if n_pred else xp.zeros((0,), dtype=xp.int64)
-    for t in THRESHOLDS:
-        parts = tp_parts[t]
-        tp = xp.concat(parts) if len(parts) > 1 else (parts[0] if parts else xp.zeros((0,), dtype=xp.bool))
-        for gi, g in enumerate(GROUPS):
-            in_group = group_h == gi
-            if not in_group.any():
+    tps = {t: xp.concat(p) if len(p) > 1 else (p[0] if p else xp.zeros((0,), dtype=xp.bool))
+           for t, p in tp_parts.items()}
+    for gi, g in enumerate(GROUPS):
+        in_group = group_h == gi
+        if not in_group.any():
+            for t in THRESHOLDS:
                 pooled[g][f"AP_box@{t}"] = pooled[g][f"AR_box@{t}"] = None
-                continue
-            mask = pred_group == gi
-            ap, ar = grounding.pooled_ap(tp[mask], pred_score[mask], int(gt_count_h[in_group].sum()))
+            continue
+        mask = pred_group == gi
+        scores = pred_score[mask]
+        order = grounding.pooled_order(scores)  # sorted once for both thresholds
+        for t in THRESHOLDS:
+            ap, ar = grounding.pooled_ap(tps[t][mask], scores, int(gt_count_h[in_group].sum()), order)
             pooled[g][f"AP_box@{t}"], pooled[g][f"AR_box@{t}"] = ap, ar
 
     metrics: dict[str, float | None] = {}

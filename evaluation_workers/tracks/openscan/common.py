@@ -10,6 +10,7 @@ class id is not one of the aspect's ids (0, K+1 for ``other``, anything outside
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,20 +66,23 @@ class ScenePrediction:
 
 @dataclass
 class Dropped:
-    """Masks dropped for a class id outside 1..K, per aspect: masks and scenes."""
+    """Masks dropped for a class id outside 1..K, per aspect: masks and scenes (thread-safe)."""
 
     masks: dict[str, int] = field(default_factory=dict)
     scenes: dict[str, int] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def add(self, aspect: str, n: int) -> None:
         if n:
-            self.masks[aspect] = self.masks.get(aspect, 0) + n
-            self.scenes[aspect] = self.scenes.get(aspect, 0) + 1
+            with self._lock:
+                self.masks[aspect] = self.masks.get(aspect, 0) + n
+                self.scenes[aspect] = self.scenes.get(aspect, 0) + 1
 
     def warnings(self, vocabulary: dict[str, list[str]], n_scenes: dict[str, int]) -> list[str]:
+        """One line per aspect with drops, in the vocabulary's order (whatever order scenes were read in)."""
         out = []
-        for aspect, n in self.masks.items():
-            k = len(vocabulary[aspect])
+        for aspect in (a for a in vocabulary if a in self.masks):
+            n, k = self.masks[aspect], len(vocabulary[aspect])
             out.append(
                 f"{aspect}: dropped {n} masks in {self.scenes[aspect]} of {n_scenes.get(aspect, 0)} scenes "
                 f"whose class id is not an attribute id 1..{k} (0 = unlabelled, {k + 1} = other), "

@@ -20,6 +20,7 @@ import math
 import stat
 import struct
 import tempfile
+import threading
 import zipfile
 import zlib
 from collections.abc import Callable
@@ -92,6 +93,7 @@ class Archive:
         self.budget = budget
         self._buffer: memoryview | None = None
         self._handle: IO[bytes] | None = None
+        self._lock = threading.Lock()
         try:
             if isinstance(source, bytes):
                 self._buffer = memoryview(source)
@@ -148,8 +150,9 @@ class Archive:
         if self._buffer is not None:
             return self._buffer[offset : offset + n]
         assert self._handle is not None
-        self._handle.seek(offset)
-        return self._handle.read(n)
+        with self._lock:  # one file position, any number of reading threads
+            self._handle.seek(offset)
+            return self._handle.read(n)
 
     def _data(self, info: zipfile.ZipInfo, what: str, cap: int) -> bytes | memoryview:
         """A member's stored (possibly compressed) bytes, after checking its local header and size.

@@ -44,6 +44,7 @@ class OfficialReader:
     """``<aspect>/<scene_id>.npz`` members of a zip."""
 
     format = "official"
+    parallel_reads = True  # read() is thread-safe: Archive, Budget and Dropped lock what they share
 
     def __init__(self, archive: Archive, manifest: dict[str, Any], budget: Budget) -> None:
         self.archive = archive

@@ -148,10 +148,12 @@ def score(labels_path: Path, predictions_path: Path, progress: Progress = no_pro
     scenes = reader.scenes()
     # Two threads: one hashes the predictions file, the other reads the next scene
     # while this one is scored (threads.read_ahead); values do not depend on it.
-    pool = ThreadPoolExecutor(2) if threads() > 1 else None
+    n_threads = threads()
+    depth = n_threads if getattr(reader, "parallel_reads", False) else 1
+    pool = ThreadPoolExecutor(depth + 1) if n_threads > 1 else None
     try:
         predictions_sha = pool.submit(sha256_file, predictions_path) if pool else None
-        for i, (scene, read) in enumerate(read_ahead(pool, reader.read, scenes)):
+        for i, (scene, read) in enumerate(read_ahead(pool, reader.read, scenes, depth)):
             _add_scene(xp, states, units, scene, read)
             if i % 10 == 0 or i == len(scenes) - 1:
                 progress(0.05 + 0.85 * (i + 1) / max(len(scenes), 1), f"scene {i + 1} of {len(scenes)}")
@@ -316,7 +318,7 @@ def validate(predictions_path: Path, manifest: Manifest) -> dict[str, Any]:
             )
     return {
         "format": reader.format,
-        "dropped_masks": dict(reader.dropped.masks),
+        "dropped_masks": {a: reader.dropped.masks[a] for a in manifest["aspects"] if a in reader.dropped.masks},
         "scenes": {a: len(reader.present(a)) for a in manifest["aspects"]},
         "expected_scenes": {a: len(s) for a, s in manifest["aspects"].items()},
     }

@@ -1,0 +1,38 @@
+"""One measured child process for the benchmarks: wall, CPU (user + system) and peak RSS of it alone.
+
+The figures come from a fresh parent process, so that the peak RSS (``ru_maxrss`` of the children, which
+is a maximum over all children ever waited for) is this command's alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+_PROBE = """
+import json, resource, subprocess, sys, time
+start = time.perf_counter()
+out = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps({"wall": time.perf_counter() - start, "cpu": usage.ru_utime + usage.ru_stime,
+                  "rss_mib": usage.ru_maxrss / 1024, "rc": out.returncode, "stdout": out.stdout,
+                  "stderr": out.stderr[-3000:]}))
+"""
+
+
+def measured(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> dict[str, Any]:
+    """``{"wall", "cpu", "rss_mib", "stdout", ...}`` of ``cmd``; raises when it fails."""
+    out = subprocess.run([sys.executable, "-c", _PROBE, *cmd], capture_output=True, text=True, check=True,
+                         env={**os.environ, **(env or {})}, cwd=cwd)
+    run: dict[str, Any] = json.loads(out.stdout)
+    if run["rc"]:
+        raise RuntimeError(f"{cmd} failed: {run['stderr']}")
+    return run
+
+
+def load() -> str:
+    return f"load average {os.getloadavg()[0]:.2f} on {len(os.sched_getaffinity(0))} CPUs"
