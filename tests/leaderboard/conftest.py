@@ -144,7 +144,7 @@ def scoring_worker(redis_url: str, storage_dirs: dict[str, Path], queue: str, lo
     settings; ``env_extra`` adds EVAL_* variables (e.g. S3, ``EVAL_TRACKS``). ``name`` is its node
     name; ``command`` replaces ``python -m evaluation_workers`` (a wrapper, another namespace)."""
     env = {**os.environ, "REDIS_URL": redis_url, "EVAL_UPLOADS_DIR": str(storage_dirs["uploads"]),
-           "EVAL_LABELS_DIR": str(storage_dirs["labels"]), "EVAL_OUTCOMES_DIR": str(storage_dirs["outcomes"]),
+           "EVAL_LABELS_DIR": str(storage_dirs["labels"]), "EVAL_OUTCOMES_DIR": str(storage_dirs.get("outcomes") or Path(storage_dirs["labels"]).parent / "outcomes"),
            "EVAL_DEVICE": "cpu", "EVAL_QUEUE_CPU": queue,
            "EVAL_QUEUE_DEVICES": "cpu", **env_extra}
     env.pop("DJANGO_SETTINGS_MODULE", None)

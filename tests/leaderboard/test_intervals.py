@@ -58,12 +58,12 @@ def test_the_leaderboard_shows_plus_minus_only_when_asked_and_never_on_paper_row
     upper, _, _ = two_rows
     do_seed_paper_rows("sqa3d")
     plain = client.get("/benchmarks/sqa3d/?split=test").content.decode()
-    assert 'class="pm"' not in plain and "Show 95 % intervals" in plain
+    assert 'class="pm"' not in plain and "Show ±</a>" in plain
     assert 'href="?split=test&amp;metric=EM&amp;sort=EM&amp;ci=1"' in plain  # the toggle is a link: no script
     shown = client.get("/benchmarks/sqa3d/?split=test&ci=1").content.decode()
     lo, hi = upper.intervals["EM"]
     assert f"±{(hi - lo) * 50:.1f}" in shown and f"[{lo * 100:.1f}, {hi * 100:.1f}]" in shown
-    assert "Hide 95 % intervals" in shown
+    assert "Hide ±</a>" in shown
     paper_rows = [chunk for chunk in shown.split("<tr")[1:] if chunk.startswith(' class="paper"')]
     assert paper_rows and not any('class="pm"' in row for row in paper_rows)
 
