@@ -238,3 +238,11 @@ def test_intervals_that_follow_the_score_reach_the_result_and_the_row(client, ow
     assert not lifecycle.record_intervals(**report), "only a result still waiting for them takes them"
     page = client.get(f"/submissions/{entry.submission_id}/").content.decode()
     assert "being computed" not in page and 'id="overall-intervals"' in page
+
+
+def test_the_home_page_leaders_carry_their_plus_minus(client, two_rows):
+    upper, _, _ = two_rows
+    upper.refresh_from_db()
+    lo, hi = upper.intervals["EM"]
+    page = client.get("/").content.decode()
+    assert f"±{(hi - lo) * 50:.1f}" in page
