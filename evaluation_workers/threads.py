@@ -55,7 +55,7 @@ def read_ahead(pool: ThreadPoolExecutor | None, read: Callable[[T], R], items: S
             item = next(upcoming, _END)
             if item is _END:
                 return
-            pending.append((item, pool.submit(read, item)))  # type: ignore[arg-type]
+            pending.append((item, pool.submit(read, item)))
 
     fill()
     while pending:

@@ -123,7 +123,7 @@ def flat_nonzero(array: np.ndarray) -> np.ndarray:
     words = bits[:head].view(np.uint64)
     hit = np.flatnonzero(words != 0)
     inside = np.flatnonzero(words[hit].view(np.bool_))
-    found = hit[inside >> 3] * 8 + (inside & 7)
+    found: np.ndarray = hit[inside >> 3] * 8 + (inside & 7)
     if head == bits.shape[0]:
         return found
     return np.concatenate([found, head + np.flatnonzero(bits[head:])])
