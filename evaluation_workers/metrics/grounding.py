@@ -27,7 +27,10 @@ from typing import Any
 
 from evaluation_workers._xp import array_namespace, bincount, cummax_reverse, cumsum64, scatter_set
 
-__all__ = ["best_match", "pooled_ap", "pooled_order", "sample_metrics", "sort_predictions", "true_positives"]
+__all__ = [
+    "best_match", "pooled_ap", "pooled_order", "pooled_rankings", "sample_metrics", "sort_predictions",
+    "true_positives",
+]
 
 
 def sort_predictions(pred_sample: Any, pred_score: Any) -> Any:
@@ -161,6 +164,28 @@ def pooled_order(pred_score: Any) -> Any:
     return xp.argsort(pred_score, descending=True, stable=True)
 
 
+def pooled_rankings(pred_score: Any, member_of: Any, n_sets: int, order: Any = None) -> list[Any]:
+    """The pooled ranking of each of ``n_sets`` disjoint sets of predictions, from one sort.
+
+    A stable sort of all predictions by score, restricted to one set, is that
+    set's own stable sort (ties stay in index order either way): the groups,
+    the sub-classes and the bootstrap's outcomes share one ``pooled_order``.
+
+    Args:
+        pred_score: (N,) float scores, in the pooled tie order.
+        member_of: (N,) int set of each prediction (any value outside 0..n_sets-1: none).
+        order: ``pooled_order(pred_score)``, when the caller has it already.
+
+    Returns:
+        n_sets arrays of indices into the (N,) arrays, each in its set's ranking.
+    """
+    xp = array_namespace(pred_score, member_of)
+    if order is None:
+        order = pooled_order(pred_score)
+    ranked_set = xp.take(member_of, order)
+    return [order[ranked_set == s] for s in range(n_sets)]
+
+
 def pooled_ap(tp: Any, pred_score: Any, n_gt: int, order: Any = None) -> tuple[float, float]:
     """AP and final recall of one pooled set of predictions (the devkit's AP_C, AR_C).
 
@@ -169,16 +194,17 @@ def pooled_ap(tp: Any, pred_score: Any, n_gt: int, order: Any = None) -> tuple[f
             within the sample).
         pred_score: (N,) float scores.
         n_gt: ground-truth boxes of all the pooled samples (with or without predictions).
-        order: ``pooled_order(pred_score)``, when the caller has it already.
+        order: the set's ranking as indices into ``tp`` (``pooled_order(pred_score)``, or one of
+            ``pooled_rankings``, when ``tp`` holds more predictions than the set's), when the caller has it.
 
     Returns:
         (AP, AR) floats; (0, 0) when there are no predictions.
     """
-    xp = array_namespace(tp, pred_score)
-    if tp.shape[0] == 0 or n_gt == 0:
-        return 0.0, 0.0
     if order is None:
         order = pooled_order(pred_score)
+    xp = array_namespace(tp, order)
+    if order.shape[0] == 0 or n_gt == 0:
+        return 0.0, 0.0
     hit = xp.take(tp, order)
     found = cumsum64(hit)
     precision = found / xp.astype(xp.arange(1, hit.shape[0] + 1), xp.float64)

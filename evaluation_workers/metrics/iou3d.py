@@ -48,7 +48,7 @@ from array_api_compat import is_numpy_namespace
 
 from evaluation_workers._xp import array_namespace
 from evaluation_workers.metrics import iou3d_edges, iou3d_faces
-from evaluation_workers.threads import threads
+from evaluation_workers.threads import threads as eval_threads
 
 __all__ = ["DEFAULT_CHUNK_PAIRS", "TOL_REL", "box_iou3d", "paired_iou3d", "rotation_matrices"]
 
@@ -124,6 +124,7 @@ def indexed_iou3d(
     index2: Any,
     chunk_pairs: int = DEFAULT_CHUNK_PAIRS,
     floor: float = 0.0,
+    threads: int | None = None,
 ) -> Any:
     """IoU of ``boxes1[index1[i]]`` with ``boxes2[index2[i]]`` for every pair i.
 
@@ -138,6 +139,7 @@ def indexed_iou3d(
         index2: (P,) integer rows of ``boxes2``.
         chunk_pairs: pairs per exact chunk (memory bound, see module docstring).
         floor: IoUs below it may be returned as 0 (they are exact at and above it).
+        threads: threads over chunks (NumPy only; default ``EVAL_THREADS``).
 
     Returns:
         iou: (P,) float64 in [0, 1]; 0 where a box has zero volume.
@@ -176,9 +178,9 @@ def indexed_iou3d(
             )
 
         starts = range(0, total, chunk_pairs)
-        threads = _threads(xp, len(starts))
-        if threads > 1:
-            with ThreadPoolExecutor(threads) as pool:
+        workers = _threads(xp, len(starts), threads)
+        if workers > 1:
+            with ThreadPoolExecutor(workers) as pool:
                 parts = list(pool.map(chunk, starts))
         else:
             parts = [chunk(a) for a in starts]
@@ -189,11 +191,11 @@ def indexed_iou3d(
     return xp.where(union > 0, inter / safe, xp.zeros_like(union))
 
 
-def _threads(xp: Any, chunks: int) -> int:
+def _threads(xp: Any, chunks: int, wanted: int | None) -> int:
     """Threads for the chunks: NumPy only (CuPy queues kernels on one stream)."""
     if chunks < 2 or not is_numpy_namespace(xp):
         return 1
-    return min(threads(), chunks)
+    return min(eval_threads() if wanted is None else wanted, chunks)
 
 
 def _intersection_chunk(half1: Any, half2: Any, rot1: Any, rot2: Any, delta: Any, floor: float, xp: Any) -> Any:

@@ -251,14 +251,26 @@ def test_it_widens_float32_binary_boxes_as_their_json_decimals(tmp_path: Path) -
     assert got["metrics"] == want["metrics"] and got["breakdown"] == want["breakdown"]
 
 
-def test_it_gives_the_same_numbers_whatever_the_block_size() -> None:
+@pytest.mark.parametrize("threads", ["1", "3"])
+def test_it_gives_the_same_numbers_whatever_the_block_size_and_threads(
+    threads: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Blocks of prompts run on EVAL_THREADS threads and are collected in order: every value, and
+    every outcome the bootstrap keeps, is the same bit for bit as one block on one thread."""
     from array_api_compat import numpy as compat
 
     fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "mmscan_vg"
     lab = mmscan_vg.load_labels(fixtures / "devkit_labels.json")
     pr = mmscan_vg.load_predictions(fixtures / "devkit_predictions.json", lab.index)
-    whole = mmscan_vg.score_arrays(lab, pr, compat, block_pairs=1 << 30)
-    assert mmscan_vg.score_arrays(lab, pr, compat, block_pairs=7) == whole
+    monkeypatch.setenv("EVAL_THREADS", "1")
+    whole_outcomes: dict[str, np.ndarray] = {}
+    whole = mmscan_vg.score_arrays(lab, pr, compat, block_pairs=1 << 30, outcomes=whole_outcomes)
+    monkeypatch.setenv("EVAL_THREADS", threads)
+    outcomes: dict[str, np.ndarray] = {}
+    assert mmscan_vg.score_arrays(lab, pr, compat, block_pairs=7, outcomes=outcomes) == whole
+    assert outcomes.keys() == whole_outcomes.keys()
+    for key, value in whole_outcomes.items():
+        assert np.array_equal(outcomes[key], value), key
 
 
 def test_labels_are_parsed_once_per_checksum_and_a_stale_copy_is_never_used(

@@ -339,6 +339,24 @@ def test_sort_predictions_orders_by_sample_then_score_keeping_file_order_on_ties
     want = sorted(range(len(sample)), key=lambda i: (sample[i], -score[i], i))
     got = np.asarray(sort_predictions(xp.asarray(sample), xp.asarray(score)))
     assert got.tolist() == want
+def test_pooled_rankings_are_each_sets_own_stable_ranking(xp) -> None:
+    """One sort serves every pooled set: each set's ranking is its members by score, descending,
+    ties (many here, and -0.0 beside 0.0) in index order, as a sort of that set alone gives."""
+    from evaluation_workers.metrics.grounding import pooled_order, pooled_rankings
+
+    rng = np.random.default_rng(5)
+    score = rng.integers(0, 5, 2000).astype(np.float64)
+    score[::9] = -0.0
+    member = rng.integers(-1, 4, 2000)  # -1: in no set
+    got = pooled_rankings(xp.asarray(score), xp.asarray(member), 4)
+    for s in range(4):
+        idx = np.flatnonzero(member == s)
+        want = sorted(idx.tolist(), key=lambda i: (-score[i], i))
+        assert np.asarray(got[s]).tolist() == want
+        own = idx[np.asarray(pooled_order(xp.asarray(score[idx])))]
+        assert own.tolist() == want
+
+
 @pytest.mark.parametrize("seed", [0, 3])
 def test_each_sub_class_equals_the_slow_loop_on_its_prompts_alone(xp, seed: int) -> None:
     """details.per_sub_class (the drill-down): every metric of a sub-class is what the whole

@@ -11,13 +11,17 @@ bit of the result. AP_box/AR_box then pool the (N,) true-positive flags.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
+from array_api_compat import is_numpy_namespace
 
 from evaluation_workers import _xp
 from evaluation_workers.metrics import grounding
 from evaluation_workers.metrics.iou3d import DEFAULT_CHUNK_PAIRS, indexed_iou3d
+from evaluation_workers.threads import read_ahead, threads
 from evaluation_workers.tracks.base import Progress, no_progress
 from evaluation_workers.tracks.mmscan_vg.labels import GROUPS, SUB_CLASSES, Labels, Predictions
 
@@ -82,20 +86,22 @@ def score_arrays(
 
     per_sample: dict[str, list[Any]] = {}
     tp_parts: dict[float, list[Any]] = {t: [] for t in THRESHOLDS}
-    rows_per_block = max(1, block_pairs // n_cols)
-    ends = np.cumsum(pred_count_h)
-    s0 = 0
-    while s0 < n_samples:
-        s1 = int(np.searchsorted(ends, pred_start_h[s0] + rows_per_block, side="right"))
-        s1 = min(max(s1, s0 + 1), n_samples)
-        block = _score_block(labels, preds, xp, chunk_pairs, pred_sample, box_rows, s0, s1,
-                             pred_start_h, pred_count_h, gt_start_h, gt_count_h)
-        for key, value in block["per_sample"].items():
-            per_sample.setdefault(key, []).append(value)
-        for t in THRESHOLDS:
-            tp_parts[t].append(block["tp"][t])
-        progress(0.3 + 0.6 * s1 / n_samples, "IoU and matching")
-        s0 = s1
+    # Blocks are independent: on NumPy they run on EVAL_THREADS threads (each its own share of the
+    # memory bound, its IoU on one thread), and are collected in order, so the values are the same.
+    workers = threads() if is_numpy_namespace(xp) else 1
+    spans = _blocks(pred_count_h, pred_start_h, max(1, block_pairs // workers // n_cols))
+
+    def run(span: tuple[int, int]) -> dict[str, Any]:
+        return _score_block(labels, preds, xp, chunk_pairs, pred_sample, box_rows, span[0], span[1],
+                            pred_start_h, pred_count_h, gt_start_h, gt_count_h, 1 if workers > 1 else None)
+
+    with ThreadPoolExecutor(workers) if workers > 1 else nullcontext() as pool:
+        for (_, s1), block in read_ahead(pool, run, spans, depth=workers):
+            for key, value in block["per_sample"].items():
+                per_sample.setdefault(key, []).append(value)
+            for t in THRESHOLDS:
+                tp_parts[t].append(block["tp"][t])
+            progress(0.3 + 0.6 * s1 / n_samples, "IoU and matching")
 
     host = {key: np.concatenate([_xp.to_numpy(v) for v in parts]) for key, parts in per_sample.items()}
     pooled: dict[str, dict[str, float | None]] = {g: {} for g in GROUPS}
@@ -103,17 +109,17 @@ def score_arrays(
     pred_group = xp.take(sample_group, pred_sample) if n_pred else xp.zeros((0,), dtype=xp.int64)
     tps = {t: xp.concat(p) if len(p) > 1 else (p[0] if p else xp.zeros((0,), dtype=xp.bool))
            for t, p in tp_parts.items()}
+    del tp_parts
+    # One sort ranks every pooled set: the groups here, the sub-classes and the outcomes below.
+    rank_order = grounding.pooled_order(pred_score)
+    rankings = grounding.pooled_rankings(pred_score, pred_group, len(GROUPS), rank_order)
     for gi, g in enumerate(GROUPS):
         in_group = group_h == gi
-        if not in_group.any():
-            for t in THRESHOLDS:
-                pooled[g][f"AP_box@{t}"] = pooled[g][f"AR_box@{t}"] = None
-            continue
-        mask = pred_group == gi
-        scores = pred_score[mask]
-        order = grounding.pooled_order(scores)  # sorted once for both thresholds
         for t in THRESHOLDS:
-            ap, ar = grounding.pooled_ap(tps[t][mask], scores, int(gt_count_h[in_group].sum()), order)
+            if not in_group.any():
+                pooled[g][f"AP_box@{t}"] = pooled[g][f"AR_box@{t}"] = None
+                continue
+            ap, ar = grounding.pooled_ap(tps[t], pred_score, int(gt_count_h[in_group].sum()), rankings[gi])
             pooled[g][f"AP_box@{t}"], pooled[g][f"AR_box@{t}"] = ap, ar
 
     metrics: dict[str, float | None] = {}
@@ -140,9 +146,10 @@ def score_arrays(
                 / n_samples
             )
     if outcomes is not None:
-        outcomes.update(_outcomes(host, group_h, gt_count_h, pred_sample, pred_group, pred_score, tp_parts, xp))
-    per_sub_class = (_per_sub_class(labels.sub_class[scored], host, gt_count_h, pred_sample, pred_score, tp_parts,
-                                    xp) if labels.sub_class is not None else None)
+        outcomes.update(_outcomes(host, group_h, gt_count_h, pred_sample, pred_group, tps, rankings))
+    del rankings
+    per_sub_class = (_per_sub_class(labels.sub_class[scored], host, gt_count_h, pred_sample, pred_score, tps,
+                                    rank_order, xp) if labels.sub_class is not None else None)
     details = {
         "samples": n_samples,
         "samples_without_ground_truth": int((~scored).sum()),
@@ -158,15 +165,14 @@ def score_arrays(
 
 def _per_sub_class(
     sub_h: np.ndarray, host: dict[str, np.ndarray], gt_count_h: np.ndarray, pred_sample: Any, pred_score: Any,
-    tp_parts: dict[float, list[Any]], xp: Any,
+    tps: dict[float, Any], rank_order: Any, xp: Any,
 ) -> dict[str, dict[str, Any]]:
     """Every metric of each of the devkit's seven sub-classes (the five groups fold them), as the
     groups' are computed: per-sample means, and AP_box/AR_box pooled over the sub-class's prompts.
     ``count``: its scored prompts; a sub-class without any has null metrics."""
     sub_of_pred = xp.take(xp.asarray(sub_h), pred_sample) if int(pred_sample.shape[0]) else xp.zeros(
         (0,), dtype=xp.int64)
-    tps = {t: (xp.concat(parts) if len(parts) > 1 else (parts[0] if parts else xp.zeros((0,), dtype=xp.bool)))
-           for t, parts in tp_parts.items()}
+    rankings = grounding.pooled_rankings(pred_score, sub_of_pred, len(SUB_CLASSES), rank_order)
     out: dict[str, dict[str, Any]] = {}
     for si, name in enumerate(SUB_CLASSES):
         members = sub_h == si
@@ -178,45 +184,52 @@ def _per_sub_class(
             if not members.any():
                 entry[f"AP_box@{t}"] = entry[f"AR_box@{t}"] = None
                 continue
-            mask = sub_of_pred == si
             entry[f"AP_box@{t}"], entry[f"AR_box@{t}"] = grounding.pooled_ap(
-                tps[t][mask], pred_score[mask], int(gt_count_h[members].sum()))
+                tps[t], pred_score, int(gt_count_h[members].sum()), rankings[si])
         out[name] = {k: entry[k] for k in METRICS} | {"count": int(members.sum())}
     return out
 
 
 def _outcomes(
     host: dict[str, np.ndarray], group_h: np.ndarray, gt_count_h: np.ndarray, pred_sample: Any,
-    pred_group: Any, pred_score: Any, tp_parts: dict[float, list[Any]], xp: Any,
+    pred_group: Any, tps: dict[float, Any], rankings: list[Any],
 ) -> dict[str, np.ndarray]:
     """What the bootstrap needs to recompute every metric on a resample of prompts (host arrays).
 
     ``values`` (S, len(PER_SAMPLE_KEYS)) per-prompt metrics; ``group``, ``gt_count`` (S,);
     the pooled rankings of AP_box/AR_box, group after group: ``pool_sample`` (R,) prompt
-    of each prediction in the group's pooled order (score descending, ties in label
-    order then rank: the order ``pooled_ap`` uses), ``pool_group`` (R,), ``pool_tp``
+    of each prediction in the group's pooled order (``rankings``: score descending, ties in
+    label order then rank, the order ``pooled_ap`` uses), ``pool_group`` (R,), ``pool_tp``
     (R, 2) true-positive flags at 0.25 and 0.5. Each group's ranking stops at its
     last true positive: later predictions change neither AP nor AR.
     """
     n = int(group_h.shape[0])
     values = np.stack([host[k] for k in PER_SAMPLE_KEYS], axis=1) if n else np.zeros((0, len(PER_SAMPLE_KEYS)))
-    tps = []
-    for t in THRESHOLDS:
-        parts = tp_parts[t]
-        tps.append(_xp.to_numpy(xp.concat(parts)) if len(parts) > 1 else
-                   (_xp.to_numpy(parts[0]) if parts else np.zeros(0, dtype=bool)))
-    tp_h = np.stack(tps, axis=1)
-    sample_h, group_p, score_h = (_xp.to_numpy(a) for a in (pred_sample, pred_group, pred_score))
+    tp_h = np.stack([_xp.to_numpy(tps[t]) for t in THRESHOLDS], axis=1)
+    sample_h, group_p = _xp.to_numpy(pred_sample), _xp.to_numpy(pred_group)
     rows = []
-    for gi in range(len(GROUPS)):
-        idx = np.flatnonzero(group_p == gi)
-        idx = idx[np.argsort(-score_h[idx], kind="stable")]
+    for ranking in rankings:
+        idx = _xp.to_numpy(ranking)
         hits = np.flatnonzero(tp_h[idx].any(axis=1))
         rows.append(idx[: hits[-1] + 1] if hits.size else idx[:0])
     kept = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
     return {"values": values, "group": group_h.astype(np.int64), "gt_count": gt_count_h.astype(np.int64),
             "pool_sample": sample_h[kept].astype(np.int64), "pool_group": group_p[kept].astype(np.int64),
             "pool_tp": tp_h[kept]}
+
+
+def _blocks(pred_count_h: np.ndarray, pred_start_h: np.ndarray, rows_per_block: int) -> list[tuple[int, int]]:
+    """Consecutive spans [s0, s1) of samples, about ``rows_per_block`` predictions each (one sample at least)."""
+    n_samples = int(pred_count_h.shape[0])
+    ends = np.cumsum(pred_count_h)
+    spans = []
+    s0 = 0
+    while s0 < n_samples:
+        s1 = int(np.searchsorted(ends, pred_start_h[s0] + rows_per_block, side="right"))
+        s1 = min(max(s1, s0 + 1), n_samples)
+        spans.append((s0, s1))
+        s0 = s1
+    return spans
 
 
 def _score_block(
@@ -232,8 +245,12 @@ def _score_block(
     pred_count_h: np.ndarray,
     gt_start_h: np.ndarray,
     gt_count_h: np.ndarray,
+    iou_threads: int | None = None,
 ) -> dict[str, Any]:
-    """Per-sample metrics of samples s0..s1-1 and the TP flags of their predictions (sorted order)."""
+    """Per-sample metrics of samples s0..s1-1 and the TP flags of their predictions (sorted order).
+
+    ``iou_threads``: threads of the exact IoU (``indexed_iou3d``; default ``EVAL_THREADS``).
+    """
     a = int(pred_start_h[s0])
     b = int(pred_start_h[s1 - 1] + pred_count_h[s1 - 1])
     g0 = int(gt_start_h[s0])
@@ -264,6 +281,7 @@ def _score_block(
             xp.reshape(gt_index, (-1,))[flat_valid],
             chunk_pairs,
             floor=min(THRESHOLDS),  # an IoU below every threshold is no match, whatever its value
+            threads=iou_threads,
         )
     iou = xp.reshape(iou, (n, n_cols))
     best_iou, best_col = grounding.best_match(iou)
