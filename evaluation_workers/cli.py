@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from evaluation_workers import allocator
 from evaluation_workers.convert import FORMS, convert
 from evaluation_workers.convert.mmscan_labels import convert_labels
 from evaluation_workers.errors import SubmissionError
@@ -119,6 +120,7 @@ def run_worker(celery_args: Sequence[str]) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    allocator.tune()  # before the worker forks its pool: the children inherit the settings
     if argv[:1] == ["worker"]:  # everything after it is celery's (argparse would take its dashes)
         return run_worker(argv[1:])
     args = _parser().parse_args(argv)

@@ -31,7 +31,7 @@ from typing import Any
 from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded, WorkerLostError
 from celery.signals import task_failure
 
-from evaluation_workers import attempts, contracts, outcomes, partitions
+from evaluation_workers import allocator, attempts, contracts, outcomes, partitions
 from evaluation_workers.app import app
 from evaluation_workers.errors import PlatformError, SubmissionError
 from evaluation_workers.labels_cache import labels_for
@@ -140,6 +140,7 @@ def run_score(request: contracts.ScoreRequest) -> None:
             _score(request, reporter)
     finally:
         attempts.release(submission_id, attempt)
+        allocator.release()  # what the scorer's temporaries kept in the heap
 
 
 def _score(request: contracts.ScoreRequest, reporter: Reporter) -> None:

@@ -25,7 +25,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from evaluation_workers._xp import array_namespace, bincount, cummax_reverse, cumsum64, scatter_set
+from evaluation_workers._xp import (
+    argsort_descending,
+    array_namespace,
+    bincount,
+    cummax_reverse,
+    cumsum64,
+    scatter_set,
+)
 
 __all__ = [
     "best_match", "pooled_ap", "pooled_order", "pooled_rankings", "sample_metrics", "sort_predictions",
@@ -133,7 +140,7 @@ def sample_metrics(
     found = hits - xp.take(before, pred_sample)  # H: distinct boxes found so far in the sample
     rank = xp.astype(xp.arange(tp.shape[0]) - xp.take(pred_start, pred_sample) + 1, xp.float64)
     precision = found / rank if tp.shape[0] else found
-    envelope = _segment_cummax_reverse(precision, pred_sample, n_samples, xp)
+    envelope = _segment_cummax_reverse(precision, pred_sample, n_samples, xp, pred_start, pred_count)
     tp64 = xp.astype(tp, xp.float64)
     ap = bincount(pred_sample, minlength=n_samples, weights=tp64 * envelope) / n_gt
     ar = bincount(pred_sample, minlength=n_samples, weights=tp64) / n_gt
@@ -160,8 +167,7 @@ def sample_metrics(
 
 def pooled_order(pred_score: Any) -> Any:
     """The ranking of a pooled set: score descending, ties in the given order (``pooled_ap``)."""
-    xp = array_namespace(pred_score)
-    return xp.argsort(pred_score, descending=True, stable=True)
+    return argsort_descending(pred_score)
 
 
 def pooled_rankings(pred_score: Any, member_of: Any, n_sets: int, order: Any = None) -> list[Any]:
@@ -224,10 +230,15 @@ def _exclusive_at(running: Any, start: Any, xp: Any) -> Any:
     return xp.where(first, xp.zeros_like(prev), prev)
 
 
-def _segment_cummax_reverse(x: Any, segment: Any, n_segments: int, xp: Any) -> Any:
+def _segment_cummax_reverse(
+    x: Any, segment: Any, n_segments: int, xp: Any, start: Any = None, count: Any = None
+) -> Any:
     """Running max from the right within each segment, exactly.
 
-    Values are replaced by their dense rank, and segment s is lifted by
+    With the segments' ``start`` and ``count`` (S,), and no segment much
+    longer than the average, the values go into a (segments, longest) matrix
+    padded with -inf, whose rows take one running max at once. Otherwise
+    values are replaced by their dense rank, and segment s is lifted by
     ``(n_segments - 1 - s) * n_ranks`` so a later segment never exceeds an
     earlier one; one cumulative max over the whole array then stays inside
     each segment. Integers below 2**53 keep it exact in float64.
@@ -240,6 +251,14 @@ def _segment_cummax_reverse(x: Any, segment: Any, n_segments: int, xp: Any) -> A
     """
     if x.shape[0] == 0:
         return x
+    n = int(x.shape[0])
+    if start is not None and count is not None:
+        width = int(xp.max(count))
+        if n_segments * width <= 2 * n + 1024:
+            flat = segment * width + (xp.arange(n) - xp.take(start, segment))
+            padded = scatter_set(xp.full((n_segments * width,), -xp.inf, dtype=x.dtype), flat, x)
+            rows = cummax_reverse(xp.reshape(padded, (n_segments, width)))
+            return xp.take(xp.reshape(rows, (-1,)), flat)
     order = xp.argsort(x, stable=True)
     ordered = xp.take(x, order)
     new = xp.concat([xp.ones((1,), dtype=xp.bool), ordered[1:] != ordered[:-1]])

@@ -160,18 +160,25 @@ def indexed_iou3d(
         near = near & (xp.minimum(pv1, pv2) >= floor * xp.maximum(pv1, pv2))
     inter = xp.zeros_like(reach)
     if bool(xp.any(near)):
-        rot1 = rotation_matrices(boxes1[:, 6:9])
-        rot2 = rotation_matrices(boxes2[:, 6:9])
         i1, i2, d = index1[near], index2[near], delta[near]
         total = int(i1.shape[0])
+        # Rotations per box, or per pair where fewer pairs than boxes are left (MMScan's blocks).
+        rotations = [None if total < boxes.shape[0] else rotation_matrices(boxes[:, 6:9])
+                     for boxes in (boxes1, boxes2)]
+
+        def rotation(which: int, rows: Any) -> Any:
+            boxes, rot = (boxes1, boxes2)[which], rotations[which]
+            if rot is None:
+                return rotation_matrices(xp.take(boxes[:, 6:9], rows, axis=0))
+            return xp.take(rot, rows, axis=0)
 
         def chunk(a: int) -> Any:
             b = min(a + chunk_pairs, total)
             return _intersection_chunk(
                 xp.take(half1, i1[a:b], axis=0),
                 xp.take(half2, i2[a:b], axis=0),
-                xp.take(rot1, i1[a:b], axis=0),
-                xp.take(rot2, i2[a:b], axis=0),
+                rotation(0, i1[a:b]),
+                rotation(1, i2[a:b]),
                 d[a:b, :],
                 floor,
                 xp,

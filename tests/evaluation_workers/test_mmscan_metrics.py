@@ -339,6 +339,43 @@ def test_sort_predictions_orders_by_sample_then_score_keeping_file_order_on_ties
     want = sorted(range(len(sample)), key=lambda i: (sample[i], -score[i], i))
     got = np.asarray(sort_predictions(xp.asarray(sample), xp.asarray(score)))
     assert got.tolist() == want
+@pytest.mark.parametrize("values", ["float32 values, many ties", "float64 values", "extremes"])
+def test_argsort_descending_is_the_stable_descending_argsort(xp, values: str) -> None:
+    """The packed-key sort of float32-exact values (and the plain one otherwise) is NumPy's stable
+    argsort of the negated values: largest first, ties and -0.0 beside 0.0 in index order."""
+    from evaluation_workers._xp import argsort_descending
+
+    rng = np.random.default_rng(len(values))
+    n = 70_000  # above the packed path's minimum
+    if values == "float32 values, many ties":
+        x = rng.integers(-3, 4, n).astype(np.float32).astype(np.float64) / 8
+        x[::5], x[::7] = -0.0, 0.0
+    elif values == "float64 values":
+        x = rng.random(n)
+    else:
+        x = np.resize(np.array([np.inf, -np.inf, 1e-45, -1e-45, 3.4e38, -3.4e38, 0.0, -0.0], np.float32), n)
+        x = x.astype(np.float64)
+    want = np.argsort(-x, kind="stable")
+    assert np.array_equal(np.asarray(argsort_descending(xp.asarray(x))), want)
+
+
+@pytest.mark.parametrize("layout", ["even segments (padded rows)", "one long segment (dense ranks)"])
+def test_segment_cummax_reverse_is_each_segments_running_max_from_the_right(xp, layout: str) -> None:
+    from evaluation_workers.metrics.grounding import _segment_cummax_reverse
+
+    rng = np.random.default_rng(len(layout))
+    counts = rng.integers(1, 9, 200)
+    if layout.startswith("one long"):
+        counts[3] = 4000
+    segment = np.repeat(np.arange(200), counts)
+    x = rng.integers(0, 6, segment.shape[0]) / 5  # ties
+    start = np.cumsum(counts) - counts
+    want = np.concatenate([np.maximum.accumulate(x[a : a + c][::-1])[::-1] for a, c in zip(start, counts)])
+    for given in ((None, None), (xp.asarray(start), xp.asarray(counts))):
+        got = _segment_cummax_reverse(xp.asarray(x), xp.asarray(segment), 200, xp, *given)
+        assert np.array_equal(np.asarray(got), want)
+
+
 def test_pooled_rankings_are_each_sets_own_stable_ranking(xp) -> None:
     """One sort serves every pooled set: each set's ranking is its members by score, descending,
     ties (many here, and -0.0 beside 0.0) in index order, as a sort of that set alone gives."""
