@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -33,7 +33,7 @@ def threads() -> int:
         raise ValueError(f"Expected EVAL_THREADS to be a number of threads, but got {setting!r}") from None
 
 
-def read_ahead(pool: ThreadPoolExecutor | None, read: Callable[[T], R], items: Sequence[T],
+def read_ahead(pool: ThreadPoolExecutor | None, read: Callable[[T], R], items: Iterable[T],
                depth: int = 1) -> Iterator[tuple[T, R]]:
     """``(item, read(item))`` in order, reading the next ``depth`` items in ``pool`` while the caller
     works on this one.

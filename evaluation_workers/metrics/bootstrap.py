@@ -33,7 +33,8 @@ import functools
 import math
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +43,7 @@ import numpy as np
 from array_api_compat import is_cupy_namespace
 
 from evaluation_workers._xp import array_namespace, cumsum64, segment_sums, to_device, to_numpy
+from evaluation_workers.threads import read_ahead, threads
 
 DEFAULT_RESAMPLES = 1000  # the cost is measured by benchmarks/bootstrap.py (issue 13: under 20 % of scoring)
 SEED = 20240613
@@ -51,8 +53,8 @@ LEVEL = 0.95
 MAX_ELEMENTS = 1 << 24
 # Counts kept per process for the next submission on the same split (bytes, uint8 each).
 CACHE_BYTES = 1 << 25
-# Rows x entries gathered at once by ``running_sums``: small enough to stay in the CPU's cache.
-GATHER_ELEMENTS = 1 << 15
+# Entries (of b resamples each) gathered at once by ``running_sums`` on the CPU: they stay in its cache.
+GATHER_ROWS = 4096
 
 Statistic = Callable[[Any], Mapping[str, Any]]
 """(b, n) float64 counts in ``xp`` -> {key: (b,) values, NaN where undefined}."""
@@ -149,21 +151,32 @@ def replicates(
     from evaluation_workers._xp import backend
 
     xp = xp or backend()
-    rows_at_once = max(1, MAX_ELEMENTS // max(width, n_units, 1))
-    parts: dict[str, list[np.ndarray]] = {}
+    # On NumPy the blocks of resamples run on EVAL_THREADS threads (the gathers, sums and
+    # products release the GIL), each its share of MAX_ELEMENTS, collected in order.
+    workers = threads() if not is_cupy_namespace(xp) else 1
+    rows_at_once = max(1, MAX_ELEMENTS // workers // max(width, n_units, 1))
     drawn = n_units if subset is None else int(subset.shape[0])
+
+    def run(counts: np.ndarray) -> dict[str, list[np.ndarray]]:
+        if subset is not None:  # the subset's draws, put in its units' columns (the others weigh 0)
+            full = np.zeros((counts.shape[0], n_units), dtype=np.float64)
+            full[:, subset] = counts
+            counts = full
+        out: dict[str, list[np.ndarray]] = {}
+        for r0 in range(0, counts.shape[0], rows_at_once):
+            values = statistic(to_device(counts[r0 : r0 + rows_at_once], xp))
+            for key, v in values.items():
+                out.setdefault(key, []).append(np.asarray(to_numpy(v), dtype=np.float64))
+        return out
+
+    parts: dict[str, list[np.ndarray]] = {}
     # The products here are thin ((b, n) x (n, k), k a few dozen): BLAS threads only wait on
     # each other, and on a busy machine they made SQA3D's bootstrap ten times slower.
-    with threadpool_limits(limits=1, user_api="blas"):
-        for counts in all_counts(drawn, resamples, seed):
-            if subset is not None:  # the subset's draws, put in its units' columns (the others weigh 0)
-                full = np.zeros((counts.shape[0], n_units), dtype=np.float64)
-                full[:, subset] = counts
-                counts = full
-            for r0 in range(0, counts.shape[0], rows_at_once):
-                values = statistic(to_device(counts[r0 : r0 + rows_at_once], xp))
-                for key, v in values.items():
-                    parts.setdefault(key, []).append(np.asarray(to_numpy(v), dtype=np.float64))
+    with threadpool_limits(limits=1, user_api="blas"), (
+            ThreadPoolExecutor(workers) if workers > 1 else nullcontext()) as pool:
+        for _, block in read_ahead(pool, run, all_counts(drawn, resamples, seed), depth=workers):
+            for key, v in block.items():
+                parts.setdefault(key, []).extend(v)
     return {key: np.concatenate(v) for key, v in parts.items()}
 
 
@@ -258,8 +271,7 @@ def running_sums(counts: Any, unit: np.ndarray, ends: np.ndarray) -> Any:
     With few units (OpenScan's scenes) this is one matrix product with the
     (n, J) matrix of how many entries of each unit lie up to each position;
     otherwise (MMScan's prompts) each segment between two positions is
-    gathered and summed, a few rows at a time so that the gathered weights
-    stay in the CPU's cache.
+    gathered and summed (``_running_sums_host`` on the CPU).
     """
     xp = array_namespace(counts)
     b, n = counts.shape
@@ -272,9 +284,39 @@ def running_sums(counts: Any, unit: np.ndarray, ends: np.ndarray) -> Any:
         per_segment = np.bincount(used * ends.shape[0] + segment, minlength=n * ends.shape[0])
         upto = np.cumsum(per_segment.reshape(n, ends.shape[0]), axis=1).astype(np.float64)
         return counts @ xp.asarray(upto)
-    # A GPU wants few large kernels; a CPU wants the gathered rows to stay in its cache.
-    rows = max(1, (MAX_ELEMENTS if is_cupy_namespace(xp) else GATHER_ELEMENTS) // used.shape[0])
-    used_d, starts_d = xp.asarray(used), xp.asarray(starts)
-    parts = [segment_sums(xp.take(counts[r0 : min(r0 + rows, b), :], used_d, axis=1), starts_d, xp)
-             for r0 in range(0, b, rows)]
-    return cumsum64(xp.concat(parts, axis=0) if len(parts) > 1 else parts[0], axis=1)
+    if is_cupy_namespace(xp):  # a GPU wants few large kernels
+        rows = max(1, MAX_ELEMENTS // used.shape[0])
+        used_d, starts_d = xp.asarray(used), xp.asarray(starts)
+        parts = [segment_sums(xp.take(counts[r0 : min(r0 + rows, b), :], used_d, axis=1), starts_d, xp)
+                 for r0 in range(0, b, rows)]
+        return cumsum64(xp.concat(parts, axis=0) if len(parts) > 1 else parts[0], axis=1)
+    return xp.asarray(_running_sums_host(np.asarray(counts), used, starts, ends))
+
+
+def _running_sums_host(counts: np.ndarray, used: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """``running_sums`` on the CPU: each entry gathers its unit's (b,) counts as one row of bytes.
+
+    The counts are transposed to (n, b) integers as narrow as every segment's
+    sum allows (draw counts are small integers), so an entry's gather is one
+    contiguous row, and the segments are summed in pieces of ``GATHER_ROWS``
+    entries that stay in the cache. Integer sums, below 2**53 in all: exact,
+    and equal to summing the float64 counts.
+    """
+    b = counts.shape[0]
+    # The narrowest integer that holds every segment's sum (int16 gathers and sums fastest).
+    bound = int(counts.max(initial=0)) * int(np.max(ends + 1 - starts))
+    dtype: type[np.generic] = np.float64
+    for candidate in (np.int16, np.int32):
+        if bound <= np.iinfo(candidate).max:
+            dtype = candidate
+            break
+    by_unit = np.ascontiguousarray(counts.T, dtype=dtype)
+    sums = np.empty((ends.shape[0], b), dtype=dtype)
+    j0, n_segments = 0, ends.shape[0]
+    while j0 < n_segments:
+        e0 = int(starts[j0])
+        j1 = max(int(np.searchsorted(starts, e0 + GATHER_ROWS, side="right")), j0 + 1)
+        gathered = np.take(by_unit, used[e0 : int(ends[j1 - 1]) + 1], axis=0)
+        sums[j0:j1] = np.add.reduceat(gathered, starts[j0:j1] - e0, axis=0)
+        j0 = j1
+    return np.ascontiguousarray(np.cumsum(sums, axis=0, dtype=np.float64).T)
