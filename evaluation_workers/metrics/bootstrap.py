@@ -256,6 +256,21 @@ def nanmean_last(xp: Any, x: Any) -> Any:
     return weighted_ratio(xp, total, count)
 
 
+def entries_up_to(unit: np.ndarray, ends: np.ndarray, n_units: int) -> np.ndarray:
+    """(n_units, J) float64: how many entries of each unit lie at or before each of ``ends`` in ``unit``.
+
+    ``counts @ entries_up_to(...)`` is ``running_sums``: a statistic that
+    needs the same sums for every block of resamples computes this once.
+    """
+    if ends.shape[0] == 0:
+        return np.zeros((n_units, 0))
+    used = unit[: int(ends[-1]) + 1]
+    starts = np.concatenate([[0], ends[:-1] + 1]).astype(np.int64)
+    segment = np.repeat(np.arange(ends.shape[0]), np.diff(np.append(starts, used.shape[0])))
+    per_segment = np.bincount(used * ends.shape[0] + segment, minlength=n_units * ends.shape[0])
+    return np.cumsum(per_segment.reshape(n_units, ends.shape[0]), axis=1).astype(np.float64)
+
+
 def running_sums(counts: Any, unit: np.ndarray, ends: np.ndarray) -> Any:
     """Resampled weights summed along a ranking, at some of its positions.
 
@@ -279,11 +294,8 @@ def running_sums(counts: Any, unit: np.ndarray, ends: np.ndarray) -> Any:
         return xp.zeros((b, 0), dtype=xp.float64)
     used = unit[: int(ends[-1]) + 1]
     starts = np.concatenate([[0], ends[:-1] + 1]).astype(np.int64)
-    segment = np.repeat(np.arange(ends.shape[0]), np.diff(np.append(starts, used.shape[0])))
     if n * ends.shape[0] <= min(MAX_ELEMENTS, 16 * used.shape[0]):
-        per_segment = np.bincount(used * ends.shape[0] + segment, minlength=n * ends.shape[0])
-        upto = np.cumsum(per_segment.reshape(n, ends.shape[0]), axis=1).astype(np.float64)
-        return counts @ xp.asarray(upto)
+        return counts @ xp.asarray(entries_up_to(unit, ends, n))
     if is_cupy_namespace(xp):  # a GPU wants few large kernels
         rows = max(1, MAX_ELEMENTS // used.shape[0])
         used_d, starts_d = xp.asarray(used), xp.asarray(starts)

@@ -119,7 +119,13 @@ def test_mmscan_intervals_equal_the_reference_loop(tmp_path: Path, monkeypatch: 
     _check(result, reference)
 
 
-def test_openscan_intervals_equal_the_reference_loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("sums", ["precomputed matrices", "running sums (many units x points)"])
+def test_openscan_intervals_equal_the_reference_loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     sums: str) -> None:
+    from evaluation_workers.tracks.openscan import intervals
+
+    if sums.startswith("running"):
+        monkeypatch.setattr(intervals, "DENSE_ELEMENTS", 0)
     data = tmp_path / "d"
     subprocess.run([sys.executable, "-m", "evaluation_workers.synthetic", "openscan", "--out", str(data),
                     "--scenes", "8", "--points", "6000", "--instances", "3", "8", "--masks", "12",

@@ -86,9 +86,15 @@ def _curves(o: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
             "curve": group[end]}
 
 
+# Units x TP points up to which an aspect's running sums are precomputed as matrices (float64 each).
+DENSE_ELEMENTS = 1 << 22
+
+
 def statistic(outcomes: dict[str, dict[str, np.ndarray]]) -> bootstrap.Statistic:
     """The (b, S) counts -> AP/AP50/AP25 (and mIoU/mAcc) overall and "<aspect>/<metric>"."""
+    n_units = units_of(outcomes)
     curves = {a: _curves(o) for a, o in outcomes.items()}
+    plans = {a: _plan(curves[a], n_units, o["n_pos"].shape[1]) for a, o in outcomes.items()}
     n_thr = len(IOU_THRESHOLDS)
 
     def stat(counts: Any) -> dict[str, Any]:
@@ -98,7 +104,7 @@ def statistic(outcomes: dict[str, dict[str, np.ndarray]]) -> bootstrap.Statistic
         all_iou: list[Any] = []
         all_acc: list[Any] = []
         for aspect, o in outcomes.items():
-            ap = _aspect_ap(xp, counts, curves[aspect], o["n_pos"], n_thr)  # (b, T, K)
+            ap = _aspect_ap(xp, counts, curves[aspect], plans[aspect], o["n_pos"], n_thr)  # (b, T, K)
             class_ap = xp.mean(ap[:, AP_SLICE, :], axis=1)
             values = {"AP": class_ap, "AP50": ap[:, AP50_INDEX, :], "AP25": ap[:, AP25_INDEX, :]}
             for key, v in values.items():
@@ -121,32 +127,55 @@ def statistic(outcomes: dict[str, dict[str, np.ndarray]]) -> bootstrap.Statistic
     return stat
 
 
-def _aspect_ap(xp: Any, counts: Any, c: dict[str, np.ndarray], n_pos_h: np.ndarray, n_thr: int) -> Any:
+def _plan(c: dict[str, np.ndarray], n_units: int, n_classes: int) -> dict[str, np.ndarray]:
+    """What every block of resamples shares: the curves' one-hot matrix and, with few enough
+    units x points, the running sums at each point as (units, 4 P) matrices, so that a block's
+    sums are one product. Integer entries: the product's sums are the running sums' exactly."""
+    n_curves = len(IOU_THRESHOLDS) * n_classes
+    plan = {"onehot": (c["curve"][:, None] == np.arange(n_curves)[None, :]).astype(np.float64)}
+    p = int(c["curve"].shape[0])
+    if p and n_units * 4 * p <= DENSE_ELEMENTS:
+        seen = bootstrap.entries_up_to(_dummy_first(c["unit"]), c["wanted"], n_units + 1)[1:]
+        true = bootstrap.entries_up_to(_dummy_first(c["true_unit"]), c["true_wanted"], n_units + 1)[1:]
+        true = true[:, c["true_of_wanted"]]
+        s0, t0 = seen[:, c["at_start"]], true[:, c["at_start"]]
+        plan["sums"] = np.concatenate([seen[:, c["at_end"]] - s0, true[:, c["at_end"]] - t0,
+                                       seen[:, c["at_above"]] - s0, true[:, c["at_above"]] - t0], axis=1)
+    return plan
+
+
+def _aspect_ap(xp: Any, counts: Any, c: dict[str, np.ndarray], plan: dict[str, np.ndarray], n_pos_h: np.ndarray,
+               n_thr: int) -> Any:
     b = counts.shape[0]
     n_classes = n_pos_h.shape[1]
     n_curves = n_thr * n_classes
     n_pos = xp.reshape(xp.broadcast_to((counts @ xp.asarray(n_pos_h.astype(np.float64)))[:, None, :],
                                        (b, n_thr, n_classes)), (b, n_curves))
     ap = xp.zeros((b, n_curves), dtype=xp.float64)
-    if c["curve"].shape[0]:
-        # The leading dummy entry weighs nothing: its unit's counts are replaced by a zero column.
-        padded = xp.concat([xp.zeros((b, 1), dtype=xp.float64), counts], axis=1)
-        seen_at = bootstrap.running_sums(padded, _dummy_first(c["unit"]), c["wanted"])
-        true_at = xp.take(bootstrap.running_sums(padded, _dummy_first(c["true_unit"]), c["true_wanted"]),
-                          xp.asarray(c["true_of_wanted"]), axis=1)
-        at_end, at_above, at_start = (xp.asarray(c[k]) for k in ("at_end", "at_above", "at_start"))
-        seen0, true0 = xp.take(seen_at, at_start, axis=1), xp.take(true_at, at_start, axis=1)
-        seen_end, true_end = xp.take(seen_at, at_end, axis=1) - seen0, xp.take(true_at, at_end, axis=1) - true0
-        seen_above = xp.take(seen_at, at_above, axis=1) - seen0
-        true_above = xp.take(true_at, at_above, axis=1) - true0
+    p = int(c["curve"].shape[0])
+    if p:
+        if "sums" in plan:
+            sums = counts @ xp.asarray(plan["sums"])
+            seen_end, true_end, seen_above, true_above = (sums[:, k * p : (k + 1) * p] for k in range(4))
+        else:
+            # The leading dummy entry weighs nothing: its unit's counts are replaced by a zero column.
+            padded = xp.concat([xp.zeros((b, 1), dtype=xp.float64), counts], axis=1)
+            seen_at = bootstrap.running_sums(padded, _dummy_first(c["unit"]), c["wanted"])
+            true_at = xp.take(bootstrap.running_sums(padded, _dummy_first(c["true_unit"]), c["true_wanted"]),
+                              xp.asarray(c["true_of_wanted"]), axis=1)
+            at_end, at_above, at_start = (xp.asarray(c[k]) for k in ("at_end", "at_above", "at_start"))
+            seen0, true0 = xp.take(seen_at, at_start, axis=1), xp.take(true_at, at_start, axis=1)
+            seen_end = xp.take(seen_at, at_end, axis=1) - seen0
+            true_end = xp.take(true_at, at_end, axis=1) - true0
+            seen_above = xp.take(seen_at, at_above, axis=1) - seen0
+            true_above = xp.take(true_at, at_above, axis=1) - true0
         pos = xp.take(n_pos, xp.asarray(c["curve"]), axis=1)
         one = xp.ones_like(seen_end)
         # nothing drawn at or above a point: the sentinel's precision, 1
         p_end = xp.where(seen_end > 0, true_end / xp.where(seen_end > 0, seen_end, one), one)
         p_above = xp.where(seen_above > 0, true_above / xp.where(seen_above > 0, seen_above, one), one)
         gain = xp.where(pos > 0, (true_end - true_above) / xp.where(pos > 0, pos, one), xp.zeros_like(one))
-        onehot = xp.asarray((c["curve"][:, None] == np.arange(n_curves)[None, :]).astype(np.float64))
-        ap = (gain * (p_end + p_above) / 2.0) @ onehot
+        ap = (gain * (p_end + p_above) / 2.0) @ xp.asarray(plan["onehot"])
     ap = xp.where(n_pos > 0, ap, xp.full_like(ap, np.nan))
     return xp.reshape(ap, (b, n_thr, n_classes))
 

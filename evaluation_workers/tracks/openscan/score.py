@@ -152,16 +152,26 @@ def score(labels_path: Path, predictions_path: Path, progress: Progress = no_pro
     depth = n_threads if getattr(reader, "parallel_reads", False) else 1
     pool = ThreadPoolExecutor(depth + 1) if n_threads > 1 else None
     try:
+        # The hash runs until the result is made: AP and the intervals overlap it too.
         predictions_sha = pool.submit(sha256_file, predictions_path) if pool else None
         for i, (scene, read) in enumerate(read_ahead(pool, reader.read, scenes, depth)):
             _add_scene(xp, states, units, scene, read)
             if i % 10 == 0 or i == len(scenes) - 1:
                 progress(0.05 + 0.85 * (i + 1) / max(len(scenes), 1), f"scene {i + 1} of {len(scenes)}")
+        values = _results(xp, states, reader, len(scenes), vocabulary, units, labels, predictions_path, progress,
+                          outcomes)
         predictions_sha256 = predictions_sha.result() if predictions_sha else sha256_file(predictions_path)
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
+    return make_result(track="openscan", scorer_version=SCORER_VERSION, labels_sha256=labels_sha,
+                       predictions_sha256=predictions_sha256, **values)
 
+
+def _results(xp: Any, states: dict[str, _AspectState], reader: Any, n_scenes: int,
+             vocabulary: dict[str, list[str]], units: dict[str, int], labels: dict[str, AspectLabels],
+             predictions_path: Path, progress: Progress, outcomes: dict[str, Any] | None) -> dict[str, Any]:
+    """Metrics, breakdown, details, warnings and intervals once every scene is in ``states``."""
     warnings: list[str] = []
     metrics_rows: dict[str, Any] = {}
     breakdown: dict[str, dict[str, Any]] = {}
@@ -236,18 +246,14 @@ def score(labels_path: Path, predictions_path: Path, progress: Progress = no_pro
                                       width=intervals.width(per_scene), unit_ids=list(units),
                                       resamples=0 if later else None)
     progress(1.0, "done")
-    return make_result(
-        track="openscan",
-        scorer_version=SCORER_VERSION,
-        labels_sha256=labels_sha,
-        predictions_sha256=predictions_sha256,
+    return dict(
         metrics=metrics_rows,
         breakdown=breakdown,
         details={
             "per_class": per_class,
             "semantic_per_class": semantic_per_class,
             "format": reader.format,
-            "scenes_with_predictions": len(scenes),
+            "scenes_with_predictions": n_scenes,
         },
         warnings=warnings,
         uncertainty=uncertainty,
