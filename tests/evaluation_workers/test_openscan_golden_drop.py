@@ -25,8 +25,22 @@ def _same(ours: float | None, official: float) -> bool:
     return ours is not None and abs(ours - official) < 1e-12
 
 
+@pytest.fixture(scope="module")
+def text_result(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The same predictions in ScanNet's text layout (the OpenScan README's other form), unconverted."""
+    from tests.evaluation_workers.test_openscan_forms import to_text_layout
+
+    text = to_text_layout(DROP / "predictions.zip", tmp_path_factory.mktemp("text") / "text.zip")
+    return score(FIXTURES / "golden" / "labels", text)
+
+
+@pytest.mark.parametrize("form", ["official npz zip", "ScanNet text layout"])
 @pytest.mark.parametrize("aspect", ["material", "synonym"])
-def test_it_equals_the_official_evaluator_per_class_and_overall(result: dict, aspect: str) -> None:
+def test_it_equals_the_official_evaluator_per_class_and_overall(
+    request: pytest.FixtureRequest, aspect: str, form: str
+) -> None:
+    result = request.getfixturevalue("result" if form.startswith("official") else "text_result")
+    assert result["details"]["format"] == ("official" if form.startswith("official") else "text")
     rows = list(csv.reader((DROP / f"official_instance_{aspect}.csv").open()))
     for name, _, ap, ap50, ap25 in rows[1:-1]:
         ours = result["details"]["per_class"][f"{aspect}/{name}"]
