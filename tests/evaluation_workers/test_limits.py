@@ -84,20 +84,23 @@ def test_deep_json_is_refused_with_a_message_not_a_recursion_error():
     assert loads_json("[" * 32 + "]" * 32, "f.json") is not None
 
 
-def test_the_nesting_scan_agrees_with_the_parsed_depth_of_json_full_of_brackets_in_strings() -> None:
+@pytest.mark.parametrize("escapes", [True, False], ids=["with escapes", "without (the structure-only pass)"])
+def test_the_nesting_scan_agrees_with_the_parsed_depth_of_json_full_of_brackets_in_strings(escapes: bool) -> None:
     import json
     import random
 
     from evaluation_workers.limits import _depth_exceeds
 
     rng = random.Random(7)
+    leaves = ["[", "]{", '"\\"]', "\\\\[", "a}", 1, 2.5, None] if escapes else ["[", "]{", "a}", "{[x", 1, 2.5, None]
+    keys = ["[k", "}", "x\\"] if escapes else ["[k", "}", "x]"]
 
     def value(depth: int):  # type: ignore[no-untyped-def]
         if depth == 0 or rng.random() < 0.3:
-            return rng.choice(["[", "]{", '"\\"]', "\\\\[", "a}", 1, 2.5, None])
+            return rng.choice(leaves)
         if rng.random() < 0.5:
             return [value(depth - 1) for _ in range(rng.randint(0, 3))]
-        return {rng.choice(["[k", "}", "x\\"]): value(depth - 1) for _ in range(rng.randint(0, 3))}
+        return {rng.choice(keys): value(depth - 1) for _ in range(rng.randint(0, 3))}
 
     def nesting(v) -> int:  # type: ignore[no-untyped-def]
         if isinstance(v, list):
@@ -109,5 +112,6 @@ def test_the_nesting_scan_agrees_with_the_parsed_depth_of_json_full_of_brackets_
     for _ in range(3000):
         doc = value(rng.randint(0, 9))
         text = json.dumps(doc)
+        assert escapes or "\\" not in text
         for limit in (1, 3, 6):
             assert _depth_exceeds(text, limit) == (nesting(doc) > limit), (text, limit)
