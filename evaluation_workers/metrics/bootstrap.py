@@ -318,8 +318,9 @@ def _running_sums_host(counts: np.ndarray, used: np.ndarray, starts: np.ndarray,
     # The narrowest integer that holds every segment's sum (int16 gathers and sums fastest).
     bound = int(counts.max(initial=0)) * int(np.max(ends + 1 - starts))
     dtype: type[np.generic] = np.float64
+    whole = bool((counts >= 0).all() and (counts == np.floor(counts)).all())  # draw counts always are
     for candidate in (np.int16, np.int32):
-        if bound <= np.iinfo(candidate).max:
+        if whole and bound <= np.iinfo(candidate).max:
             dtype = candidate
             break
     by_unit = np.ascontiguousarray(counts.T, dtype=dtype)
