@@ -9,7 +9,6 @@ document: every error status seen must be listed for that operation.
 
 from __future__ import annotations
 
-import io
 import json
 import re
 from collections.abc import Callable
@@ -18,26 +17,19 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from django.contrib.auth.models import AbstractBaseUser
 from django.core import signing
 from django.core.files.uploadedfile import SimpleUploadedFile
-from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from evaluation_workers.tracks import get_track
 from leaderboard.accounts.models import ApiToken, Membership
-from leaderboard.accounts.services import do_create_team, do_create_token
 from leaderboard.openapi import PATHS
-from leaderboard.rankings.models import LeaderboardEntry
-from leaderboard.submissions import lifecycle, services, uploads
-from leaderboard.submissions.models import Method, Submission
-from tests.leaderboard.conftest import describe_method
+from leaderboard.submissions import uploads
+from leaderboard.submissions.models import Submission
+from tests.leaderboard import permission_world
+from tests.leaderboard.permission_world import ROLES, client_for, still_anonymous
 
-ROLES = ("anonymous", "outsider", "staff", "track_maintainer", "member", "owner")
-# Who is behind the anonymous entry HiddenNet: none of it may reach a public page, API answer or export.
-SECRET = {"team": "Zeta Secret Lab", "slug": "zeta-secret-lab", "authors": "Ada Zetauthor",
-          "paper": "https://example.org/zeta-paper", "code": "https://example.org/zeta-code"}
-FIXTURE_OF = {"staff": "maintainer"}  # conftest's staff user is called "maintainer" (mallory)
+fast_passwords = pytest.fixture(autouse=True)(permission_world.fast_passwords)
+world = pytest.fixture(permission_world.world)
 
 
 def routes() -> set[str]:
@@ -92,10 +84,6 @@ def _published(w: Any) -> bool:
     return Submission.objects.get(pk=w.finished.pk).is_published
 
 
-def _still_anonymous(w: Any) -> bool:
-    return Method.objects.get(pk=w.anonymous.method_id).is_anonymous
-
-
 MATRIX: dict[str, list[Op]] = {
     "/": [Op("get", lambda w: "/", public())],
     "/benchmarks/<slug:track>/": [Op("get", lambda w: "/benchmarks/sqa3d/", public())],
@@ -125,7 +113,7 @@ MATRIX: dict[str, list[Op]] = {
                pk=w.finished.method_id).description == "A test method.")],
     "/submissions/methods/<int:pk>/reveal/": [Op(
         "post", lambda w: f"/submissions/methods/{w.anonymous.method_id}/reveal/", team_only(302),
-        allowed={"owner", "member"}, intact=_still_anonymous)],
+        allowed={"owner", "member"}, intact=still_anonymous)],
     "/submissions/<int:pk>/": [Op("get", lambda w: f"/submissions/{w.finished.pk}/", team_only(staff=200))],
     "/submissions/<int:pk>/status.json": [Op("get", lambda w: f"/submissions/{w.finished.pk}/status.json",
                                              team_only(staff=200))],
@@ -212,7 +200,7 @@ MATRIX: dict[str, list[Op]] = {
     # The member (tried before the owner) reveals it; then the owner finds nothing to reveal.
     "/api/v1/my/methods/<int:pk>/reveal": [Op(
         "post", lambda w: f"/api/v1/my/methods/{w.anonymous.method_id}/reveal",
-        who(404, anonymous=401, member=200, owner=409), allowed={"owner", "member"}, intact=_still_anonymous)],
+        who(404, anonymous=401, member=200, owner=409), allowed={"owner", "member"}, intact=still_anonymous)],
     "/api/v1/leaderboards/<slug:track>": [Op("get", lambda w: "/api/v1/leaderboards/sqa3d", public())],
     "/api/v1/leaderboards/<slug:track>/compare": [Op("get", lambda w: f"/api/v1/leaderboards/sqa3d/compare"
                                                                       f"?e={w.entry.pk}", public())],
@@ -222,89 +210,6 @@ MATRIX: dict[str, list[Op]] = {
                                  Op("get", lambda w: f"/api/v1/methods/{w.anonymous.method_id}", public())],
     "/api/v1/openapi.json": [Op("get", lambda w: "/api/v1/openapi.json", public())],
 }
-
-
-class World:
-    """The objects every route is tried on; alice (owner) and bob (member) share alice's team."""
-
-    def __init__(self, users: dict[str, AbstractBaseUser], files: dict[str, Any], django_user_model: Any) -> None:
-        from leaderboard.rankings.services import do_seed_paper_rows
-
-        owner = users["owner"]
-        self.users, self.predictions, self.n = users, files["predictions"].read_bytes(), 0
-        result = get_track("sqa3d").score(files["labels"], files["predictions"], lambda f, m="": None)
-
-        def scored(name: str) -> Submission:
-            s = services.check_create_submission(user=owner, track="sqa3d", split="test", method_name=name,
-                                                 file=io.BytesIO(self.predictions), file_name="p.json")
-            lifecycle.record_result(submission_id=s.pk, attempt=1, result=result)
-            describe_method(s.method)
-            return Submission.objects.select_related("method").get(pk=s.pk)
-
-        self.published, self.finished = scored("PublicNet"), scored("PrivateNet")
-        type(self.published.method).objects.filter(pk=self.published.method_id).update(
-            paper_url="https://example.org/paper")
-        services.check_publish(owner, self.published)
-        self.entry = LeaderboardEntry.objects.get(method=self.published.method)
-        do_seed_paper_rows("sqa3d")
-        self.paper_entry = LeaderboardEntry.objects.filter(is_paper=True).first()
-        self.queued = services.check_create_submission(user=owner, track="sqa3d", split="test", method_name="Q",
-                                                       file=io.BytesIO(self.predictions), file_name="p.json")
-        self.upload = uploads.check_start_upload(user=owner, track="sqa3d", split="test", method_name="Big",
-                                                 file_name="p.json", size=5000)
-        self.part_url = self.signed_part_url(self.upload, 1)
-        self.owner_token = ApiToken.objects.get(prefix=do_create_token(owner).split("_")[1])
-        self.lab = do_create_team(owner, "Lab")
-        self.dave = django_user_model.objects.create_user("dave", password="x")
-        Membership.objects.create(team=self.lab, user=users["member"])
-        Membership.objects.create(team=self.lab, user=self.dave)
-        # HiddenNet: published by alice's "Zeta Secret Lab" (bob a member too) as Anonymous (under review).
-        self.secret_lab = do_create_team(owner, SECRET["team"])
-        Membership.objects.create(team=self.secret_lab, user=users["member"])
-        hidden = services.check_create_submission(user=owner, track="sqa3d", split="test", method_name="HiddenNet",
-                                                  file=io.BytesIO(self.predictions), file_name="p.json",
-                                                  team=self.secret_lab)
-        lifecycle.record_result(submission_id=hidden.pk, attempt=1, result=result)
-        Method.objects.filter(pk=hidden.method_id).update(
-            description="Under double-blind review.", authors=SECRET["authors"], uses_extra_data=False,
-            paper_url=SECRET["paper"], code_url=SECRET["code"])
-        services.check_publish(owner, hidden, anonymous=True)
-        self.anonymous = Submission.objects.select_related("method").get(pk=hidden.pk)
-        self.anonymous_entry = LeaderboardEntry.objects.get(method=self.anonymous.method)
-
-    def counter(self) -> int:
-        self.n += 1
-        return self.n
-
-    @staticmethod
-    def signed_part_url(upload: Any, number: int) -> str:
-        url = uploads.part_urls(upload, [number], lambda n, sig: f"/api/v1/uploads/{upload.submission_id}/parts/"
-                                                                   f"{n}?signature={sig}")[0]["url"]
-        return str(url)
-
-
-@pytest.fixture(autouse=True)
-def fast_passwords(settings):
-    """Six users a test: a fast hasher keeps the matrix quick (passwords are not what it tests)."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-@pytest.fixture
-def world(request, owner, member, outsider, maintainer, track_maintainer, sqa3d_split, sqa3d_files,
-          small_parts, sent_tasks, settings, django_user_model):
-    settings.QUOTA_PER_DAY = settings.QUOTA_IN_FLIGHT = settings.QUOTA_TOTAL = 100
-    users = {role: request.getfixturevalue(FIXTURE_OF.get(role, role)) for role in ROLES if role != "anonymous"}
-    return World(users, sqa3d_files, django_user_model)
-
-
-def client_for(w: World, role: str, api: bool) -> tuple[Client, dict[str, str]]:
-    client = Client()
-    if role == "anonymous":
-        return client, {}
-    if api:
-        return client, {"Authorization": f"Token {do_create_token(w.users[role])}"}
-    client.force_login(w.users[role])
-    return client, {}
 
 
 def openapi_op(route: str, method: str) -> dict[str, Any] | None:
@@ -361,152 +266,3 @@ def test_a_part_url_opens_its_own_upload_and_part_only(world, client, settings):
         assert response.status_code == 403, signature
     assert uploads.upload_parts(theirs) == []
     assert [p.number for p in uploads.upload_parts(world.upload)] == []
-
-
-PRIVATE_EM = 0.913579  # a number no other row, paper row or page of the world carries
-
-
-def _partitioned(result: dict[str, Any], name: str, value: float) -> dict[str, Any]:
-    return {**result, "partition": name, "metrics": {k: value for k in result["metrics"]},
-            "breakdown": {g: {k: value for k in row if k != "count"} for g, row in result["breakdown"].items()},
-            "details": {"partition": name}}
-
-
-def test_private_subset_results_stay_hidden_from_everyone_but_maintainers_until_the_reveal(world, sqa3d_files,
-                                                                                           settings):
-    """A submission scored on a public subset and a private remainder: no page, export or API answer shows
-    the private numbers before the reveal, not even to its owner; the maintainers' desk does."""
-    from leaderboard.benchmarks.models import LabelSet
-    from leaderboard.rankings.services import do_reveal
-
-    settings.PAGE_CACHE_SECONDS = 0  # the reveal's cache bump runs on commit, which tests never reach
-    owner = world.users["owner"]
-    split = world.published.split
-    LabelSet.objects.filter(split=split, is_active=True).update(has_partition=True)
-    result = get_track("sqa3d").score(sqa3d_files["labels"], sqa3d_files["predictions"], lambda f, m="": None)
-    s = services.check_create_submission(user=owner, track="sqa3d", split="test", method_name="SubsetNet",
-                                         file=io.BytesIO(world.predictions), file_name="p.json")
-    lifecycle.record_result(submission_id=s.pk, attempt=1, result=_partitioned(result, "public", 0.424242),
-                            more_results=[_partitioned(result, "private", PRIVATE_EM)])
-    describe_method(s.method)
-    services.check_publish(owner, s)
-    team = s.team.slug
-    pages = [f"/submissions/{s.pk}/", f"/submissions/{s.pk}/status.json", "/submissions/", f"/submissions/teams/{team}/",
-             "/benchmarks/sqa3d/", "/benchmarks/sqa3d/export.json", "/benchmarks/sqa3d/export.csv",
-             f"/methods/{s.method_id}/", f"/moderation/submissions/{s.pk}/", "/moderation/tracks/sqa3d/"]
-    api = [f"/api/v1/submissions/{s.pk}", "/api/v1/submissions", "/api/v1/leaderboards/sqa3d",
-           f"/api/v1/methods/{s.method_id}", f"/api/v1/leaderboards/sqa3d/compare?e={world.entry.pk}"]
-    # The number itself (JSON, CSV, charts' titles) and as a table cell shows it (``pct``); a bare "91.4"
-    # may be a chart's coordinate.
-    private_marks = (str(PRIVATE_EM)[:6], ">91.4<")
-    for role in ROLES:
-        for url, is_api in [(u, False) for u in pages] + [(u, True) for u in api]:
-            client, headers = client_for(world, role, is_api)
-            response = client.get(url, headers=headers)
-            body = response.content.decode()
-            shows = response.status_code == 200 and any(mark in body for mark in private_marks)
-            may = role in {"staff", "track_maintainer"} and url.startswith("/moderation/")
-            assert shows == may, (url, role, response.status_code)
-        client, headers = client_for(world, role, True)
-        if role in {"owner", "member"}:
-            seen = client.get(f"/api/v1/submissions/{s.pk}", headers=headers).json()["result"]
-            assert seen["partition"] == "public" and seen["metrics"]["EM"] == 0.424242
-
-    do_reveal(split)
-    client, headers = client_for(world, "owner", True)
-    seen = client.get(f"/api/v1/submissions/{s.pk}", headers=headers).json()["result"]
-    assert seen["partition"] == "private" and seen["metrics"]["EM"] == PRIVATE_EM
-    rows = Client().get("/api/v1/leaderboards/sqa3d").json()["rows"]
-    assert [r["scores"]["EM"] for r in rows if r["method"] == "SubsetNet"] == [PRIVATE_EM]
-# Anonymous entries: what each role sees of HiddenNet, through pages and API, before and after the reveal.
-
-ANONYMOUS_READS = [
-    "/", "/benchmarks/sqa3d/", "/benchmarks/sqa3d/?paper=0&sort=What/EM", "/benchmarks/sqa3d/export.csv",
-    "/benchmarks/sqa3d/export.json", "/api/v1/leaderboards/sqa3d", "/api/v1/leaderboards/sqa3d/progress",
-]
-
-
-def _anonymous_urls(w: World) -> list[str]:
-    pair = f"e={w.anonymous_entry.pk}&e={w.entry.pk}"
-    return [*ANONYMOUS_READS, f"/benchmarks/sqa3d/compare/?{pair}", f"/api/v1/leaderboards/sqa3d/compare?{pair}",
-            f"/methods/{w.anonymous.method_id}/", f"/api/v1/methods/{w.anonymous.method_id}",
-            f"/entries/{w.anonymous_entry.pk}/"]
-
-
-def _leaks(text: str) -> list[str]:
-    return [v for v in SECRET.values() if v.lower() in text.lower()]
-
-
-def test_an_anonymous_entry_names_nobody_on_public_pages_api_and_exports_for_any_role(world):
-    for role in ROLES:
-        for url in _anonymous_urls(world):
-            client, headers = client_for(world, role, api=url.startswith("/api/"))
-            response = client.get(url, headers=headers, follow=True)
-            assert response.status_code == 200, (role, url)
-            assert _leaks(response.content.decode()) == [], (role, url)
-    client = Client()
-    board = client.get("/benchmarks/sqa3d/").content.decode()
-    assert "HiddenNet" in board and "Anonymous (under review)" in board
-    row = next(r for r in client.get("/api/v1/leaderboards/sqa3d").json()["rows"] if r["method"] == "HiddenNet")
-    assert row["team"] is None and row["anonymous"] is True
-    exported = next(r for r in client.get("/benchmarks/sqa3d/export.json").json()["rows"]
-                    if r["method"] == "HiddenNet")
-    assert exported["team"] is None and exported["anonymous"] is True
-    assert "HiddenNet,Anonymous (under review),False" in client.get("/benchmarks/sqa3d/export.csv").content.decode()
-    method = client.get(f"/api/v1/methods/{world.anonymous.method_id}").json()
-    assert (method["team"], method["authors"], method["paper_url"], method["code_url"]) == (None, "", "", "")
-    assert method["anonymous"] is True and method["description"] == "Under double-blind review."
-
-
-def test_maintainers_and_the_team_see_who_it_is_and_nobody_else_does(world):
-    pages = {"staff": [f"/moderation/submissions/{world.anonymous.pk}/", "/moderation/?queue=all"],
-             "track_maintainer": [f"/moderation/submissions/{world.anonymous.pk}/", "/moderation/?queue=all"],
-             "owner": [f"/submissions/methods/{world.anonymous.method_id}/", f"/submissions/{world.anonymous.pk}/"],
-             "member": [f"/submissions/methods/{world.anonymous.method_id}/"]}
-    for role, urls in pages.items():
-        client, _ = client_for(world, role, api=False)
-        for url in urls:
-            page = client.get(url).content.decode()
-            assert SECRET["team"] in page and "Anonymous" in page, (role, url)
-    for role in ("anonymous", "outsider"):
-        client, _ = client_for(world, role, api=False)
-        for url in [*pages["staff"], *pages["owner"]]:
-            response = client.get(url)
-            assert response.status_code in (302, 403, 404) and _leaks(response.content.decode()) == [], (role, url)
-    client, headers = client_for(world, "owner", api=True)
-    mine = client.get(f"/api/v1/my/methods/{world.anonymous.method_id}", headers=headers).json()
-    assert mine["anonymous"] is True and mine["authors"] == SECRET["authors"]
-    client, headers = client_for(world, "outsider", api=True)
-    assert client.get(f"/api/v1/my/methods/{world.anonymous.method_id}", headers=headers).status_code == 404
-
-
-def test_the_reveal_is_audited_and_shows_at_once_through_the_page_cache(world, django_capture_on_commit_callbacks):
-    from leaderboard.moderation.models import AuditEntry
-
-    public = Client()
-    urls = _anonymous_urls(world)
-    for url in urls:
-        public.get(url, follow=True)
-    for url in ANONYMOUS_READS:  # cached now, and still naming nobody
-        response = public.get(url)
-        assert response["X-Page-Cache"] == "hit" and _leaks(response.content.decode()) == [], url
-    for role in ("outsider", "staff"):  # only the team may reveal it, maintainers included
-        client, _ = client_for(world, role, api=False)
-        assert client.post(f"/submissions/methods/{world.anonymous.method_id}/reveal/").status_code == 404
-    assert _still_anonymous(world) and not AuditEntry.objects.filter(action="reveal").exists()
-    owner, _ = client_for(world, "owner", api=False)
-    with django_capture_on_commit_callbacks(execute=True):
-        owner.post(f"/submissions/methods/{world.anonymous.method_id}/reveal/")
-    assert not _still_anonymous(world)
-    audit = AuditEntry.objects.get(action="reveal")
-    assert (audit.actor_name, audit.track, audit.split) == ("alice", "sqa3d", "test")
-    assert SECRET["team"] in audit.target and AuditEntry.objects.filter(action="anonymize").count() == 1
-    for url in ["/benchmarks/sqa3d/", "/benchmarks/sqa3d/export.csv", "/api/v1/leaderboards/sqa3d",
-                f"/methods/{world.anonymous.method_id}/", f"/api/v1/methods/{world.anonymous.method_id}"]:
-        response = public.get(url)
-        assert SECRET["team"] in response.content.decode(), url
-    page = public.get(f"/methods/{world.anonymous.method_id}/").content.decode()
-    assert SECRET["authors"] in page and SECRET["paper"] in page and SECRET["code"] in page
-    assert public.get(f"/methods/{world.anonymous.method_id}/bibtex").status_code == 200
-    staff, _ = client_for(world, "staff", api=False)
-    assert "alice" in staff.get("/moderation/audit/").content.decode()
