@@ -126,3 +126,27 @@ def test_mutated_files_validate_or_raise_a_format_error(
         validate(path, man)
     except PredictionFormatError:
         pass
+
+
+def test_a_deflated_scene_past_the_memory_share_is_inflated_to_disk_with_the_same_result(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from evaluation_workers.tracks.openscan import members
+
+    deflated = tmp_path / "deflated.zip"
+    with zipfile.ZipFile(GOLDEN / "predictions.zip") as src, zipfile.ZipFile(deflated, "w", zipfile.ZIP_DEFLATED) as out:
+        for name in src.namelist():
+            out.writestr(name, src.read(name))
+    in_memory = score(GOLDEN / "labels", deflated)
+    spilled: list[object] = []
+    original = members.Archive.spill
+
+    def spill(self, name, cap, what):  # type: ignore[no-untyped-def]
+        spilled.append(result := original(self, name, cap, what))
+        return result
+
+    monkeypatch.setattr(members, "SPILL_IN_MEMORY", 1024)
+    monkeypatch.setattr(members.Archive, "spill", spill)
+    on_disk = score(GOLDEN / "labels", deflated)
+    assert spilled and all(not isinstance(s, bytes) for s in spilled)  # temporary files
+    assert _instance(on_disk) == _instance(in_memory) and on_disk["metrics"] == in_memory["metrics"]

@@ -47,6 +47,9 @@ ZIP_ERRORS = (
 _LOCAL = struct.Struct("<4s5H3L2H")  # local file header, 30 bytes
 _HEADER_BYTES = 1 << 16
 _CHUNK = 1 << 20  # an .npy header is at most ~10 kB (numpy's own limit)
+# A deflated per-scene .npz up to this size is inflated in memory (a scene of 150,000 vertices x
+# 100 uint8 masks is 15 MB); a larger one goes to a temporary file.
+SPILL_IN_MEMORY = 64 << 20
 # Entries per member and name are ~100 bytes of zipfile objects; the count is
 # checked from the end-of-central-directory record before they are built.
 _EOCD = struct.Struct("<4s4H2LH")
@@ -197,15 +200,17 @@ class Archive:
         return data
 
     def spill(self, name: str, cap: int, what: str) -> bytes | IO[bytes]:
-        """The member as bytes when stored, else inflated a chunk at a time into a temporary file.
+        """The member as bytes when stored or when it inflates to at most ``SPILL_IN_MEMORY``, else
+        inflated a chunk at a time into a temporary file.
 
         For members that are archives themselves (the per-scene ``.npz``): a deflate
-        bomb costs disk up to ``cap`` (and the budget), never memory.
+        bomb costs disk up to ``cap`` (and the budget), and memory up to ``SPILL_IN_MEMORY`` per read.
         """
         stream = self.open(name, what, cap)
         if stream.deflated is False:
             return bytes(stream.read_up_to(cap + 1))
-        spool = tempfile.TemporaryFile()
+        chunks: list[bytes | memoryview] = []
+        spool: IO[bytes] | None = None
         total = 0
         while True:
             chunk = stream.read_up_to(_CHUNK)
@@ -213,10 +218,21 @@ class Archive:
                 break
             total += len(chunk)
             if total > cap:
-                spool.close()
+                if spool is not None:
+                    spool.close()
                 raise PredictionFormatError(
                     f"{what}: Expected at most {cap:,} bytes once decompressed for this scene, but it inflates to more")
-            spool.write(chunk)
+            if spool is None and total > SPILL_IN_MEMORY:  # past the memory share: on to disk
+                spool = tempfile.TemporaryFile()
+                for kept in chunks:
+                    spool.write(kept)
+                chunks = []
+            if spool is None:
+                chunks.append(chunk)
+            else:
+                spool.write(chunk)
+        if spool is None:
+            return b"".join(chunks)
         spool.seek(0)
         return spool
 
@@ -276,7 +292,7 @@ class MemberStream:
     """A file-like over one member's bytes; reads inflate (capped) and draw from the budget."""
 
     def __init__(self, data: bytes | memoryview, deflated: bool, what: str, budget: Budget) -> None:
-        self._data = data
+        self._data = memoryview(data)  # slices of a stored member, and inflate's input, without copies
         self._pos = 0
         self._inflate = zlib.decompressobj(-zlib.MAX_WBITS) if deflated else None
         self.deflated = deflated
