@@ -14,7 +14,6 @@ memory back once a task is done, so an idle worker process stays small.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import functools
 from typing import Any
 
@@ -30,11 +29,9 @@ TOP_PAD = 64 << 20
 
 @functools.cache
 def _libc() -> Any:
-    name = ctypes.util.find_library("c")
-    if not name:
-        return None
+    """The C library the process runs on (its own symbols: no search, no ``ctypes.util``), when glibc."""
     try:
-        libc = ctypes.CDLL(name)
+        libc = ctypes.CDLL(None)
         return libc if hasattr(libc, "mallopt") and hasattr(libc, "malloc_trim") else None
     except OSError:
         return None

@@ -31,7 +31,6 @@ from typing import Any
 
 from evaluation_workers import allocator
 from evaluation_workers.convert import FORMS, convert
-from evaluation_workers.convert.mmscan_labels import convert_labels
 from evaluation_workers.errors import SubmissionError
 from evaluation_workers.tracks import get_track, names
 from evaluation_workers.tracks.openscan.labels import ASPECTS
@@ -143,6 +142,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         else track.manifest(args.labels) if args.labels else None)
             print(run_convert(args, manifest))
         elif args.command == "convert-labels":
+            from evaluation_workers.convert.mmscan_labels import convert_labels  # unpickles: only when asked
+
             print(convert_labels(args.annotations, args.infos, args.out, args.split))
         else:
             print(json.dumps(track.manifest(args.labels), indent=2))
