@@ -208,7 +208,11 @@ class Archive:
         """
         stream = self.open(name, what, cap)
         if stream.deflated is False:
-            return bytes(stream.read_up_to(cap + 1))
+            data = stream.read_up_to(cap + 1)
+            whole = data.obj if isinstance(data, memoryview) else None
+            if isinstance(whole, bytes) and len(whole) == len(data):
+                return whole  # the member's bytes as read from the file: no second copy
+            return bytes(data)
         chunks: list[bytes | memoryview] = []
         spool: IO[bytes] | None = None
         total = 0
