@@ -100,6 +100,10 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # Tests use a file too (not SQLite's shared in-memory cache, whose table locks no timeout
     # waits for), so that they run on the locking the embedded set-up has.
     DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / f"test-{os.getpid()}.sqlite3")}
+else:
+    # One test database per test run: two suites on one server (two checkouts, two CI jobs) would
+    # otherwise drop or fill each other's "test_<name>" mid-run.
+    DATABASES["default"]["TEST"] = {"NAME": f"test_{DATABASES['default']['NAME']}_{os.getpid()}"}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
