@@ -8,6 +8,7 @@ import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -51,6 +52,28 @@ def _private_scorer_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         os.environ.pop("EVAL_CACHE_DIR", None)
     else:
         os.environ["EVAL_CACHE_DIR"] = previous
+
+
+# PostgreSQL: each run has its own test database (``test_<name>_<pid>``, leaderboard/settings.py).
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup: None, django_db_blocker: Any) -> Iterator[None]:
+    """pytest-django's test database; on PostgreSQL, dropped at the end even when worker or
+    live-server threads left connections to it open (pytest-django's DROP DATABASE would fail
+    with "being accessed by other users" and leave it behind). Only this run's database is
+    touched: a run beside it on the same server may be in another process namespace."""
+    from django.db import connection
+
+    yield
+    if connection.vendor != "postgresql":
+        return
+    ours = connection.settings_dict["NAME"]
+    with django_db_blocker.unblock():
+        connection.close()
+        with connection._nodb_cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                           "WHERE datname = %s AND pid <> pg_backend_pid()", [ours])
 
 
 # A real Redis for every test that needs one: REDIS_URL when it answers, else one started here.
