@@ -43,9 +43,8 @@ def tune() -> bool:
     libc = _libc()
     if libc is None:
         return False
-    ok = all(libc.mallopt(param, value) == 1 for param, value in (
+    return all(libc.mallopt(param, value) == 1 for param, value in (
         (_M_MMAP_THRESHOLD, MMAP_THRESHOLD), (_M_TRIM_THRESHOLD, TRIM_THRESHOLD), (_M_TOP_PAD, TOP_PAD)))
-    return ok
 
 
 def release() -> None:
