@@ -18,7 +18,7 @@ the statistic takes running sums of the copies' weights along the ranking:
 - recall is over the weighted ground-truth boxes of the category.
 
 The running sums of all predictions are needed only at the true positives
-(``bootstrap.running_sums``), those of the true positives all along.
+(``bootstrap.RunningSums``), those of the true positives all along.
 Cost: one gather of (b, R) weights per category, R its pooled predictions up
 to its last true positive (``score._outcomes``), summed segment by segment.
 """
@@ -67,11 +67,12 @@ def statistic(outcomes: dict[str, np.ndarray]) -> bootstrap.Statistic:
         tp = outcomes["pool_tp"][rows]
         sample = outcomes["pool_sample"][rows]
         hits = np.flatnonzero(tp.any(axis=1))  # where the running sum of all predictions is needed
+        seen = bootstrap.RunningSums(sample, hits, n)
         per_t = []
         for t in range(len(THRESHOLDS)):
             tp_rows = np.flatnonzero(tp[:, t])
             per_t.append((sample[tp_rows], np.searchsorted(hits, tp_rows)))
-        pools.append((sample, hits, per_t))
+        pools.append((seen, per_t))
 
     def stat(counts: Any) -> dict[str, Any]:
         xp = array_namespace(counts)
@@ -88,9 +89,9 @@ def statistic(outcomes: dict[str, np.ndarray]) -> bootstrap.Statistic:
                 out[f"{g}/{key}"] = per_group[:, gi, k]
         n_gt = counts @ xp.asarray(gt_h)  # (b, G) ground-truth boxes per category
         pooled = {f"{m}@{t}": xp.zeros((b,), dtype=xp.float64) for m in POOLED for t in THRESHOLDS}
-        for gi, (sample, hits, per_t) in enumerate(pools):
+        for gi, (running, per_t) in enumerate(pools):
             present = sizes[:, gi] > 0
-            seen = bootstrap.running_sums(counts, sample, hits)  # (b, H) predictions up to each hit
+            seen = running(counts)  # (b, H) predictions up to each hit
             for ti, t in enumerate(THRESHOLDS):
                 tp_sample, at = per_t[ti]
                 ap, ar = _pooled(xp, xp.take(counts, xp.asarray(tp_sample), axis=1),

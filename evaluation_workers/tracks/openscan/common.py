@@ -108,25 +108,30 @@ def memberships(masks: np.ndarray) -> Proposals:
 def flat_nonzero(array: np.ndarray) -> np.ndarray:
     """``np.flatnonzero(array)`` of a C-contiguous array, three to ten times faster on masks.
 
-    NumPy's nonzero is fast on bool data only, so masks become bool (a view
-    when their bytes are all 0 or 1, as bool and uint8 masks are; ``!= 0``
-    otherwise, which a bool array whose bytes are not 0 or 1 also gets). Then
-    the bool bytes are scanned eight at a time as words, and only the words
-    with a non-zero byte are looked into: masks are mostly zeros.
+    NumPy's nonzero is fast on bool data only. One-byte masks (bool, uint8) are
+    scanned as they are, eight bytes at a time as words: masks are mostly
+    zeros, and only the words with a non-zero byte are looked into, as bool
+    when their bytes are all 0 or 1 (checked on those words only), as ``!= 0``
+    otherwise (a bool array whose bytes are not 0 or 1 gets it too). Wider
+    types become ``!= 0`` first.
     """
     flat = array.reshape(-1)
-    if flat.dtype.itemsize == 1 and flat.view(np.uint8).max(initial=0) <= 1:
-        bits = flat.view(np.bool_)
-    else:
-        bits = flat != 0
-    head = bits.shape[0] - bits.shape[0] % 8
-    words = bits[:head].view(np.uint64)
+    raw = (flat if flat.dtype.itemsize == 1 else flat != 0).view(np.uint8)
+    head = raw.shape[0] - raw.shape[0] % 8
+    words = raw[:head].view(np.uint64)
     hit = np.flatnonzero(words != 0)
-    inside = np.flatnonzero(words[hit].view(np.bool_))
+    hit_words = words[hit]
+    if flat.dtype.itemsize == 1 and bool(np.bitwise_or.reduce(hit_words & _ABOVE_ONE, initial=0)):
+        inside = np.flatnonzero(hit_words.view(np.uint8) != 0)
+    else:
+        inside = np.flatnonzero(hit_words.view(np.bool_))
     found: np.ndarray = hit[inside >> 3] * 8 + (inside & 7)
-    if head == bits.shape[0]:
+    if head == raw.shape[0]:
         return found
-    return np.concatenate([found, head + np.flatnonzero(bits[head:])])
+    return np.concatenate([found, head + np.flatnonzero(raw[head:])])
+
+
+_ABOVE_ONE = np.uint64(0xFEFE_FEFE_FEFE_FEFE)  # the bits of a word's bytes other than the lowest
 
 
 def check_kind(arr: np.ndarray, kinds: str, loc: str, field_name: str) -> np.ndarray:

@@ -19,7 +19,7 @@ the order ``average_precision_distinct`` sorts it:
 Semantic IoU and Acc come from the confusion's per-class sums, which add up
 over scenes. Cost: per aspect, a matrix product (b, scenes) x (scenes, 3 P)
 with P its points holding a true positive, or, with many scenes, one gather
-of (b, E) weights, E its entries (``bootstrap.running_sums``).
+of (b, E) weights, E its entries (``bootstrap.RunningSums``).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from evaluation_workers._xp import array_namespace
+from evaluation_workers._xp import array_namespace, segment_sums
 from evaluation_workers.metrics import bootstrap
 from evaluation_workers.metrics.instance_ap import AP25_INDEX, AP50_INDEX, AP_SLICE, IOU_THRESHOLDS
 
@@ -127,13 +127,19 @@ def statistic(outcomes: dict[str, dict[str, np.ndarray]]) -> bootstrap.Statistic
     return stat
 
 
-def _plan(c: dict[str, np.ndarray], n_units: int, n_classes: int) -> dict[str, np.ndarray]:
-    """What every block of resamples shares: the curves' one-hot matrix and, with few enough
+def _plan(c: dict[str, np.ndarray], n_units: int, n_classes: int) -> dict[str, Any]:
+    """What every block of resamples shares: where each curve's points are and, with few enough
     units x points, the running sums at each point as (units, 4 P) matrices, so that a block's
     sums are one product. Integer entries: the product's sums are the running sums' exactly."""
     n_curves = len(IOU_THRESHOLDS) * n_classes
-    plan = {"onehot": (c["curve"][:, None] == np.arange(n_curves)[None, :]).astype(np.float64)}
-    p = int(c["curve"].shape[0])
+    # Points come curve after curve: a curve's AP is the sum over its segment of points, put in its
+    # column (column 0 of the sums' padded copy, 0, for a curve without any point).
+    curve = c["curve"]
+    first = np.flatnonzero(np.concatenate([[True], curve[1:] != curve[:-1]])) if curve.shape[0] else curve[:0]
+    column = np.zeros(n_curves, dtype=np.int64)
+    column[curve[first]] = np.arange(1, first.shape[0] + 1)
+    plan: dict[str, Any] = {"curve_starts": first, "curve_column": column}
+    p = int(curve.shape[0])
     if p and n_units * 4 * p <= DENSE_ELEMENTS:
         seen = bootstrap.entries_up_to(_dummy_first(c["unit"]), c["wanted"], n_units + 1)[1:]
         true = bootstrap.entries_up_to(_dummy_first(c["true_unit"]), c["true_wanted"], n_units + 1)[1:]
@@ -141,10 +147,13 @@ def _plan(c: dict[str, np.ndarray], n_units: int, n_classes: int) -> dict[str, n
         s0, t0 = seen[:, c["at_start"]], true[:, c["at_start"]]
         plan["sums"] = np.concatenate([seen[:, c["at_end"]] - s0, true[:, c["at_end"]] - t0,
                                        seen[:, c["at_above"]] - s0, true[:, c["at_above"]] - t0], axis=1)
+    elif p:
+        plan["seen"] = bootstrap.RunningSums(_dummy_first(c["unit"]), c["wanted"], n_units + 1)
+        plan["true"] = bootstrap.RunningSums(_dummy_first(c["true_unit"]), c["true_wanted"], n_units + 1)
     return plan
 
 
-def _aspect_ap(xp: Any, counts: Any, c: dict[str, np.ndarray], plan: dict[str, np.ndarray], n_pos_h: np.ndarray,
+def _aspect_ap(xp: Any, counts: Any, c: dict[str, np.ndarray], plan: dict[str, Any], n_pos_h: np.ndarray,
                n_thr: int) -> Any:
     b = counts.shape[0]
     n_classes = n_pos_h.shape[1]
@@ -160,9 +169,8 @@ def _aspect_ap(xp: Any, counts: Any, c: dict[str, np.ndarray], plan: dict[str, n
         else:
             # The leading dummy entry weighs nothing: its unit's counts are replaced by a zero column.
             padded = xp.concat([xp.zeros((b, 1), dtype=xp.float64), counts], axis=1)
-            seen_at = bootstrap.running_sums(padded, _dummy_first(c["unit"]), c["wanted"])
-            true_at = xp.take(bootstrap.running_sums(padded, _dummy_first(c["true_unit"]), c["true_wanted"]),
-                              xp.asarray(c["true_of_wanted"]), axis=1)
+            seen_at = plan["seen"](padded)
+            true_at = xp.take(plan["true"](padded), xp.asarray(c["true_of_wanted"]), axis=1)
             at_end, at_above, at_start = (xp.asarray(c[k]) for k in ("at_end", "at_above", "at_start"))
             seen0, true0 = xp.take(seen_at, at_start, axis=1), xp.take(true_at, at_start, axis=1)
             seen_end = xp.take(seen_at, at_end, axis=1) - seen0
@@ -175,7 +183,9 @@ def _aspect_ap(xp: Any, counts: Any, c: dict[str, np.ndarray], plan: dict[str, n
         p_end = xp.where(seen_end > 0, true_end / xp.where(seen_end > 0, seen_end, one), one)
         p_above = xp.where(seen_above > 0, true_above / xp.where(seen_above > 0, seen_above, one), one)
         gain = xp.where(pos > 0, (true_end - true_above) / xp.where(pos > 0, pos, one), xp.zeros_like(one))
-        ap = (gain * (p_end + p_above) / 2.0) @ xp.asarray(plan["onehot"])
+        per_curve = segment_sums(gain * (p_end + p_above) / 2.0, xp.asarray(plan["curve_starts"]), xp)
+        padded_ap = xp.concat([xp.zeros((b, 1), dtype=xp.float64), per_curve], axis=1)
+        ap = xp.take(padded_ap, xp.asarray(plan["curve_column"]), axis=1)
     ap = xp.where(n_pos > 0, ap, xp.full_like(ap, np.nan))
     return xp.reshape(ap, (b, n_thr, n_classes))
 

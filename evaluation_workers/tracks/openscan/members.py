@@ -1,13 +1,13 @@
 """Zip archives read without trusting them: names, counts and every inflated byte checked.
 
-``Archive`` lists a zip's members (a file on disk or bytes in memory, such as
-a per-scene ``.npz`` inside the official zip) and refuses, before any data is
+``Archive`` lists a zip's members (a file on disk, mapped read-only, or bytes
+in memory, such as a per-scene ``.npz`` inside the official zip) and refuses, before any data is
 read: more members than the layout can legitimately hold, names that leave the
 archive (``..``, absolute, backslashes, drive letters) or are not UTF-8,
 symlinks, encryption and compression methods other than stored and deflate.
 
 ``Archive.read`` returns one member's bytes: stored members as a slice
-(zero-copy for in-memory archives), deflated ones with a single capped
+(zero-copy: a stored scene's masks are read where the page cache holds them), deflated ones with a single capped
 ``zlib`` inflate, never past the caller's cap nor past the submission's
 ``Budget``. ``Archive.npy`` reads one ``.npy`` member: its header is inflated
 and checked first (``limits.npy_header``), then exactly the announced payload.
@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import io
 import math
+import mmap
+import os
 import stat
 import struct
 import tempfile
@@ -67,6 +69,57 @@ def member_count(data: IO[bytes], size: int) -> int | None:
     return None if total == 0xFFFF else int(total)
 
 
+def map_file(path: Path) -> memoryview | None:
+    """A regular, non-empty file mapped read-only (None for others: they are read).
+
+    Reads from the mapping copy nothing: a stored member's arrays are views of
+    the page cache. The file must not be truncated while it is mapped (a read
+    past its new end is a SIGBUS); the worker maps only its own copy of a
+    submission.
+    """
+    try:
+        with open(path, "rb") as f:
+            info = os.fstat(f.fileno())
+            if not stat.S_ISREG(info.st_mode) or info.st_size == 0:
+                return None
+            return memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
+    except (OSError, ValueError):
+        return None
+
+
+class ViewFile(io.RawIOBase):
+    """A read-only, seekable file over a buffer, without copying it (``io.BytesIO`` copies
+    anything but ``bytes``); zipfile reads only the directory through it."""
+
+    def __init__(self, view: memoryview) -> None:
+        super().__init__()
+        self._view = view
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: len(self._view)}[whence]
+        if base + offset < 0:
+            raise ValueError("negative seek position")
+        self._pos = base + offset
+        return self._pos
+
+    def tell(self) -> int:
+        return self._pos
+
+    def readinto(self, buffer: Any) -> int:
+        chunk = self._view[self._pos : self._pos + len(buffer)]
+        n = len(chunk)
+        memoryview(buffer).cast("B")[:n] = chunk
+        self._pos += n
+        return n
+
+
 def check_name(name: str, file: str) -> PurePosixPath:
     """The member's path, refused when it could leave the archive."""
     path = PurePosixPath(name)
@@ -85,26 +138,31 @@ class Archive:
     """A zip's checked directory and budgeted member reads.
 
     Args:
-        source: a path, the bytes of a zip held in memory, or an open file (closed by ``close``).
+        source: a path (mapped when it is a regular file), the bytes of a zip held in memory, or an
+            open file (closed by ``close``).
         file: how messages name the archive ("predictions.zip: material/scene0000_00.npz").
         budget: the submission's inflated-bytes budget.
         max_members: the most entries a legitimate archive of this layout has.
     """
 
-    def __init__(self, source: Path | bytes | IO[bytes], file: str, budget: Budget, max_members: int) -> None:
+    def __init__(self, source: Path | bytes | memoryview | IO[bytes], file: str, budget: Budget,
+                 max_members: int) -> None:
         self.file = file
         self.budget = budget
         self._buffer: memoryview | None = None
         self._handle: IO[bytes] | None = None
         self._lock = threading.Lock()
         try:
-            if isinstance(source, bytes):
+            if isinstance(source, Path):
+                mapped = map_file(source)
+                if mapped is not None:
+                    source = mapped
+                else:
+                    source = self._handle = open(source, "rb")  # noqa: SIM115  # closed by close()
+            if isinstance(source, (bytes, memoryview)):
                 self._buffer = memoryview(source)
-                stream: IO[bytes] = io.BytesIO(source)
-                size = len(source)
-            elif isinstance(source, Path):
-                self._handle = stream = open(source, "rb")  # noqa: SIM115  # closed by close()
-                size = source.stat().st_size
+                stream: IO[bytes] = cast(IO[bytes], ViewFile(self._buffer))
+                size = len(self._buffer)
             else:
                 self._handle = stream = source
                 size = stream.seek(0, 2)
@@ -140,6 +198,24 @@ class Archive:
         if self._handle is not None:
             self._handle.close()
             self._handle = None
+        # A mapping is unmapped when the last array read from it goes (arrays of stored members
+        # are views of it).
+        self._buffer = None
+
+    def release(self, name: str) -> None:
+        """Give back the pages of a mapped archive's member once it has been read: the file's
+        pages stay in the page cache, the process's resident memory does not grow with the
+        archive (a later read of them, by views still alive, maps them again)."""
+        mapped = self._buffer.obj if self._buffer is not None else None
+        if not isinstance(mapped, mmap.mmap) or name not in self.infos:
+            return
+        info = self.infos[name]
+        start = -(-info.header_offset // mmap.PAGESIZE) * mmap.PAGESIZE
+        end = min(info.header_offset + _LOCAL.size + len(info.filename.encode()) + 0xFFFF + info.compress_size,
+                  len(mapped))
+        end -= end % mmap.PAGESIZE
+        if end > start:
+            mapped.madvise(mmap.MADV_DONTNEED, start, end - start)
 
     def files(self) -> list[str]:
         """Member names, without directories."""
@@ -199,7 +275,7 @@ class Archive:
                 f"{what}: Expected at most {cap:,} bytes once decompressed for this scene, but it inflates to more")
         return data
 
-    def spill(self, name: str, cap: int, what: str) -> bytes | IO[bytes]:
+    def spill(self, name: str, cap: int, what: str) -> bytes | memoryview | IO[bytes]:
         """The member as bytes when stored or when it inflates to at most ``SPILL_IN_MEMORY``, else
         inflated a chunk at a time into a temporary file.
 
@@ -208,11 +284,7 @@ class Archive:
         """
         stream = self.open(name, what, cap)
         if stream.deflated is False:
-            data = stream.read_up_to(cap + 1)
-            whole = data.obj if isinstance(data, memoryview) else None
-            if isinstance(whole, bytes) and len(whole) == len(data):
-                return whole  # the member's bytes as read from the file: no second copy
-            return bytes(data)
+            return stream.read_up_to(cap + 1)  # a slice of the mapped or read archive: no copy
         chunks: list[bytes | memoryview] = []
         spool: IO[bytes] | None = None
         total = 0

@@ -96,6 +96,7 @@ class OfficialReader:
             return self._read_npz(inner, aspect, scene, loc, n_vertices, n_classes)
         finally:
             inner.close()
+            self.archive.release(name)
 
     def _read_npz(self, inner: Archive, aspect: str, scene: str, loc: str, n_vertices: int,
                   n_classes: int) -> ScenePrediction:

@@ -1,0 +1,92 @@
+"""Files read through a read-only mapping: the same bytes, results and checksums as read ones."""
+
+from __future__ import annotations
+
+import hashlib
+import mmap
+import os
+import threading
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from evaluation_workers import results
+from evaluation_workers.limits import Budget
+from evaluation_workers.tracks.openscan import members, score
+
+GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "openscan" / "golden"
+
+
+def _stored_copy(tmp_path: Path) -> Path:
+    stored = tmp_path / "stored.zip"
+    with zipfile.ZipFile(GOLDEN / "predictions.zip") as src, zipfile.ZipFile(stored, "w", zipfile.ZIP_STORED) as out:
+        for name in src.namelist():
+            out.writestr(name, src.read(name))
+    return stored
+
+
+def test_a_stored_zip_is_read_from_its_mapping_without_copies_and_scores_as_a_read_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stored = _stored_copy(tmp_path)
+    spilled: list[object] = []
+    original = members.Archive.spill
+
+    def spill(self, name, cap, what):  # type: ignore[no-untyped-def]
+        spilled.append(got := original(self, name, cap, what))
+        return got
+
+    monkeypatch.setattr(members.Archive, "spill", spill)
+    mapped = score(GOLDEN / "labels", stored)
+    # every scene's .npz is a view of the mapped file, not a copy
+    assert spilled and all(isinstance(s, memoryview) and s.readonly for s in spilled)
+
+    monkeypatch.setattr(members, "map_file", lambda path: None)
+    spilled.clear()
+    read = score(GOLDEN / "labels", stored)
+    assert spilled and not any(isinstance(getattr(s, "obj", s), mmap.mmap) for s in spilled)  # read
+    assert read["metrics"] == mapped["metrics"] and read["breakdown"] == mapped["breakdown"]
+    assert read["predictions_sha256"] == mapped["predictions_sha256"] == hashlib.sha256(stored.read_bytes()).hexdigest()
+
+
+def test_arrays_read_before_their_pages_are_given_back_keep_their_values(tmp_path: Path) -> None:
+    path = tmp_path / "arrays.zip"
+    want = np.random.default_rng(0).integers(0, 2, (3000, 40), dtype=np.uint8)
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as zf:
+        with zf.open("a.npy", "w") as f:
+            np.save(f, want)
+    archive = members.Archive(path, "arrays.zip", Budget(1 << 30, "arrays.zip"), max_members=4)
+    got = archive.npy("a.npy", "arrays.zip: a", want.size)
+    assert not got.flags.writeable  # a view of the mapping
+    archive.release("a.npy")
+    archive.close()
+    assert np.array_equal(got, want)  # its pages are mapped again from the file
+
+
+def test_files_that_cannot_be_mapped_are_read(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.write_bytes(b"")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert members.map_file(empty) is None
+    payload = os.urandom(3 << 20)
+    writer = threading.Thread(target=lambda: fifo.write_bytes(payload))
+    writer.start()
+    try:
+        assert results.sha256_file(fifo) == hashlib.sha256(payload).hexdigest()
+    finally:
+        writer.join()
+
+
+@pytest.mark.parametrize("size", [(1 << 20) + 1, 3 << 15, (3 << 15) + 5, 5 << 20])
+def test_the_mapped_checksum_is_the_sha256_of_the_file_at_every_chunk_boundary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, size: int
+) -> None:
+    monkeypatch.setattr(results, "_CHUNK", 1 << 14)
+    monkeypatch.setattr(results, "_MAPPED_CHUNK", 1 << 15)  # pages are given back every 32 KiB
+    path = tmp_path / "file"
+    data = os.urandom(size)
+    path.write_bytes(data)
+    assert results.sha256_file(path) == hashlib.sha256(data).hexdigest()
