@@ -25,7 +25,6 @@ import math
 import os
 import threading
 import tokenize
-import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -33,6 +32,7 @@ from typing import IO, Any
 import numpy as np
 import orjson
 
+from evaluation_workers import inflate
 from evaluation_workers.errors import PredictionFormatError
 
 _CHUNK = 1 << 20
@@ -123,7 +123,7 @@ def iter_gunzip(f: IO[bytes], budget: Budget, max_ratio: float | None = None) ->
     ``max_ratio`` times the compressed bytes consumed so far (``check_ratio``).
     Raises ``PredictionFormatError`` on a truncated or corrupt stream.
     """
-    decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    decompressor = inflate.decompressobj(16 + inflate.MAX_WBITS)
     pending = b""
     consumed = inflated = 0
     while True:
@@ -148,7 +148,7 @@ def iter_gunzip(f: IO[bytes], budget: Budget, max_ratio: float | None = None) ->
                 rest = f.read(_CHUNK)
                 if not rest:
                     return
-            decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            decompressor = inflate.decompressobj(16 + inflate.MAX_WBITS)
             pending = rest
     if not decompressor.eof:
         raise PredictionFormatError(f"{budget.file}: Expected a complete gzip stream, but it is truncated")
@@ -164,7 +164,7 @@ def read_maybe_gzip(path: Path, budget: Budget) -> bytes:
         f.seek(0)
         try:
             return b"".join(iter_gunzip(f, budget))
-        except zlib.error as exc:
+        except inflate.ERRORS as exc:
             raise PredictionFormatError(f"{budget.file}: Expected a valid gzip file, but got {exc}") from None
 
 

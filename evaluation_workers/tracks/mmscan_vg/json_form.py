@@ -15,12 +15,12 @@ draws from the submission's budget and may not inflate more than
 from __future__ import annotations
 
 import json
-import zlib
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from evaluation_workers import inflate
 from evaluation_workers.errors import PredictionFormatError, where
 from evaluation_workers.limits import MAX_RATIO, Budget, iter_gunzip, loads_json
 from evaluation_workers.tracks.mmscan_vg.checks import (
@@ -63,7 +63,7 @@ def read_text(path: Path, budget: Budget) -> str:
                         raise PredictionFormatError(
                             f"{name}: Expected at most {MAX_JSON_BYTES:,} bytes of JSON once decompressed "
                             "(use the binary .npz form for larger submissions), but it inflates to more")
-            except zlib.error as exc:
+            except inflate.ERRORS as exc:
                 raise PredictionFormatError(f"{name}: Expected a valid gzip file, but got {exc}") from None
     if data.startswith(_BOM):
         data = data[len(_BOM):]

@@ -8,7 +8,7 @@ symlinks, encryption and compression methods other than stored and deflate.
 
 ``Archive.read`` returns one member's bytes: stored members as a slice
 (zero-copy: a stored scene's masks are read where the page cache holds them), deflated ones with a single capped
-``zlib`` inflate, never past the caller's cap nor past the submission's
+inflate (``evaluation_workers.inflate``), never past the caller's cap nor past the submission's
 ``Budget``. ``Archive.npy`` reads one ``.npy`` member: its header is inflated
 and checked first (``limits.npy_header``), then exactly the announced payload.
 """
@@ -24,20 +24,20 @@ import struct
 import tempfile
 import threading
 import zipfile
-import zlib
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import IO, Any, cast
 
 import numpy as np
 
+from evaluation_workers import inflate
 from evaluation_workers.errors import PredictionFormatError
 from evaluation_workers.limits import Budget, npy_header
 
-# What opening or reading a malformed zip can raise inside zipfile/zlib/struct.
-ZIP_ERRORS = (
+# What opening or reading a malformed zip can raise inside zipfile/inflate/struct.
+ZIP_ERRORS: tuple[type[Exception], ...] = (
     zipfile.BadZipFile,
-    zlib.error,
+    *inflate.ERRORS,
     struct.error,
     OSError,
     EOFError,
@@ -370,13 +370,13 @@ class MemberStream:
     def __init__(self, data: bytes | memoryview, deflated: bool, what: str, budget: Budget) -> None:
         self._data = memoryview(data)  # slices of a stored member, and inflate's input, without copies
         self._pos = 0
-        self._inflate = zlib.decompressobj(-zlib.MAX_WBITS) if deflated else None
+        self._inflate = inflate.decompressobj(-inflate.MAX_WBITS) if deflated else None
         self.deflated = deflated
         self.what = what
         self.budget = budget
 
     def read_up_to(self, n: int) -> bytes | memoryview:
-        """At most ``n`` bytes: one ``zlib`` call for a deflated member, a slice for a stored one."""
+        """At most ``n`` bytes: one inflate call for a deflated member, a slice for a stored one."""
         if n < 0:
             raise ValueError("n must be non-negative")
         if n > self.budget.left:
@@ -387,7 +387,7 @@ class MemberStream:
         else:
             try:
                 out = self._inflate.decompress(self._data[self._pos :], n) if n else b""
-            except zlib.error as exc:
+            except inflate.ERRORS as exc:
                 raise PredictionFormatError(f"{self.what}: Expected valid deflate data, but got {exc}") from None
             tail = self._inflate.unconsumed_tail
             self._pos = len(self._data) - len(tail)
