@@ -240,6 +240,19 @@ def collecting() -> Iterator[list[Units]]:
         _collected.reset(token)
 
 
+def as_int32(counts: Any, bound: int) -> Any | None:
+    """``counts`` as int32 when they are whole, non-negative and any sum of ``bound`` of them fits
+    in int32 (draw counts always are): running sums of them in int32 are exact and several times
+    faster than in float64 (an add of integers is not a chain of float latencies). None otherwise."""
+    xp = array_namespace(counts)
+    if counts.shape[0] == 0 or counts.shape[1] == 0:
+        return None
+    top = float(xp.max(counts))
+    if top * max(bound, 1) >= 2**31 or not bool(xp.all((counts >= 0) & (counts == xp.floor(counts)))):
+        return None
+    return xp.astype(counts, xp.int32)
+
+
 def weighted_ratio(xp: Any, num: Any, den: Any) -> Any:
     """num / den, NaN where den is 0 (a group that the resample does not draw)."""
     safe = xp.where(den > 0, den, xp.ones_like(den))
@@ -343,7 +356,12 @@ class RunningSums:
         if matrix is None:
             matrix = self._sparse[dtype] = self._segments(dtype)
         sums = matrix @ np.ascontiguousarray(counts.T, dtype=dtype)  # (J, b)
-        return np.cumsum(np.ascontiguousarray(sums.T), axis=1, dtype=np.float64)
+        if dtype is np.float64:
+            return np.cumsum(np.ascontiguousarray(sums.T), axis=1, dtype=np.float64)
+        # Whole sums: accumulated in int32 when every running sum fits (4-5x faster than float64).
+        total = bound // self.longest * self.used.shape[0]  # the most any running sum can reach
+        wide = np.int32 if total < 2**31 else np.int64
+        return np.cumsum(np.ascontiguousarray(sums.T), axis=1, dtype=wide).astype(np.float64)
 
     def _segments(self, dtype: type[np.generic]) -> Any:
         """The sparse (J, n) matrix: how many entries of each unit lie in each segment."""

@@ -73,6 +73,7 @@ def statistic(outcomes: dict[str, np.ndarray]) -> bootstrap.Statistic:
             tp_rows = np.flatnonzero(tp[:, t])
             per_t.append((sample[tp_rows], np.searchsorted(hits, tp_rows)))
         pools.append((seen, per_t))
+    longest = max([int(at.shape[0]) for _, per_t in pools for _, at in per_t] + [1])
 
     def stat(counts: Any) -> dict[str, Any]:
         xp = array_namespace(counts)
@@ -88,13 +89,16 @@ def statistic(outcomes: dict[str, np.ndarray]) -> bootstrap.Statistic:
             for gi, g in enumerate(GROUPS):
                 out[f"{g}/{key}"] = per_group[:, gi, k]
         n_gt = counts @ xp.asarray(gt_h)  # (b, G) ground-truth boxes per category
+        # The true positives' weights gathered and summed as integers where they are whole (draws).
+        ints = bootstrap.as_int32(counts, longest)
+        weights = counts if ints is None else ints
         pooled = {f"{m}@{t}": xp.zeros((b,), dtype=xp.float64) for m in POOLED for t in THRESHOLDS}
         for gi, (running, per_t) in enumerate(pools):
             present = sizes[:, gi] > 0
             seen = running(counts)  # (b, H) predictions up to each hit
             for ti, t in enumerate(THRESHOLDS):
                 tp_sample, at = per_t[ti]
-                ap, ar = _pooled(xp, xp.take(counts, xp.asarray(tp_sample), axis=1),
+                ap, ar = _pooled(xp, xp.take(weights, xp.asarray(tp_sample), axis=1),
                                  xp.take(seen, xp.asarray(at), axis=1), n_gt[:, gi])
                 for key, value in ((f"AP_box@{t}", ap), (f"AR_box@{t}", ar)):
                     defined = xp.where(present, value, xp.full_like(value, np.nan))
@@ -110,14 +114,18 @@ def statistic(outcomes: dict[str, np.ndarray]) -> bootstrap.Statistic:
 def _pooled(xp: Any, w_tp: Any, so_far: Any, n_gt: Any) -> tuple[Any, Any]:
     """Weighted AP and AR of one category's ranking: (b,) each, 0 where it has no true positive.
 
-    ``w_tp`` (b, P): the weight of each true positive; ``so_far`` (b, P): the
-    weight of all predictions up to it.
+    ``w_tp`` (b, P): the weight of each true positive, float64 or int32 (then summed in int32:
+    the caller checked that every sum fits); ``so_far`` (b, P): the weight of all predictions up to it.
     """
     b = w_tp.shape[0]
     if w_tp.shape[1] == 0:
         zero = xp.zeros((b,), dtype=xp.float64)
         return zero, zero
-    found = cumsum64(w_tp, axis=1)
+    if xp.isdtype(w_tp.dtype, "integral"):
+        found = xp.astype(xp.cumulative_sum(w_tp, axis=1, dtype=w_tp.dtype), xp.float64)
+        w_tp = xp.astype(w_tp, xp.float64)
+    else:
+        found = cumsum64(w_tp, axis=1)
     # Weights are whole numbers and so_far >= found: where nothing is drawn yet both are 0 and so is
     # the precision; elsewhere so_far >= 1 and the division is the plain one.
     precision = found / xp.maximum(so_far, xp.ones_like(so_far))
