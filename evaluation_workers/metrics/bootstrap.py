@@ -14,7 +14,7 @@ work, see the same resamples. Two submissions on the same split see the same
 resamples too (the seed is fixed), which is what a paired comparison needs.
 
 The counts of a split depend only on (n, resamples, seed), so a worker keeps
-the last few small ones (``_cached_counts``): the second submission on a split
+the last few small ones (``all_counts``): the second submission on a split
 skips the drawing.
 
 Ranked metrics (AP) need running sums of the resampled weights along a
@@ -29,7 +29,6 @@ from the resample) are left out of that value's interval.
 
 from __future__ import annotations
 
-import functools
 import math
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -93,6 +92,15 @@ def deferred(entries: int, resamples: int | None = None) -> bool:
     return resamples > 0 and device_name() == "cpu" and resamples * entries > inline_max_setting()
 
 
+def warm_up() -> None:
+    """Import what ``RunningSums`` needs on the CPU (scipy.sparse) when resampling is on; a track
+    calls it on a helper thread at the start, so that the import overlaps reading the files."""
+    from evaluation_workers._xp import device_name
+
+    if resamples_setting() > 0 and device_name() == "cpu":
+        import scipy.sparse  # noqa: F401
+
+
 def draw_indices(n_units: int, resamples: int, seed: int = SEED) -> Iterator[np.ndarray]:
     """The resamples as index arrays, block by block: (rows, n) int64, rows <= BLOCK."""
     for j, start in enumerate(range(0, resamples, BLOCK)):
@@ -112,24 +120,36 @@ def _draw_counts(n_units: int, resamples: int, seed: int) -> Iterator[np.ndarray
         yield counts_of(indices, n_units)
 
 
-@functools.lru_cache(maxsize=4)
-def _cached_counts(n_units: int, resamples: int, seed: int) -> tuple[np.ndarray, ...] | None:
-    blocks = list(_draw_counts(n_units, resamples, seed))
-    # uint8 holds any real resample (a unit drawn 255 times is beyond belief); if one
-    # ever is, that split is simply not cached.
-    if any(int(c.max(initial=0)) > 255 for c in blocks):
-        return None
-    return tuple(c.astype(np.uint8) for c in blocks)
+# (n_units, resamples, seed) -> the blocks' counts as uint8, the last few splits (CACHE_BYTES each at most).
+_kept: dict[tuple[int, int, int], tuple[np.ndarray, ...]] = {}
+_KEPT_SPLITS = 4
 
 
 def all_counts(n_units: int, resamples: int, seed: int = SEED) -> Iterator[np.ndarray]:
-    """The resamples' (rows, n) float64 counts, block by block (kept for the next call when small)."""
-    cached = _cached_counts(n_units, resamples, seed) if n_units * resamples <= CACHE_BYTES else None
-    if cached is None:
-        yield from _draw_counts(n_units, resamples, seed)
+    """The resamples' (rows, n) float64 counts, block by block (kept for the next call when small).
+
+    Blocks are yielded as they are drawn, so the first block's statistic does
+    not wait for the last draw.
+    """
+    key = (n_units, resamples, seed)
+    kept = _kept.get(key)
+    if kept is not None:
+        for block in kept:
+            yield block.astype(np.float64)
         return
-    for block in cached:
-        yield block.astype(np.float64)
+    # uint8 holds any real resample (a unit drawn 255 times is beyond belief); if one ever is, that
+    # split is simply not kept.
+    keep: list[np.ndarray] | None = [] if n_units * resamples <= CACHE_BYTES else None
+    for counts in _draw_counts(n_units, resamples, seed):
+        if keep is not None and int(counts.max(initial=0)) > 255:
+            keep = None
+        if keep is not None:
+            keep.append(counts.astype(np.uint8))
+        yield counts
+    if keep is not None:
+        while len(_kept) >= _KEPT_SPLITS:
+            _kept.pop(next(iter(_kept)))
+        _kept[key] = tuple(keep)
 
 
 def replicates(

@@ -63,6 +63,33 @@ def test_it_draws_the_same_resamples_whatever_the_block_size() -> None:
     assert (bootstrap.counts_of(rows, 50).sum(axis=1) == 50).all()
 
 
+def test_counts_come_block_by_block_and_are_kept_for_the_next_submission(monkeypatch: pytest.MonkeyPatch) -> None:
+    drawn: list[int] = []
+    original = bootstrap._draw_counts
+
+    def draw(n_units: int, resamples: int, seed: int):  # type: ignore[no-untyped-def]
+        for block in original(n_units, resamples, seed):
+            drawn.append(block.shape[0])
+            yield block
+
+    monkeypatch.setattr(bootstrap, "_draw_counts", draw)
+    monkeypatch.setattr(bootstrap, "_kept", {})
+    blocks = bootstrap.all_counts(37, 350, seed=5)
+    first = next(blocks)
+    assert drawn == [100]  # the first block is handed out before the others are drawn
+    fresh = [first, *blocks]
+    assert drawn == [100, 100, 100, 50]
+    again = list(bootstrap.all_counts(37, 350, seed=5))
+    assert drawn == [100, 100, 100, 50]  # kept: not drawn again
+    assert all(a.dtype == np.float64 and np.array_equal(a, b) for a, b in zip(again, fresh, strict=True))
+
+    def huge(n_units: int, resamples: int, seed: int):  # type: ignore[no-untyped-def]
+        yield np.full((resamples, n_units), 300.0)  # beyond uint8: that split is not kept
+
+    monkeypatch.setattr(bootstrap, "_draw_counts", huge)
+    assert list(bootstrap.all_counts(3, 2, seed=1))[0].max() == 300 and (3, 2, 1) not in bootstrap._kept
+
+
 def test_sqa3d_intervals_equal_the_reference_loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     subprocess.run([sys.executable, "-m", "evaluation_workers.synthetic", "sqa3d", "--out", str(tmp_path / "d"),
                     "--questions", "150", "--accuracy", "0.5"], check=True, capture_output=True)

@@ -103,7 +103,8 @@ def score(labels: Path, predictions: Path, progress: Progress = no_progress,
     ``labels_sha256`` is the checksum of the labels file itself, so the file
     and the folder ``prepare_labels`` wrote from it give the same value.
     """
-    with ThreadPoolExecutor(1) as pool:  # the checksums are computed while the file is scored
+    with ThreadPoolExecutor(2) as pool:  # the checksums are computed while the file is scored
+        pool.submit(bootstrap.warm_up)
         checksums = pool.submit(lambda: (sha256_file(labels_file(Path(labels))), sha256_file(Path(predictions))))
         result = _score(labels, predictions, progress, outcomes)
         labels_sha, predictions_sha = checksums.result()
