@@ -50,6 +50,9 @@ BLOCK = 100  # resamples per random-number block; part of the definition of a re
 LEVEL = 0.95
 # Elements (resamples x entries) a statistic may hold at once; blocks are cut to fit.
 MAX_ELEMENTS = 1 << 24
+# Threads whose statistics may run at once, for MAX_ELEMENTS (a constant, not EVAL_THREADS: see
+# ``rows_per_call``).
+MEMORY_THREADS = 4
 # Counts kept per process for the next submission on the same split (bytes, uint8 each).
 CACHE_BYTES = 1 << 25
 
@@ -152,6 +155,18 @@ def all_counts(n_units: int, resamples: int, seed: int = SEED) -> Iterator[np.nd
         _kept[key] = tuple(keep)
 
 
+def rows_per_call(n_units: int, width: int, gpu: bool = False) -> int:
+    """How many resamples a statistic is given at once: a divisor of ``BLOCK``, whatever the threads.
+
+    The same for any ``EVAL_THREADS``: a BLAS product's last bits can depend on how many rows it
+    is given (OpenBLAS treats an odd tail of rows apart), so every resample must be computed in
+    a call of the same shape, at the same place. At most what keeps the (rows, width) temporaries
+    of ``MEMORY_THREADS`` CPU threads (of one call on a GPU) under ``MAX_ELEMENTS``.
+    """
+    bound = MAX_ELEMENTS // (1 if gpu else MEMORY_THREADS) // max(width, n_units, 1)
+    return max(d for d in range(1, BLOCK + 1) if BLOCK % d == 0 and d <= max(bound, 1))
+
+
 def replicates(
     statistic: Statistic, n_units: int, resamples: int, seed: int = SEED, xp: Any = None,
     width: int = 1, subset: np.ndarray | None = None,
@@ -159,8 +174,7 @@ def replicates(
     """Every value of ``statistic`` on every resample: {key: (resamples,) float64}.
 
     ``width`` is how many entries per resample the statistic holds at once (its
-    largest (b, width) temporary); blocks are cut so that b * width stays
-    under ``MAX_ELEMENTS``. ``subset`` (m,) unit indices: resample those m
+    (b, width) temporaries); blocks are cut into calls of ``rows_per_call`` resamples. ``subset`` (m,) unit indices: resample those m
     units only (a partition's), the others weigh 0; the draws are those of m
     units, so they match resampling the subset's units scored on their own.
     """
@@ -170,9 +184,9 @@ def replicates(
 
     xp = xp or backend()
     # On NumPy the blocks of resamples run on EVAL_THREADS threads (the gathers, sums and
-    # products release the GIL), each its share of MAX_ELEMENTS, collected in order.
+    # products release the GIL), collected in order.
     workers = threads() if not is_cupy_namespace(xp) else 1
-    rows_at_once = max(1, MAX_ELEMENTS // workers // max(width, n_units, 1))
+    rows_at_once = rows_per_call(n_units, width, gpu=is_cupy_namespace(xp))
     drawn = n_units if subset is None else int(subset.shape[0])
 
     def run(counts: np.ndarray) -> dict[str, list[np.ndarray]]:

@@ -146,6 +146,34 @@ def test_mmscan_intervals_equal_the_reference_loop(tmp_path: Path, monkeypatch: 
     _check(result, reference)
 
 
+def test_intervals_are_bit_identical_whatever_the_threads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each resample is computed in a call of the same shape at any ``EVAL_THREADS`` (a BLAS product's
+    last bits depend on how many rows it is given: OpenBLAS treats an odd tail of rows apart)."""
+    from evaluation_workers import _xp
+    from evaluation_workers.tracks.mmscan_vg import intervals
+    from evaluation_workers.tracks.mmscan_vg.labels import load_labels
+    from evaluation_workers.tracks.mmscan_vg.reader import load_predictions
+    from evaluation_workers.tracks.mmscan_vg.score import score_arrays
+
+    labels, preds = make_data(300, seed=4, min_preds=1, max_preds=30, max_gt=4, empty_fraction=0.0)
+    (tmp_path / "l.json").write_text(json.dumps(labels))
+    (tmp_path / "p.json").write_text(json.dumps(preds))
+    lab = load_labels(tmp_path / "l.json")
+    outcomes: dict[str, Any] = {}
+    score_arrays(lab, load_predictions(tmp_path / "p.json", lab.index), _xp.backend(), outcomes=outcomes)
+    stat, n, width = intervals.statistic(outcomes), intervals.units_of(outcomes), intervals.width(outcomes)
+    # Room for 58 resamples of this split at once: shared by two threads, 29 each (a larger split's case).
+    monkeypatch.setattr(bootstrap, "MAX_ELEMENTS", 58 * max(width, n))
+    rows = {threads: bootstrap.rows_per_call(n, width) for threads in (1, 2)}
+    values = {}
+    for threads in (1, 2):
+        monkeypatch.setenv("EVAL_THREADS", str(threads))
+        values[threads] = bootstrap.replicates(stat, n, 230, width=width)
+    assert rows[1] == rows[2] and bootstrap.BLOCK % rows[1] == 0
+    assert values[1].keys() == values[2].keys()
+    assert all(np.array_equal(values[1][k], values[2][k], equal_nan=True) for k in values[1])
+
+
 @pytest.mark.parametrize("sums", ["precomputed matrices", "running sums (many units x points)"])
 def test_openscan_intervals_equal_the_reference_loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                      sums: str) -> None:

@@ -47,10 +47,12 @@ def entries(outcomes: dict[str, np.ndarray]) -> int:
 
 
 def width(outcomes: dict[str, np.ndarray]) -> int:
-    """The widest (b, width) temporary of the statistic, for the bootstrap's blocks."""
-    hits = outcomes["pool_tp"].any(axis=1)
-    sizes = np.bincount(outcomes["pool_group"][hits], minlength=len(GROUPS))
-    return int(max(sizes.max(initial=0), outcomes["values"].size))
+    """Entries per resample the statistic holds at once, for the bootstrap's blocks: a category's
+    running sums at its hits and five (b, P) temporaries of its true positives at one threshold."""
+    group, tp = outcomes["pool_group"], outcomes["pool_tp"]
+    hits = np.bincount(group[tp.any(axis=1)], minlength=len(GROUPS))
+    true = np.stack([np.bincount(group[tp[:, t]], minlength=len(GROUPS)) for t in range(tp.shape[1])])
+    return int((hits + 5 * true.max(axis=0, initial=0)).max(initial=1))
 
 
 def statistic(outcomes: dict[str, np.ndarray]) -> bootstrap.Statistic:
