@@ -148,14 +148,15 @@ def indexed_iou3d(
     boxes1 = xp.astype(boxes1, xp.float64)
     boxes2 = xp.astype(boxes2, xp.float64)
     half1, half2 = boxes1[:, 3:6] / 2, boxes2[:, 3:6] / 2
-    vol1 = xp.prod(boxes1[:, 3:6], axis=1)
-    vol2 = xp.prod(boxes2[:, 3:6], axis=1)
+    vol1 = boxes1[:, 3] * boxes1[:, 4] * boxes1[:, 5]
+    vol2 = boxes2[:, 3] * boxes2[:, 4] * boxes2[:, 5]
     reach = xp.take(xp.linalg.vector_norm(half1, axis=1), index1) + xp.take(
         xp.linalg.vector_norm(half2, axis=1), index2
     )
     delta = xp.take(boxes2[:, :3], index2, axis=0) - xp.take(boxes1[:, :3], index1, axis=0)
     pv1, pv2 = xp.take(vol1, index1), xp.take(vol2, index2)
-    near = (xp.sum(delta * delta, axis=1) <= reach * reach) & (pv1 > 0) & (pv2 > 0)
+    squared = delta * delta
+    near = (squared[:, 0] + squared[:, 1] + squared[:, 2] <= reach * reach) & (pv1 > 0) & (pv2 > 0)
     if floor > 0:  # IoU <= min(v1, v2) / max(v1, v2)
         near = near & (xp.minimum(pv1, pv2) >= floor * xp.maximum(pv1, pv2))
     inter = xp.zeros_like(reach)
@@ -206,55 +207,71 @@ def _threads(xp: Any, chunks: int, wanted: int | None) -> int:
 
 
 def _intersection_chunk(half1: Any, half2: Any, rot1: Any, rot2: Any, delta: Any, floor: float, xp: Any) -> Any:
-    """Exact intersection volumes, (n,), of n pairs given half sizes, rotations, centre offsets."""
+    """Exact intersection volumes, (n,), of n pairs given half sizes, rotations, centre offsets.
+
+    Sums and products over an axis of three are written out term by term, left to right (NumPy
+    reduces such an axis in that order, so the values are the same bit for bit): NumPy's
+    reductions over a short axis cost several times an element-wise operation.
+    """
     # Q[k, j] = (axis k of box 1) . (axis j of box 2); t12 = centre of 2 in 1's frame.
     q12 = xp.matmul(xp.matrix_transpose(rot1), rot2)
-    t12 = xp.sum(rot1 * delta[:, :, None], axis=1)
-    t21 = -xp.sum(rot2 * delta[:, :, None], axis=1)
-    todo = _may_overlap(half1, half2, q12, t12, t21)
+    t12 = _sum3(rot1[:, 0, :] * delta[:, 0:1], rot1[:, 1, :] * delta[:, 1:2], rot1[:, 2, :] * delta[:, 2:3])
+    t21 = -_sum3(rot2[:, 0, :] * delta[:, 0:1], rot2[:, 1, :] * delta[:, 1:2], rot2[:, 2, :] * delta[:, 2:3])
+    absq = xp.abs(q12)
+    # Each box's half extents along the other's axes.
+    reach2 = _sum3(absq[:, :, 0] * half2[:, 0:1], absq[:, :, 1] * half2[:, 1:2], absq[:, :, 2] * half2[:, 2:3])
+    reach1 = _sum3(absq[:, 0, :] * half1[:, 0:1], absq[:, 1, :] * half1[:, 1:2], absq[:, 2, :] * half1[:, 2:3])
+    todo = _may_overlap(half1, half2, t12, t21, reach1, reach2)
     if floor > 0:
-        todo = todo & (_iou_bound(half1, half2, q12, t12, t21, xp) >= floor)
+        todo = todo & (_iou_bound(half1, half2, t12, t21, reach1, reach2, xp) >= floor)
     inter = xp.zeros((half1.shape[0],), dtype=xp.float64)
     if not bool(xp.any(todo)):
         return inter
-    h1, h2, q, t1, t2 = half1[todo], half2[todo], q12[todo], t12[todo], t21[todo]
-    scale = xp.max(h1, axis=1) + xp.max(h2, axis=1) + xp.max(xp.abs(t1), axis=1)
-    tol = TOL_REL * scale
-    planar = (q[:, 2, 0] == 0) & (q[:, 2, 1] == 0) & (q[:, 0, 2] == 0) & (q[:, 1, 2] == 0)
-    volume = xp.zeros((h1.shape[0],), dtype=xp.float64)
-    degenerate = xp.zeros((h1.shape[0],), dtype=xp.bool)
-    for rows, kernel in ((planar, iou3d_edges.planar_volume), (~planar, iou3d_edges.general_volume)):
-        if bool(xp.any(rows)):
-            volume[rows], degenerate[rows] = kernel(h1[rows], h2[rows], q[rows], t1[rows], t2[rows], tol[rows], xp)
-    if bool(xp.any(degenerate)):
-        rows = degenerate
-        volume[rows] = iou3d_faces.intersection_volume(h1[rows], h2[rows], q[rows], t1[rows], t2[rows],
-                                                        tol[rows], xp)
-    inter[todo] = volume
+    planar = (q12[:, 2, 0] == 0) & (q12[:, 2, 1] == 0) & (q12[:, 0, 2] == 0) & (q12[:, 1, 2] == 0)
+    for rows, kernel in ((todo & planar, iou3d_edges.planar_volume), (todo & ~planar, iou3d_edges.general_volume)):
+        if not bool(xp.any(rows)):
+            continue
+        h1, h2, q, t1, t2 = half1[rows], half2[rows], q12[rows], t12[rows], t21[rows]
+        scale = _max3(h1) + _max3(h2) + _max3(xp.abs(t1))
+        tol = TOL_REL * scale
+        volume, degenerate = kernel(h1, h2, q, t1, t2, tol, xp)
+        if bool(xp.any(degenerate)):
+            d = degenerate
+            volume[d] = iou3d_faces.intersection_volume(h1[d], h2[d], q[d], t1[d], t2[d], tol[d], xp)
+        inter[rows] = volume
     return inter
 
 
-def _may_overlap(half1: Any, half2: Any, q12: Any, t12: Any, t21: Any) -> Any:
-    """False where one of the six face axes separates the boxes (conservative)."""
+def _sum3(a: Any, b: Any, c: Any) -> Any:
+    return a + b + c
+
+
+def _max3(x: Any) -> Any:
+    """The largest of each row's three values."""
+    xp = array_namespace(x)
+    return xp.maximum(xp.maximum(x[:, 0], x[:, 1]), x[:, 2])
+
+
+def _may_overlap(half1: Any, half2: Any, t12: Any, t21: Any, reach1: Any, reach2: Any) -> Any:
+    """False where one of the six face axes separates the boxes (conservative). ``reach2``: box 2's
+    half extents along box 1's axes; ``reach1``: box 1's along box 2's."""
     xp = array_namespace(half1)
-    absq = xp.abs(q12)
-    reach1 = half1 + xp.sum(absq * half2[:, None, :], axis=2)  # along box 1's axes
-    reach2 = half2 + xp.sum(absq * half1[:, :, None], axis=1)  # along box 2's axes
-    return xp.all(xp.abs(t12) <= reach1, axis=1) & xp.all(xp.abs(t21) <= reach2, axis=1)
+    near1 = xp.abs(t12) <= half1 + reach2
+    near2 = xp.abs(t21) <= half2 + reach1
+    return near1[:, 0] & near1[:, 1] & near1[:, 2] & near2[:, 0] & near2[:, 1] & near2[:, 2]
 
 
-def _iou_bound(half1: Any, half2: Any, q12: Any, t12: Any, t21: Any, xp: Any) -> Any:
+def _iou_bound(half1: Any, half2: Any, t12: Any, t21: Any, reach1: Any, reach2: Any, xp: Any) -> Any:
     """An upper bound of each pair's IoU (conservative by a relative 1e-9).
 
     The intersection lies in box 1 ∩ (box 2's bounding box in box 1's frame)
     and in box 2 ∩ (box 1's bounding box in box 2's frame); both are
     axis-aligned boxes, whose volumes bound the intersection's.
     """
-    absq = xp.abs(q12)
-    reach2 = xp.sum(absq * half2[:, None, :], axis=2)  # box 2's half extents along box 1's axes
-    reach1 = xp.sum(absq * half1[:, :, None], axis=1)  # box 1's along box 2's
-    in1 = xp.prod(xp.clip(xp.minimum(half1, t12 + reach2) - xp.maximum(-half1, t12 - reach2), 0.0, None), axis=1)
-    in2 = xp.prod(xp.clip(xp.minimum(half2, t21 + reach1) - xp.maximum(-half2, t21 - reach1), 0.0, None), axis=1)
-    v1, v2 = 8 * xp.prod(half1, axis=1), 8 * xp.prod(half2, axis=1)
+    side1 = xp.clip(xp.minimum(half1, t12 + reach2) - xp.maximum(-half1, t12 - reach2), 0.0, None)
+    side2 = xp.clip(xp.minimum(half2, t21 + reach1) - xp.maximum(-half2, t21 - reach1), 0.0, None)
+    in1 = side1[:, 0] * side1[:, 1] * side1[:, 2]
+    in2 = side2[:, 0] * side2[:, 1] * side2[:, 2]
+    v1, v2 = 8 * (half1[:, 0] * half1[:, 1] * half1[:, 2]), 8 * (half2[:, 0] * half2[:, 1] * half2[:, 2])
     bound = xp.minimum(xp.minimum(in1, in2), xp.minimum(v1, v2)) * (1 + 1e-9)
     return bound / xp.maximum(v1 + v2 - bound, xp.full_like(v1, 1e-300))
