@@ -127,7 +127,7 @@ def kernel_sample_metrics(xp, ious: list[np.ndarray], t: float) -> dict[str, np.
     pred_sample = xp.asarray(np.repeat(np.arange(len(ious)), pred_count))
     pred_start = xp.asarray(np.cumsum(pred_count) - pred_count)
     best_iou, best_col = grounding.best_match(xp.asarray(iou))
-    tp = grounding.true_positives(best_iou, best_col, pred_sample, pred_start, n_cols, t)
+    tp = grounding.true_positives(best_iou, best_col, pred_sample, n_cols, t)
     out = grounding.sample_metrics(
         tp,
         pred_sample,

@@ -288,7 +288,7 @@ def _score_block(
     per_sample: dict[str, Any] = {}
     tp_by_t: dict[float, Any] = {}
     for t in THRESHOLDS:
-        tp = grounding.true_positives(best_iou, best_col, sample, start, n_cols, t)
+        tp = grounding.true_positives(best_iou, best_col, sample, n_cols, t)
         values = grounding.sample_metrics(tp, sample, start, count, gt_count, TOP_K)
         per_sample[f"AP_sample@{t}"] = values["AP"]
         per_sample[f"AR@{t}"] = values["AR"]
