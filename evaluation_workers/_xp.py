@@ -18,7 +18,7 @@ import numpy as np
 from array_api_compat import array_namespace, is_cupy_namespace
 
 __all__ = ["array_namespace", "backend", "to_device", "to_numpy", "argsort_descending", "bincount",
-           "cummax_reverse", "cumsum64", "device_name", "scatter_set", "segment_sums"]
+           "cummax_reverse", "cumsum64", "device_name", "non_negative", "scatter_set", "segment_sums"]
 
 
 @functools.cache
@@ -148,6 +148,14 @@ def segment_sums(x: Any, starts: Any, xp: Any = None) -> Any:
     total = xp.concat([xp.zeros((x.shape[0], 1), dtype=xp.float64), cumsum64(x, axis=-1)], axis=-1)
     ends = xp.concat([starts[1:], xp.asarray([x.shape[-1]], dtype=starts.dtype)])
     return xp.take(total, ends, axis=-1) - xp.take(total, starts, axis=-1)
+
+
+def non_negative(x: Any) -> Any:
+    """``x`` with its negative values replaced by 0 (-0.0 and NaN kept): ``clip(x, 0, None)`` as
+    array-api-compat computes it, in one comparison and one ``where`` instead of its six passes
+    and Python-level checks (a third of the IoU kernels' clipping time)."""
+    xp = array_namespace(x)
+    return xp.where(x < 0, xp.zeros_like(x), x)
 
 
 def scatter_set(x: Any, index: Any, values: Any) -> Any:

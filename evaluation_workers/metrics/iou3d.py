@@ -46,7 +46,7 @@ from typing import Any
 
 from array_api_compat import is_numpy_namespace
 
-from evaluation_workers._xp import array_namespace
+from evaluation_workers._xp import array_namespace, non_negative
 from evaluation_workers.metrics import iou3d_edges, iou3d_faces
 from evaluation_workers.threads import threads as eval_threads
 
@@ -193,7 +193,7 @@ def indexed_iou3d(
         else:
             parts = [chunk(a) for a in starts]
         inter[near] = parts[0] if len(parts) == 1 else xp.concat(parts)
-    inter = xp.minimum(xp.clip(inter, 0.0, None), xp.minimum(pv1, pv2))
+    inter = xp.minimum(non_negative(inter), xp.minimum(pv1, pv2))
     union = pv1 + pv2 - inter
     safe = xp.where(union > 0, union, xp.ones_like(union))
     return xp.where(union > 0, inter / safe, xp.zeros_like(union))
@@ -268,8 +268,8 @@ def _iou_bound(half1: Any, half2: Any, t12: Any, t21: Any, reach1: Any, reach2: 
     and in box 2 ∩ (box 1's bounding box in box 2's frame); both are
     axis-aligned boxes, whose volumes bound the intersection's.
     """
-    side1 = xp.clip(xp.minimum(half1, t12 + reach2) - xp.maximum(-half1, t12 - reach2), 0.0, None)
-    side2 = xp.clip(xp.minimum(half2, t21 + reach1) - xp.maximum(-half2, t21 - reach1), 0.0, None)
+    side1 = non_negative(xp.minimum(half1, t12 + reach2) - xp.maximum(-half1, t12 - reach2))
+    side2 = non_negative(xp.minimum(half2, t21 + reach1) - xp.maximum(-half2, t21 - reach1))
     in1 = side1[:, 0] * side1[:, 1] * side1[:, 2]
     in2 = side2[:, 0] * side2[:, 1] * side2[:, 2]
     v1, v2 = 8 * (half1[:, 0] * half1[:, 1] * half1[:, 2]), 8 * (half2[:, 0] * half2[:, 1] * half2[:, 2])

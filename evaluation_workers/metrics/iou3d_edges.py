@@ -38,6 +38,8 @@ from typing import Any
 
 import numpy as np
 
+from evaluation_workers._xp import non_negative
+
 __all__ = ["PARALLEL", "general_volume", "planar_volume"]
 
 PARALLEL = 1e-10
@@ -90,7 +92,7 @@ def _slab_clip(
         out, on = par & (excess > tol), par & (xp.abs(excess) <= tol)
         outside = out if outside is None else outside | out
         on_boundary = on if on_boundary is None else on_boundary | on
-    length = xp.clip(hi - lo, 0.0, None)
+    length = non_negative(hi - lo)
     if outside is None:
         return length, xp.zeros(length.shape, dtype=xp.bool)
     return xp.where(outside, xp.zeros_like(length), length), on_boundary
@@ -184,7 +186,7 @@ def planar_volume(half1: Any, half2: Any, q: Any, t12: Any, t21: Any, tol: Any, 
     area = (xp.sum(area_a * c_a, axis=1) + xp.sum(area_b * c_b, axis=1)) / 2
     top = xp.minimum(half1[:, 2], t12[:, 2] + half2[:, 2])
     bottom = xp.maximum(-half1[:, 2], t12[:, 2] - half2[:, 2])
-    return area * xp.clip(top - bottom, 0.0, None), deg_a | deg_b
+    return area * non_negative(top - bottom), deg_a | deg_b
 
 
 def _rectangle_edges(half_own: Any, half_other: Any, q: Any, centre: Any, tol: Any, xp: Any) -> tuple[Any, Any]:
