@@ -4,19 +4,18 @@ from __future__ import annotations
 
 import hashlib
 import math
-import mmap
-import os
-import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from evaluation_workers.mapped import give_back, map_file
 
 # Files under these names inside a labels folder are derived (caches, the
 # public manifest); the checksum covers the official files only, so the same
 # labels hash alike offline and on the server.
 DERIVED_NAMES = frozenset({".cache", "manifest.json"})
 _CHUNK = 1 << 20
-_MAPPED_CHUNK = 1 << 25  # a multiple of the page size
+_MAPPED_CHUNK = 1 << 25
 
 
 def sha256_file(path: Path) -> str:
@@ -27,22 +26,17 @@ def sha256_file(path: Path) -> str:
     resident memory grows by ``_MAPPED_CHUNK`` at most, whatever the file's size.
     """
     digest = hashlib.sha256()
+    mapped = map_file(path, min_size=_CHUNK + 1)
+    if mapped is not None:
+        with mapped, memoryview(mapped) as view:
+            for start in range(0, len(view), _MAPPED_CHUNK):
+                digest.update(view[start : start + _MAPPED_CHUNK])
+                give_back(mapped, start, start + _MAPPED_CHUNK)
+        return digest.hexdigest()
     with open(path, "rb") as f:
-        info = os.fstat(f.fileno())
-        if stat.S_ISREG(info.st_mode) and info.st_size > _CHUNK:
-            try:
-                mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-            except (OSError, ValueError):
-                pass
-            else:
-                with mapped, memoryview(mapped) as view:
-                    for start in range(0, len(view), _MAPPED_CHUNK):
-                        digest.update(view[start : start + _MAPPED_CHUNK])
-                        mapped.madvise(mmap.MADV_DONTNEED, start, min(_MAPPED_CHUNK, len(view) - start))
-                return digest.hexdigest()
         while chunk := f.read(_CHUNK):
             digest.update(chunk)
-        return digest.hexdigest()
+    return digest.hexdigest()
 
 
 def sha256_tree(path: Path) -> str:

@@ -19,7 +19,7 @@ skips the drawing.
 
 Ranked metrics (AP) need running sums of the resampled weights along a
 ranking, but only at a few positions (the true positives and the points just
-above them): ``running_sums`` gives those, cutting the ranking into segments
+above them): ``RunningSums`` gives those, cutting the ranking into segments
 instead of summing along all of it.
 
 Intervals are percentile intervals at ``LEVEL`` (``numpy.percentile``'s
@@ -174,9 +174,10 @@ def replicates(
     """Every value of ``statistic`` on every resample: {key: (resamples,) float64}.
 
     ``width`` is how many entries per resample the statistic holds at once (its
-    (b, width) temporaries); blocks are cut into calls of ``rows_per_call`` resamples. ``subset`` (m,) unit indices: resample those m
-    units only (a partition's), the others weigh 0; the draws are those of m
-    units, so they match resampling the subset's units scored on their own.
+    (b, width) temporaries); blocks are cut into calls of ``rows_per_call``
+    resamples. ``subset`` (m,) unit indices: resample those m units only (a
+    partition's), the others weigh 0; the draws are those of m units, so they
+    match resampling the subset's units scored on their own.
     """
     from threadpoolctl import threadpool_limits
 
@@ -279,12 +280,21 @@ def as_int32(counts: Any, bound: int) -> Any | None:
     in int32 (draw counts always are): running sums of them in int32 are exact and several times
     faster than in float64 (an add of integers is not a chain of float latencies). None otherwise."""
     xp = array_namespace(counts)
-    if counts.shape[0] == 0 or counts.shape[1] == 0:
-        return None
-    top = float(xp.max(counts))
-    if top * max(bound, 1) >= 2**31 or not bool(xp.all((counts >= 0) & (counts == xp.floor(counts)))):
+    top = _whole_top(counts)
+    if top is None or top * max(bound, 1) >= 2**31:
         return None
     return xp.astype(counts, xp.int32)
+
+
+def _whole_top(counts: Any) -> int | None:
+    """The largest of ``counts`` when they are all whole and non-negative (draws), else None; an
+    integer array (``as_int32``'s) needs no check of wholeness."""
+    xp = array_namespace(counts)
+    if not (counts.shape[0] and counts.shape[1]):
+        return 0
+    if not xp.isdtype(counts.dtype, "integral") and not bool(xp.all(counts == xp.floor(counts))):
+        return None
+    return int(xp.max(counts)) if float(xp.min(counts)) >= 0 else None
 
 
 def weighted_ratio(xp: Any, num: Any, den: Any) -> Any:
@@ -304,7 +314,7 @@ def nanmean_last(xp: Any, x: Any) -> Any:
 def entries_up_to(unit: np.ndarray, ends: np.ndarray, n_units: int) -> np.ndarray:
     """(n_units, J) float64: how many entries of each unit lie at or before each of ``ends`` in ``unit``.
 
-    ``counts @ entries_up_to(...)`` is ``running_sums``: a statistic that
+    ``counts @ entries_up_to(...)`` is ``RunningSums``' sums: a statistic that
     needs the same sums for every block of resamples computes this once.
     """
     if ends.shape[0] == 0:
@@ -316,25 +326,11 @@ def entries_up_to(unit: np.ndarray, ends: np.ndarray, n_units: int) -> np.ndarra
     return np.cumsum(per_segment.reshape(n_units, ends.shape[0]), axis=1).astype(np.float64)
 
 
-def running_sums(counts: Any, unit: np.ndarray, ends: np.ndarray) -> Any:
-    """Resampled weights summed along a ranking, at some of its positions.
-
-    Args:
-        counts: (b, n) float64, the resamples' counts of each unit.
-        unit: (R,) int, the unit of each entry of the ranking, in ranking order.
-        ends: (J,) int, strictly increasing positions in ``unit``.
-
-    Returns:
-        (b, J) float64: ``out[:, j] = sum(counts[:, unit[e]] for e <= ends[j])``,
-        an entry drawn k times counted k times.
-
-    A statistic called on many blocks of resamples builds ``RunningSums`` once instead.
-    """
-    return RunningSums(unit, ends, counts.shape[1])(counts)
-
-
 class RunningSums:
-    """``running_sums`` along one ranking, prepared once for every block of resamples.
+    """Resampled weights summed along a ranking at some of its positions, prepared once for every
+    block of resamples: ``RunningSums(unit, ends, n)(counts)`` is (b, J) float64 with
+    ``out[:, j] = sum(counts[:, unit[e]] for e <= ends[j])`` (an entry drawn k times counted k times),
+    ``unit`` (R,) the unit of each entry in ranking order, ``ends`` (J,) strictly increasing positions.
 
     With few units (OpenScan's scenes) a block's sums are one matrix product
     with the (n, J) matrix of how many entries of each unit lie up to each
@@ -380,21 +376,19 @@ class RunningSums:
         # The narrowest integer that holds every segment's sum; integer sums below 2**53 in all are
         # exact, and equal to summing the float64 counts.
         dtype: type[np.generic] = np.float64
-        bound = int(counts.max(initial=0)) * self.longest
-        whole = bool((counts >= 0).all() and (counts == np.floor(counts)).all())  # draw counts always are
+        top = _whole_top(counts)
         for candidate in (np.int16, np.int32):
-            if whole and bound <= np.iinfo(candidate).max:
+            if top is not None and top * self.longest <= np.iinfo(candidate).max:
                 dtype = candidate
                 break
         matrix = self._sparse.get(dtype)
         if matrix is None:
             matrix = self._sparse[dtype] = self._segments(dtype)
         sums = matrix @ np.ascontiguousarray(counts.T, dtype=dtype)  # (J, b)
-        if dtype is np.float64:
+        if top is None or dtype is np.float64:
             return np.cumsum(np.ascontiguousarray(sums.T), axis=1, dtype=np.float64)
         # Whole sums: accumulated in int32 when every running sum fits (4-5x faster than float64).
-        total = bound // self.longest * self.used.shape[0]  # the most any running sum can reach
-        wide = np.int32 if total < 2**31 else np.int64
+        wide = np.int32 if top * self.used.shape[0] < 2**31 else np.int64  # the most a running sum reaches
         return np.cumsum(np.ascontiguousarray(sums.T), axis=1, dtype=wide).astype(np.float64)
 
     def _segments(self, dtype: type[np.generic]) -> Any:

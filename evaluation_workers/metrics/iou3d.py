@@ -215,12 +215,12 @@ def _intersection_chunk(half1: Any, half2: Any, rot1: Any, rot2: Any, delta: Any
     """
     # Q[k, j] = (axis k of box 1) . (axis j of box 2); t12 = centre of 2 in 1's frame.
     q12 = xp.matmul(xp.matrix_transpose(rot1), rot2)
-    t12 = _sum3(rot1[:, 0, :] * delta[:, 0:1], rot1[:, 1, :] * delta[:, 1:2], rot1[:, 2, :] * delta[:, 2:3])
-    t21 = -_sum3(rot2[:, 0, :] * delta[:, 0:1], rot2[:, 1, :] * delta[:, 1:2], rot2[:, 2, :] * delta[:, 2:3])
+    t12 = rot1[:, 0, :] * delta[:, 0:1] + rot1[:, 1, :] * delta[:, 1:2] + rot1[:, 2, :] * delta[:, 2:3]
+    t21 = -(rot2[:, 0, :] * delta[:, 0:1] + rot2[:, 1, :] * delta[:, 1:2] + rot2[:, 2, :] * delta[:, 2:3])
     absq = xp.abs(q12)
     # Each box's half extents along the other's axes.
-    reach2 = _sum3(absq[:, :, 0] * half2[:, 0:1], absq[:, :, 1] * half2[:, 1:2], absq[:, :, 2] * half2[:, 2:3])
-    reach1 = _sum3(absq[:, 0, :] * half1[:, 0:1], absq[:, 1, :] * half1[:, 1:2], absq[:, 2, :] * half1[:, 2:3])
+    reach2 = absq[:, :, 0] * half2[:, 0:1] + absq[:, :, 1] * half2[:, 1:2] + absq[:, :, 2] * half2[:, 2:3]
+    reach1 = absq[:, 0, :] * half1[:, 0:1] + absq[:, 1, :] * half1[:, 1:2] + absq[:, 2, :] * half1[:, 2:3]
     todo = _may_overlap(half1, half2, t12, t21, reach1, reach2)
     if floor > 0:
         todo = todo & (_iou_bound(half1, half2, t12, t21, reach1, reach2, xp) >= floor)
@@ -240,10 +240,6 @@ def _intersection_chunk(half1: Any, half2: Any, rot1: Any, rot2: Any, delta: Any
             volume[d] = iou3d_faces.intersection_volume(h1[d], h2[d], q[d], t1[d], t2[d], tol[d], xp)
         inter[rows] = volume
     return inter
-
-
-def _sum3(a: Any, b: Any, c: Any) -> Any:
-    return a + b + c
 
 
 def _max3(x: Any) -> Any:

@@ -263,7 +263,7 @@ def test_the_statistic_at_unit_counts_is_the_point_estimate(tmp_path: Path) -> N
 @pytest.mark.parametrize("case", ["many units, short segments", "large counts, one long segment", "few units",
                                   "fractional weights"])
 def test_running_sums_equal_the_sum_over_the_ranking(xp, case: str) -> None:
-    """``running_sums`` against the plain running sum of each resample's weights along the ranking,
+    """``RunningSums`` against the plain running sum of each resample's weights along the ranking,
     through each of its paths: the dense product (few units), the gathered segments in int16 and
     (counts x segment length beyond int16) in int32."""
     rng = np.random.default_rng(len(case))
@@ -279,5 +279,5 @@ def test_running_sums_equal_the_sum_over_the_ranking(xp, case: str) -> None:
         unit[: 20_000] = rng.integers(0, 50, 20_000)
         ends = np.concatenate([[19_999], ends[ends > 19_999]])
     want = np.cumsum(counts[:, unit], axis=1)[:, ends]
-    got = np.asarray(bootstrap.running_sums(xp.asarray(counts), unit, ends))
+    got = np.asarray(bootstrap.RunningSums(unit, ends, n_units)(xp.asarray(counts)))
     assert np.allclose(got, want, rtol=0, atol=1e-9) if case == "fractional weights" else np.array_equal(got, want)

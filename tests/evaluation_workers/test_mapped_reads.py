@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evaluation_workers import results
+from evaluation_workers import mapped, results
 from evaluation_workers.limits import Budget
 from evaluation_workers.tracks.openscan import members, score
 
@@ -39,7 +39,7 @@ def test_a_stored_zip_is_read_from_its_mapping_without_copies_and_scores_as_a_re
         return got
 
     monkeypatch.setattr(members.Archive, "spill", spill)
-    mapped = score(GOLDEN / "labels", stored)
+    from_mapping = score(GOLDEN / "labels", stored)
     # every scene's .npz is a view of the mapped file, not a copy
     assert spilled and all(isinstance(s, memoryview) and s.readonly for s in spilled)
 
@@ -47,8 +47,8 @@ def test_a_stored_zip_is_read_from_its_mapping_without_copies_and_scores_as_a_re
     spilled.clear()
     read = score(GOLDEN / "labels", stored)
     assert spilled and not any(isinstance(getattr(s, "obj", s), mmap.mmap) for s in spilled)  # read
-    assert read["metrics"] == mapped["metrics"] and read["breakdown"] == mapped["breakdown"]
-    assert read["predictions_sha256"] == mapped["predictions_sha256"] == hashlib.sha256(stored.read_bytes()).hexdigest()
+    assert read["metrics"] == from_mapping["metrics"] and read["breakdown"] == from_mapping["breakdown"]
+    assert read["predictions_sha256"] == from_mapping["predictions_sha256"] == hashlib.sha256(stored.read_bytes()).hexdigest()
 
 
 def test_arrays_read_before_their_pages_are_given_back_keep_their_values(tmp_path: Path) -> None:
@@ -70,7 +70,7 @@ def test_files_that_cannot_be_mapped_are_read(tmp_path: Path) -> None:
     empty.write_bytes(b"")
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
-    assert members.map_file(empty) is None
+    assert mapped.map_file(empty) is None
     payload = os.urandom(3 << 20)
     writer = threading.Thread(target=lambda: fifo.write_bytes(payload))
     writer.start()

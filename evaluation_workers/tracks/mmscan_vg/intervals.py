@@ -97,7 +97,7 @@ def statistic(outcomes: dict[str, np.ndarray]) -> bootstrap.Statistic:
         pooled = {f"{m}@{t}": xp.zeros((b,), dtype=xp.float64) for m in POOLED for t in THRESHOLDS}
         for gi, (running, per_t) in enumerate(pools):
             present = sizes[:, gi] > 0
-            seen = running(counts)  # (b, H) predictions up to each hit
+            seen = running(weights)  # (b, H) predictions up to each hit
             for ti, t in enumerate(THRESHOLDS):
                 tp_sample, at = per_t[ti]
                 ap, ar = _pooled(xp, xp.take(weights, xp.asarray(tp_sample), axis=1),

@@ -1,16 +1,18 @@
 """Zip archives read without trusting them: names, counts and every inflated byte checked.
 
-``Archive`` lists a zip's members (a file on disk, mapped read-only, or bytes
-in memory, such as a per-scene ``.npz`` inside the official zip) and refuses, before any data is
-read: more members than the layout can legitimately hold, names that leave the
-archive (``..``, absolute, backslashes, drive letters) or are not UTF-8,
-symlinks, encryption and compression methods other than stored and deflate.
+``Archive`` lists a zip's members (a file on disk, mapped read-only by
+``mapped.map_file``, or bytes in memory, such as a per-scene ``.npz`` inside
+the official zip) and refuses, before any data is read: more members than the
+layout can legitimately hold, names that leave the archive (``..``, absolute,
+backslashes, drive letters) or are not UTF-8, symlinks, encryption and
+compression methods other than stored and deflate.
 
 ``Archive.read`` returns one member's bytes: stored members as a slice
-(zero-copy: a stored scene's masks are read where the page cache holds them), deflated ones with a single capped
-inflate (``evaluation_workers.inflate``), never past the caller's cap nor past the submission's
-``Budget``. ``Archive.npy`` reads one ``.npy`` member: its header is inflated
-and checked first (``limits.npy_header``), then exactly the announced payload.
+(zero-copy: a stored scene's masks are read where the page cache holds them),
+deflated ones with a single capped inflate (``evaluation_workers.inflate``),
+never past the caller's cap nor past the submission's ``Budget``.
+``Archive.npy`` reads one ``.npy`` member: its header is inflated and checked
+first (``limits.npy_header``), then exactly the announced payload.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from __future__ import annotations
 import io
 import math
 import mmap
-import os
 import stat
 import struct
 import tempfile
@@ -33,6 +34,7 @@ import numpy as np
 from evaluation_workers import inflate
 from evaluation_workers.errors import PredictionFormatError
 from evaluation_workers.limits import Budget, npy_header
+from evaluation_workers.mapped import give_back, map_file
 
 # What opening or reading a malformed zip can raise inside zipfile/inflate/struct.
 ZIP_ERRORS: tuple[type[Exception], ...] = (
@@ -67,24 +69,6 @@ def member_count(data: IO[bytes], size: int) -> int | None:
         return None
     _, _, _, _, total, _, _, _ = _EOCD.unpack(block[at : at + 22])
     return None if total == 0xFFFF else int(total)
-
-
-def map_file(path: Path) -> memoryview | None:
-    """A regular, non-empty file mapped read-only (None for others: they are read).
-
-    Reads from the mapping copy nothing: a stored member's arrays are views of
-    the page cache. The file must not be truncated while it is mapped (a read
-    past its new end is a SIGBUS); the worker maps only its own copy of a
-    submission.
-    """
-    try:
-        with open(path, "rb") as f:
-            info = os.fstat(f.fileno())
-            if not stat.S_ISREG(info.st_mode) or info.st_size == 0:
-                return None
-            return memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
-    except (OSError, ValueError):
-        return None
 
 
 class ViewFile(io.RawIOBase):
@@ -152,11 +136,12 @@ class Archive:
         self._buffer: memoryview | None = None
         self._handle: IO[bytes] | None = None
         self._lock = threading.Lock()
+        self._extents: dict[str, tuple[int, int]] = {}  # member -> its bytes in the archive, once read
         try:
             if isinstance(source, Path):
                 mapped = map_file(source)
                 if mapped is not None:
-                    source = mapped
+                    source = memoryview(mapped)
                 else:
                     source = self._handle = open(source, "rb")  # noqa: SIM115  # closed by close()
             if isinstance(source, (bytes, memoryview)):
@@ -203,19 +188,12 @@ class Archive:
         self._buffer = None
 
     def release(self, name: str) -> None:
-        """Give back the pages of a mapped archive's member once it has been read: the file's
-        pages stay in the page cache, the process's resident memory does not grow with the
-        archive (a later read of them, by views still alive, maps them again)."""
+        """Give back the pages of a mapped archive's member once it has been read
+        (``mapped.give_back``); views of it still alive map them again when read."""
         mapped = self._buffer.obj if self._buffer is not None else None
-        if not isinstance(mapped, mmap.mmap) or name not in self.infos:
-            return
-        info = self.infos[name]
-        start = -(-info.header_offset // mmap.PAGESIZE) * mmap.PAGESIZE
-        end = min(info.header_offset + _LOCAL.size + len(info.filename.encode()) + 0xFFFF + info.compress_size,
-                  len(mapped))
-        end -= end % mmap.PAGESIZE
-        if end > start:
-            mapped.madvise(mmap.MADV_DONTNEED, start, end - start)
+        extent = self._extents.get(name)
+        if isinstance(mapped, mmap.mmap) and extent is not None:
+            give_back(mapped, *extent)
 
     def files(self) -> list[str]:
         """Member names, without directories."""
@@ -259,7 +237,9 @@ class Archive:
             raise PredictionFormatError(
                 f"{what}: Expected the local header to name {info.filename!r}, but it names {name!r} "
                 f"(lying directory)")
-        return self._raw(info.header_offset + _LOCAL.size + name_len + extra_len, info.compress_size)
+        start = info.header_offset + _LOCAL.size + name_len + extra_len
+        self._extents[info.filename] = (info.header_offset, start + info.compress_size)
+        return self._raw(start, info.compress_size)
 
     def open(self, name: str, what: str, cap: int) -> MemberStream:
         info = self.infos[name]
