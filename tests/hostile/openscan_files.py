@@ -135,6 +135,20 @@ def _symlink(path: Path) -> Path:
     return path / "p.zip"
 
 
+def stored_zip(members: list[tuple[str, bytes]]) -> bytes:
+    """A zip of stored members written byte by byte: zipfile refuses to write some names (an empty one)."""
+    local, central = b"", b""
+    for name, blob in members:
+        raw = name.encode()
+        crc = zipfile.crc32(blob)
+        central += struct.pack("<4s6H3L5H2L", b"PK\x01\x02", 20, 20, 0, 0, 0, 0, crc, len(blob), len(blob),
+                               len(raw), 0, 0, 0, 0, 0, len(local)) + raw
+        local += struct.pack("<4s5H3L2H", b"PK\x03\x04", 20, 0, 0, 0, 0, crc, len(blob), len(blob), len(raw), 0)
+        local += raw + blob
+    return local + central + struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, len(members), len(members),
+                                         len(central), len(local), 0)
+
+
 def _lying_offset(path: Path) -> Path:
     p = valid_official(path)
     data = bytearray(p.read_bytes())
@@ -221,6 +235,9 @@ CASES: dict[str, tuple[Builder, str]] = {
     "drive letter": (lambda p: write_zip(p / "p.zip", {"C:/material/x.npz": b"x"}), r"inside the archive.*'C:"),
     "symlink member": (_symlink, r"regular files.*symbolic link"),
     "zip inside the zip": (_nested_zip, r"<aspect>/<scene_id>\.npz, but got 'material/scene0000_00\.zip'"),
+    "member without a name in the scene npz": (lambda p: write_zip(p / "p.zip", {f"material/{S0}.npz": stored_zip(
+        [("pred_masks.npy", npy(np.zeros((V0, 1)))), ("", b"x")])}), r"scene0000_00.npz: Expected member paths.*''"),
+    "member without a name": (lambda p: _write(p / "p.zip", stored_zip([("", b"x")])), r"Expected member paths.*''"),
     "zip inside the scene npz": (lambda p: write_zip(p / "p.zip", {f"material/{S0}.npz": npz(
         {"pred_masks.npy": npy(np.zeros((V0, 1))), "inner.npz": npz({"a.npy": npy(np.zeros(3))})})}),
         r"only \.npy arrays.*'inner\.npz'"),

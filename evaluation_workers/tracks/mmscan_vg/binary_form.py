@@ -124,7 +124,9 @@ def load(path: Path, known: dict[str, int], budget: Budget) -> Predictions:
     try:
         with zipfile.ZipFile(path) as zf:
             return _load(path, zf, known, budget, name)
-    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, struct.error, ValueError, OverflowError) as exc:
+    # NotImplementedError: a zip version or feature zipfile does not read ("zip file version 6.4").
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, struct.error, ValueError, OverflowError,
+            NotImplementedError) as exc:
         raise PredictionFormatError(
             f"{name}: Expected a valid .npz (zip) file, but it is corrupt: {clip(str(exc), 200)}") from None
 

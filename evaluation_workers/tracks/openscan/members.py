@@ -105,10 +105,11 @@ class ViewFile(io.RawIOBase):
 
 
 def check_name(name: str, file: str) -> PurePosixPath:
-    """The member's path, refused when it could leave the archive."""
+    """The member's path, refused when it could leave the archive or has no name at all."""
     path = PurePosixPath(name)
     if (
-        "\\" in name
+        not name
+        or "\\" in name
         or name.startswith("/")
         or ".." in path.parts
         or (path.parts and ":" in path.parts[0])
