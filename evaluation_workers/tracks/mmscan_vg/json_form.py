@@ -23,6 +23,7 @@ import numpy as np
 from evaluation_workers import inflate
 from evaluation_workers.errors import PredictionFormatError, where
 from evaluation_workers.limits import MAX_RATIO, Budget, iter_gunzip, loads_json
+from evaluation_workers.tracks.mmscan_vg import json_arrays
 from evaluation_workers.tracks.mmscan_vg.checks import (
     check_ids,
     check_values,
@@ -38,8 +39,8 @@ _BOM = b"\xef\xbb\xbf"
 _ITEM_KEYS = frozenset({"pred_bboxes", "pred_scores"})
 
 
-def read_text(path: Path, budget: Budget) -> str:
-    """The file as text: gunzipped when it starts with the gzip magic, within the limits."""
+def read_bytes(path: Path, budget: Budget) -> bytes:
+    """The file's bytes, gunzipped when it starts with the gzip magic, within the limits; no BOM."""
     name = budget.file
     size = path.stat().st_size
     if size == 0:
@@ -52,21 +53,26 @@ def read_text(path: Path, budget: Budget) -> str:
                     f"{name}: Expected at most {MAX_JSON_BYTES:,} bytes of JSON (use the binary .npz form "
                     f"for larger submissions, docs/mmscan-vg-format.md), but got {size:,}")
             f.seek(0)
-            data: bytes | bytearray = f.read()
+            data = f.read()
         else:
             f.seek(0)
-            data = bytearray()
+            inflated = bytearray()
             try:
                 for chunk in iter_gunzip(f, budget, MAX_RATIO):
-                    data += chunk
-                    if len(data) > MAX_JSON_BYTES:
+                    inflated += chunk
+                    if len(inflated) > MAX_JSON_BYTES:
                         raise PredictionFormatError(
                             f"{name}: Expected at most {MAX_JSON_BYTES:,} bytes of JSON once decompressed "
                             "(use the binary .npz form for larger submissions), but it inflates to more")
             except inflate.ERRORS as exc:
                 raise PredictionFormatError(f"{name}: Expected a valid gzip file, but got {exc}") from None
-    if data.startswith(_BOM):
-        data = data[len(_BOM):]
+            data = bytes(inflated)
+            del inflated
+    return data[len(_BOM):] if data.startswith(_BOM) else data
+
+
+def decode(data: bytes, name: str) -> str:
+    """The bytes as text, refusing what is not UTF-8."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -125,13 +131,27 @@ def load(path: Path, known: dict[str, int], budget: Budget) -> Predictions:
         PredictionFormatError: naming the file, the item or sample, and the field.
     """
     name = budget.file
-    text = read_text(Path(path), budget)
+    data = read_bytes(Path(path), budget)
+    flat = json_arrays.read(data)
+    if flat is not None:
+        order = check_ids(flat.ids, known, name, lambda i: f"item {i + 1}")
+        return _predictions(order, flat.ids, flat.counts, flat.boxes, flat.scores, known, name,
+                            ignored_keys_warning(name, flat.with_unknown, flat.unknown))
+    text = decode(data, name)
+    del data
     raw = parse(text, name)
     # Booleans pass numpy's float conversion (true -> 1.0); look for them only
     # when the text has the words at all.
     may_have_bools = "true" in text or "false" in text
     del text
+    return read_values(raw, may_have_bools, known, name)
 
+
+def read_values(raw: Any, may_have_bools: bool, known: dict[str, int], name: str) -> Predictions:
+    """Any parsed JSON value: every rule checked, and the first broken one worded.
+
+    ``may_have_bools``: whether the text holds ``true`` or ``false`` (booleans are then looked for).
+    """
     ids: list[Any]
     items: list[Any]
     if isinstance(raw, dict):
@@ -203,15 +223,23 @@ def load(path: Path, known: dict[str, int], budget: Budget) -> Predictions:
                          may_have_bools)
     score_array = _numbers(flat_scores, (len(flat_scores),), ends, sample_of, name, "pred_scores",
                            may_have_bools)
-    check_values(box_array, score_array, ends, sample_of, name)
+    return _predictions(order, ids, counts, box_array, score_array, known, name,
+                        ignored_keys_warning(name, with_unknown, unknown))
+
+
+def _predictions(order: list[int], ids: list[Any], counts: np.ndarray, boxes: np.ndarray, scores: np.ndarray,
+                 known: dict[str, int], name: str, warnings: list[str]) -> Predictions:
+    """Checks the values (finite, sizes > 0) and gathers the file's content; ``counts`` boxes per item."""
+    ends = np.cumsum(counts)
+    check_values(boxes, scores, ends, lambda entry: str(ids[entry]), name)
     seen = set(ids)
     return Predictions(
         sample=np.repeat(np.asarray(order, dtype=np.int64), counts),
-        boxes=box_array,
-        scores=score_array,
+        boxes=boxes,
+        scores=scores,
         missing=[sid for sid in known if sid not in seen],
-        entries=len(items),
-        warnings=ignored_keys_warning(name, with_unknown, unknown),
+        entries=len(ids),
+        warnings=warnings,
     )
 
 
