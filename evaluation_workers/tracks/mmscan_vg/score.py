@@ -36,6 +36,8 @@ GPU_CHUNK_PAIRS = 1 << 18
 # (prediction, ground-truth column) pairs per block: ~1 GiB of working memory at most on the CPU.
 BLOCK_PAIRS = 1 << 20
 GPU_BLOCK_PAIRS = 1 << 23
+# Blocks per thread at least, on several threads: with one large block each, the last waits for the longest.
+BLOCKS_PER_THREAD = 4
 
 
 def score_arrays(
@@ -88,8 +90,12 @@ def score_arrays(
     tp_parts: dict[float, list[Any]] = {t: [] for t in THRESHOLDS}
     # Blocks are independent: on NumPy they run on EVAL_THREADS threads (each its own share of the
     # memory bound, its IoU on one thread), and are collected in order, so the values are the same.
+    # With several threads, BLOCKS_PER_THREAD blocks each at least, so that they finish together.
     workers = threads() if is_numpy_namespace(xp) else 1
-    spans = _blocks(pred_count_h, pred_start_h, max(1, block_pairs // workers // n_cols))
+    rows_per_block = block_pairs // workers // n_cols
+    if workers > 1:
+        rows_per_block = min(rows_per_block, -(-n_pred // (BLOCKS_PER_THREAD * workers)))
+    spans = _blocks(pred_count_h, pred_start_h, max(1, rows_per_block))
 
     def run(span: tuple[int, int]) -> dict[str, Any]:
         return _score_block(labels, preds, xp, chunk_pairs, pred_sample, box_rows, span[0], span[1],
