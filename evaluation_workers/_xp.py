@@ -10,15 +10,19 @@ the reason it is here.
 from __future__ import annotations
 
 import functools
+import importlib
 import os
 import sys
+import threading
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 from array_api_compat import array_namespace, is_cupy_namespace
 
 __all__ = ["array_namespace", "backend", "to_device", "to_numpy", "argsort_descending", "bincount",
-           "cummax_reverse", "cumsum64", "device_name", "non_negative", "scatter_set", "segment_sums"]
+           "cummax_reverse", "cumsum64", "device_name", "lean_import", "non_negative", "scatter_set",
+           "segment_sums"]
 
 
 @functools.cache
@@ -42,22 +46,31 @@ def backend() -> Any:
 
 @functools.cache
 def numpy_namespace() -> Any:
-    """``array_api_compat.numpy``, imported without ``numpy.testing`` and ``numpy.f2py``.
-
-    Its ``from numpy import *`` imports every submodule numpy lists in
-    ``__all__``, two of which (test helpers and the Fortran wrapper generator)
-    cost 0.1-0.4 s of every scorer process's start and are never used here.
-    """
-    if "array_api_compat.numpy" not in sys.modules:
-        full = np.__all__
-        np.__all__ = [name for name in full if name not in ("testing", "f2py")]
-        try:
-            import array_api_compat.numpy  # noqa: F401
-        finally:
-            np.__all__ = full
+    """``array_api_compat.numpy``, imported without ``numpy.testing`` and ``numpy.f2py`` (``lean_import``)."""
+    lean_import("array_api_compat.numpy")
     from array_api_compat import numpy as compat_numpy
 
     return compat_numpy
+
+
+_import_lock = threading.Lock()
+
+
+def lean_import(name: str) -> ModuleType:
+    """Import ``name`` without the numpy submodules that an array-api-compat copy's ``from numpy import *``
+    pulls in through ``numpy.__all__``: ``numpy.testing`` and ``numpy.f2py`` (test helpers and the
+    Fortran wrapper generator), never used here and 0.05-0.4 s of a scorer process's start each time
+    (``array_api_compat.numpy``, and scipy's own copy of it, which ``scipy.sparse`` imports).
+    """
+    with _import_lock:  # numpy.__all__ is shared: one import at a time trims and restores it
+        if name not in sys.modules:
+            full = np.__all__
+            np.__all__ = [item for item in full if item not in ("testing", "f2py")]
+            try:
+                importlib.import_module(name)
+            finally:
+                np.__all__ = full
+    return sys.modules[name]
 
 
 def device_name() -> str:

@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 from array_api_compat import is_cupy_namespace
 
-from evaluation_workers._xp import array_namespace, cumsum64, segment_sums, to_device, to_numpy
+from evaluation_workers._xp import array_namespace, cumsum64, lean_import, segment_sums, to_device, to_numpy
 from evaluation_workers.threads import read_ahead, threads
 
 DEFAULT_RESAMPLES = 1000  # the cost is measured by benchmarks/bootstrap.py (issue 13: under 20 % of scoring)
@@ -101,7 +101,7 @@ def warm_up() -> None:
     from evaluation_workers._xp import device_name
 
     if resamples_setting() > 0 and device_name() == "cpu":
-        import scipy.sparse  # noqa: F401
+        lean_import("scipy.sparse")
 
 
 def draw_indices(n_units: int, resamples: int, seed: int = SEED) -> Iterator[np.ndarray]:
@@ -393,7 +393,7 @@ class RunningSums:
 
     def _segments(self, dtype: type[np.generic]) -> Any:
         """The sparse (J, n) matrix: how many entries of each unit lie in each segment."""
-        from scipy.sparse import csr_matrix
+        csr_matrix = lean_import("scipy.sparse").csr_matrix
 
         lengths = np.diff(np.append(self.starts, self.used.shape[0]))
         segment = np.repeat(np.arange(self.n_ends), lengths)

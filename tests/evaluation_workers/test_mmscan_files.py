@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -174,6 +175,21 @@ def test_it_scores_from_the_command_line(tmp_path: Path, labels: Path) -> None:
     result = json.loads(out.stdout)
     assert result["metrics"]["gTop-1@0.25"] == 0.5
     assert set(result["metrics"]) == set(TRACK.metrics)
+
+
+def test_a_scoring_process_imports_neither_numpy_testing_nor_f2py(tmp_path: Path, labels: Path) -> None:
+    """array-api-compat's ``from numpy import *`` (ours and scipy's copy) would import both: 0.1 s a process."""
+    preds = _preds(tmp_path, [_entry()])
+    script = (
+        "import sys\n"
+        "from evaluation_workers import cli\n"
+        f"assert cli.main(['score', '--track', 'mmscan-vg', '--labels', {str(labels)!r}, "
+        f"'--predictions', {str(preds)!r}, '--quiet']) == 0\n"
+        "print(sorted(m for m in ('numpy.testing', 'numpy.f2py', 'scipy.sparse') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[2], env={**os.environ, "EVAL_DEVICE": "cpu"})
+    assert out.stdout.strip().splitlines()[-1] == "['scipy.sparse']"  # the bootstrap's import, and only it
 
 
 def test_it_generates_synthetic_files_that_score(tmp_path: Path) -> None:
