@@ -4,38 +4,33 @@ from __future__ import annotations
 
 import hashlib
 import math
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
-
-from evaluation_workers.mapped import give_back, map_file
 
 # Files under these names inside a labels folder are derived (caches, the
 # public manifest); the checksum covers the official files only, so the same
 # labels hash alike offline and on the server.
 DERIVED_NAMES = frozenset({".cache", "manifest.json"})
 _CHUNK = 1 << 20
-_MAPPED_CHUNK = 1 << 25
 
 
-def sha256_file(path: Path) -> str:
-    """The file's sha256, hashed from a read-only mapping where it is a regular file (no copy out
-    of the page cache: 15 % faster on a 715 MiB zip), else read a chunk at a time.
+def sha256_file(path: Path, stop: threading.Event | None = None) -> str:
+    """The file's sha256, read ``_CHUNK`` bytes at a time into one reused buffer.
 
-    The mapping's pages are given back as they are hashed, so the process's
-    resident memory grows by ``_MAPPED_CHUNK`` at most, whatever the file's size.
+    Read, not mapped: copying out of the page cache costs less than faulting
+    a mapping's pages in (a 715 MiB zip: 0.48 s read, 0.61 s mapped, of which
+    0.41 s is the hash itself), and memory does not grow with the file.
+    ``stop``: when set (the file was refused meanwhile), give up and return "".
     """
     digest = hashlib.sha256()
-    mapped = map_file(path, min_size=_CHUNK + 1)
-    if mapped is not None:
-        with mapped, memoryview(mapped) as view:
-            for start in range(0, len(view), _MAPPED_CHUNK):
-                digest.update(view[start : start + _MAPPED_CHUNK])
-                give_back(mapped, start, start + _MAPPED_CHUNK)
-        return digest.hexdigest()
-    with open(path, "rb") as f:
-        while chunk := f.read(_CHUNK):
-            digest.update(chunk)
+    buffer = bytearray(_CHUNK)
+    with open(path, "rb", buffering=0) as f, memoryview(buffer) as view:
+        while n := f.readinto(buffer):
+            if stop is not None and stop.is_set():
+                return ""
+            digest.update(view[:n])
     return digest.hexdigest()
 
 

@@ -1,4 +1,4 @@
-"""Files read through a read-only mapping: the same bytes, results and checksums as read ones."""
+"""Files read through a read-only mapping (the same bytes and results as read ones), and file checksums."""
 
 from __future__ import annotations
 
@@ -80,13 +80,22 @@ def test_files_that_cannot_be_mapped_are_read(tmp_path: Path) -> None:
         writer.join()
 
 
-@pytest.mark.parametrize("size", [(1 << 20) + 1, 3 << 15, (3 << 15) + 5, 5 << 20])
-def test_the_mapped_checksum_is_the_sha256_of_the_file_at_every_chunk_boundary(
+@pytest.mark.parametrize("size", [(1 << 14) + 1, 3 << 15, (3 << 15) + 5, 5 << 20])
+def test_the_checksum_is_the_sha256_of_the_file_at_every_chunk_boundary(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, size: int
 ) -> None:
-    monkeypatch.setattr(results, "_CHUNK", 1 << 14)
-    monkeypatch.setattr(results, "_MAPPED_CHUNK", 1 << 15)  # pages are given back every 32 KiB
+    monkeypatch.setattr(results, "_CHUNK", 1 << 14)  # one reused buffer of 16 KiB
     path = tmp_path / "file"
     data = os.urandom(size)
     path.write_bytes(data)
     assert results.sha256_file(path) == hashlib.sha256(data).hexdigest()
+
+
+def test_a_checksum_stopped_midway_gives_nothing(tmp_path: Path) -> None:
+    """A scorer that refused the file stops hashing it (its error is not kept waiting) and keeps no value."""
+    path = tmp_path / "file"
+    path.write_bytes(os.urandom(3 << 20))
+    stop = threading.Event()
+    stop.set()
+    assert results.sha256_file(path, stop) == ""
+    assert results.sha256_file(path, threading.Event()) == hashlib.sha256(path.read_bytes()).hexdigest()

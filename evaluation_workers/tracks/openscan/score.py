@@ -9,6 +9,7 @@ matching and PR curves then run once per aspect over all scenes
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -137,23 +138,26 @@ def score(labels_path: Path, predictions_path: Path, progress: Progress = no_pro
     aspect (``intervals.statistic``); they stay on the worker.
     """
     labels_path, predictions_path = Path(labels_path), Path(predictions_path)
-    labels, labels_sha = load_labels(labels_path)
-    vocabulary = load_vocabulary(labels_path)
-    manifest = _manifest_of(labels, vocabulary)
-    progress(0.02, "labels loaded")
-    reader = open_predictions(predictions_path, manifest)
-    xp = backend()
-    units = {scene: u for u, scene in enumerate(manifest["scenes"])}
-    states = {a: _AspectState(xp, lab, units) for a, lab in labels.items()}
-    scenes = reader.scenes()
-    # Two threads: one hashes the predictions file, the other reads the next scene
-    # while this one is scored (threads.read_ahead); values do not depend on it.
+    # Threads: one hashes the predictions file from the start (the longest single job on a large zip:
+    # AP and the intervals overlap it too), the others read the next scenes while this one is scored
+    # (threads.read_ahead); values do not depend on it.
     n_threads = threads()
-    depth = n_threads if getattr(reader, "parallel_reads", False) else 1
-    pool = ThreadPoolExecutor(depth + 1) if n_threads > 1 else None
+    hasher = ThreadPoolExecutor(1) if n_threads > 1 else None
+    refused = threading.Event()  # a bad file stops the hash: its error is not kept waiting
+    predictions_sha = hasher.submit(sha256_file, predictions_path, refused) if hasher else None
+    pool = None
     try:
-        # The hash runs until the result is made: AP and the intervals overlap it too.
-        predictions_sha = pool.submit(sha256_file, predictions_path) if pool else None
+        labels, labels_sha = load_labels(labels_path)
+        vocabulary = load_vocabulary(labels_path)
+        manifest = _manifest_of(labels, vocabulary)
+        progress(0.02, "labels loaded")
+        reader = open_predictions(predictions_path, manifest)
+        xp = backend()
+        units = {scene: u for u, scene in enumerate(manifest["scenes"])}
+        states = {a: _AspectState(xp, lab, units) for a, lab in labels.items()}
+        scenes = reader.scenes()
+        depth = n_threads if getattr(reader, "parallel_reads", False) else 1
+        pool = ThreadPoolExecutor(depth) if n_threads > 1 else None
         for i, (scene, read) in enumerate(read_ahead(pool, reader.read, scenes, depth)):
             _add_scene(xp, states, units, scene, read)
             if i % 10 == 0 or i == len(scenes) - 1:
@@ -161,9 +165,13 @@ def score(labels_path: Path, predictions_path: Path, progress: Progress = no_pro
         values = _results(xp, states, reader, len(scenes), vocabulary, units, labels, predictions_path, progress,
                           outcomes)
         predictions_sha256 = predictions_sha.result() if predictions_sha else sha256_file(predictions_path)
+    except BaseException:
+        refused.set()
+        raise
     finally:
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
+        for executor in (pool, hasher):
+            if executor is not None:
+                executor.shutdown(wait=True, cancel_futures=True)
     return make_result(track="openscan", scorer_version=SCORER_VERSION, labels_sha256=labels_sha,
                        predictions_sha256=predictions_sha256, **values)
 
