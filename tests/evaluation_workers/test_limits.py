@@ -68,6 +68,51 @@ def test_it_reads_a_valid_npy_and_charges_its_payload():
     assert arr.tolist() == np.arange(12).reshape(3, 4).tolist() and budget.used == 48
 
 
+def _numpy_reads(data: bytes) -> tuple[tuple[int, ...], bool, np.dtype]:
+    """The header as numpy's own parser reads it."""
+    f = io.BytesIO(data)
+    version = np.lib.format.read_magic(f)
+    read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+    return read(f)
+
+
+ARRAYS = [np.zeros((150, 100), np.uint8), np.zeros(5), np.zeros(()), np.zeros((3, 4), order="F"),
+          np.array(["ab", "c"]), np.zeros((2, 0, 3), ">i2"), np.ones(7, np.bool_), np.zeros(3, "<U10"),
+          np.zeros(2, dtype=[("a", "<i4")]), np.zeros(3, "<M8[ns]"), np.zeros(4, np.complex64)]
+
+
+@pytest.mark.parametrize("array", ARRAYS, ids=[str(a.dtype) + str(a.shape) for a in ARRAYS])
+@pytest.mark.parametrize("version", [(1, 0), (2, 0)])
+def test_npy_headers_read_as_numpy_reads_them_and_leave_the_stream_at_the_payload(array, version) -> None:
+    """Plain headers go through a pattern, others (structured, datetime) through numpy's parser."""
+    buf = io.BytesIO()
+    np.lib.format.write_array(buf, array, version=version)
+    data = buf.getvalue()
+    stream = io.BytesIO(data + b"tail")
+    shape, fortran, dtype = npy_header(stream, "x.npz: a", 1 << 20)
+    assert (shape, fortran, dtype) == _numpy_reads(data)
+    assert stream.read() == data[len(data) - array.nbytes:] + b"tail"
+
+
+@pytest.mark.parametrize("header", [
+    "{'descr': '<f8', 'fortran_order': False, 'shape': (3,), 'extra': 1, }",  # numpy refuses the keys
+    "{'descr': '<f8', 'fortran_order': False, 'shape': (3,),}",  # no space before the brace: numpy reads it
+    "{'shape': (3,), 'fortran_order': False, 'descr': '<f8', }",  # another key order: numpy reads it
+    "{'descr': '<q9', 'fortran_order': False, 'shape': (3,), }",  # an unknown type
+    "{'descr': '<f8', 'fortran_order': 1, 'shape': (3,), }",
+])
+def test_headers_off_the_plain_pattern_get_numpys_verdict(header: str) -> None:
+    header += " " * (63 - len(header) % 64) + "\n"
+    data = b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode() + b"\0" * 24
+    try:
+        want = _numpy_reads(data)
+    except (ValueError, TypeError):
+        with pytest.raises(PredictionFormatError, match="Expected a valid .npy array"):
+            npy_header(io.BytesIO(data), "x.npz: a", 1000)
+        return
+    assert npy_header(io.BytesIO(data), "x.npz: a", 1000) == want
+
+
 def test_a_truncated_npy_payload_is_named():
     with pytest.raises(PredictionFormatError, match="truncated"):
         read_npy(_npy_with_shape("(100,)"), "x.npz: pred_scores", 1000, Budget(10_000, "x"))
