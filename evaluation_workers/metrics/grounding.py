@@ -23,6 +23,8 @@ sequential loop: they are the first occurrences of (sample, best box).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from evaluation_workers._xp import (
@@ -36,7 +38,7 @@ from evaluation_workers._xp import (
 )
 
 __all__ = [
-    "best_match", "pooled_ap", "pooled_order", "pooled_rankings", "sample_metrics", "sort_predictions",
+    "Ranking", "best_match", "pooled_order", "rank", "ranked_ap", "sample_metrics", "sort_predictions",
     "true_positives",
 ]
 
@@ -189,52 +191,54 @@ def sample_metrics(
 
 
 def pooled_order(pred_score: Any) -> Any:
-    """The ranking of a pooled set: score descending, ties in the given order (``pooled_ap``)."""
+    """The ranking of a pooled set: score descending, ties in the given order (``rank``)."""
     return argsort_descending(pred_score)
 
 
-def pooled_rankings(pred_score: Any, member_of: Any, n_sets: int, order: Any = None) -> list[Any]:
-    """The pooled ranking of each of ``n_sets`` disjoint sets of predictions, from one sort.
+@dataclass(frozen=True)
+class Ranking:
+    """Every prediction in the pooled order (``pooled_order``: score descending, ties in label order then
+    rank, the devkit's), with its sample and its true-positive flags at each threshold.
 
-    A stable sort of all predictions by score, restricted to one set, is that
-    set's own stable sort (ties stay in index order either way): the groups,
-    the sub-classes and the bootstrap's outcomes share one ``pooled_order``.
-
-    Args:
-        pred_score: (N,) float scores, in the pooled tie order.
-        member_of: (N,) int set of each prediction (any value outside 0..n_sets-1: none).
-        order: ``pooled_order(pred_score)``, when the caller has it already.
-
-    Returns:
-        n_sets arrays of indices into the (N,) arrays, each in its set's ranking.
+    A stable sort of all predictions restricted to one set is that set's own
+    stable sort, so every pooled set (the groups, the sub-classes, the
+    bootstrap's outcomes) is its members in this order: one sort and one
+    gather serve them all (``rank``), and a set's members are read off in
+    order (``members``), without gathering along the ranking again.
     """
-    xp = array_namespace(pred_score, member_of)
-    if order is None:
-        order = pooled_order(pred_score)
-    ranked_set = xp.take(member_of, order)
-    return [order[ranked_set == s] for s in range(n_sets)]
+
+    sample: Any  # (N,) int64 sample of each ranked prediction
+    tp: tuple[Any, ...]  # per threshold, (N,) bool
+
+    def members(self, set_of_sample: Any, n_sets: int) -> list[Any]:
+        """Each set's positions in the ranking, ascending; ``set_of_sample`` (S,) is each sample's set
+        (a value outside 0..n_sets-1: none)."""
+        xp = array_namespace(self.sample)
+        ranked_set = xp.take(set_of_sample, self.sample)
+        return [xp.nonzero(ranked_set == s)[0] for s in range(n_sets)]
 
 
-def pooled_ap(tp: Any, pred_score: Any, n_gt: int, order: Any = None) -> tuple[float, float]:
-    """AP and final recall of one pooled set of predictions (the devkit's AP_C, AR_C).
+def rank(pred_score: Any, pred_sample: Any, tps: Sequence[Any]) -> Ranking:
+    """The pooled ``Ranking`` of all predictions: ``tps`` (N,) bool true positives per threshold."""
+    xp = array_namespace(pred_score, pred_sample)
+    order = pooled_order(pred_score)
+    # The sample and the flags packed in one integer: one gather along the ranking, not one per array.
+    packed = xp.astype(pred_sample, xp.int64) << len(tps)
+    for i, tp in enumerate(tps):
+        packed |= xp.astype(tp, xp.int64) << i
+    packed = xp.take(packed, order)
+    flags = tuple(((packed >> i) & 1) == 1 for i in range(len(tps)))
+    packed >>= len(tps)
+    return Ranking(sample=packed, tp=flags)
 
-    Args:
-        tp: (N,) bool, in the pooled tie order (sample label order, then rank
-            within the sample).
-        pred_score: (N,) float scores.
-        n_gt: ground-truth boxes of all the pooled samples (with or without predictions).
-        order: the set's ranking as indices into ``tp`` (``pooled_order(pred_score)``, or one of
-            ``pooled_rankings``, when ``tp`` holds more predictions than the set's), when the caller has it.
 
-    Returns:
-        (AP, AR) floats; (0, 0) when there are no predictions.
-    """
-    if order is None:
-        order = pooled_order(pred_score)
-    xp = array_namespace(tp, order)
-    if order.shape[0] == 0 or n_gt == 0:
+def ranked_ap(hit: Any, n_gt: int) -> tuple[float, float]:
+    """AP and final recall of one pooled set (the devkit's AP_C, AR_C) from its predictions' true-positive
+    flags in ranked order (``Ranking``); ``n_gt`` its ground-truth boxes (of prompts with or without
+    predictions). (0, 0) when it has no predictions."""
+    xp = array_namespace(hit)
+    if hit.shape[0] == 0 or n_gt == 0:
         return 0.0, 0.0
-    hit = xp.take(tp, order)
     found = cumsum64(hit)
     precision = found / xp.astype(xp.arange(1, hit.shape[0] + 1), xp.float64)
     envelope = cummax_reverse(precision)

@@ -380,22 +380,29 @@ def test_segment_cummax_reverse_is_each_segments_running_max_from_the_right(xp, 
         assert np.array_equal(np.asarray(got), want)
 
 
-def test_pooled_rankings_are_each_sets_own_stable_ranking(xp) -> None:
-    """One sort serves every pooled set: each set's ranking is its members by score, descending,
-    ties (many here, and -0.0 beside 0.0) in index order, as a sort of that set alone gives."""
-    from evaluation_workers.metrics.grounding import pooled_order, pooled_rankings
+def test_each_pooled_sets_ranking_is_read_off_the_one_ranking(xp) -> None:
+    """One sort serves every pooled set: each set's members, in the ranking's order, are the set's own
+    ranking by score, descending, ties (many here, and -0.0 beside 0.0) in index order, as a sort of that
+    set alone gives; each ranked prediction keeps its sample and true-positive flags."""
+    from evaluation_workers.metrics.grounding import pooled_order, rank
 
     rng = np.random.default_rng(5)
+    sample = np.sort(rng.integers(0, 300, 2000))
     score = rng.integers(0, 5, 2000).astype(np.float64)
     score[::9] = -0.0
-    member = rng.integers(-1, 4, 2000)  # -1: in no set
-    got = pooled_rankings(xp.asarray(score), xp.asarray(member), 4)
+    tps = [rng.random(2000) < 0.3, rng.random(2000) < 0.1]
+    set_of_sample = rng.integers(-1, 4, 300)  # -1: in no set
+    ranking = rank(xp.asarray(score), xp.asarray(sample), [xp.asarray(t) for t in tps])
+    members = ranking.members(xp.asarray(set_of_sample), 4)
     for s in range(4):
-        idx = np.flatnonzero(member == s)
+        idx = np.flatnonzero(set_of_sample[sample] == s)
         want = sorted(idx.tolist(), key=lambda i: (-score[i], i))
-        assert np.asarray(got[s]).tolist() == want
         own = idx[np.asarray(pooled_order(xp.asarray(score[idx])))]
         assert own.tolist() == want
+        positions = np.asarray(members[s])
+        assert np.asarray(ranking.sample)[positions].tolist() == sample[want].tolist()
+        for t in range(2):
+            assert np.asarray(ranking.tp[t])[positions].tolist() == tps[t][want].tolist()
 
 
 @pytest.mark.parametrize("seed", [0, 3])

@@ -111,21 +111,20 @@ def score_arrays(
 
     host = {key: np.concatenate([_xp.to_numpy(v) for v in parts]) for key, parts in per_sample.items()}
     pooled: dict[str, dict[str, float | None]] = {g: {} for g in GROUPS}
-    sample_group = xp.asarray(group_h)
-    pred_group = xp.take(sample_group, pred_sample) if n_pred else xp.zeros((0,), dtype=xp.int64)
-    tps = {t: xp.concat(p) if len(p) > 1 else (p[0] if p else xp.zeros((0,), dtype=xp.bool))
-           for t, p in tp_parts.items()}
+    tps = [xp.concat(p) if len(p) > 1 else (p[0] if p else xp.zeros((0,), dtype=xp.bool))
+           for p in tp_parts.values()]
     del tp_parts
-    # One sort ranks every pooled set: the groups here, the sub-classes and the outcomes below.
-    rank_order = grounding.pooled_order(pred_score)
-    rankings = grounding.pooled_rankings(pred_score, pred_group, len(GROUPS), rank_order)
+    # One ranking serves every pooled set: the groups here, the sub-classes and the outcomes below.
+    ranking = grounding.rank(pred_score, pred_sample, tps)
+    del tps
+    groups = ranking.members(xp.asarray(group_h), len(GROUPS))
     for gi, g in enumerate(GROUPS):
         in_group = group_h == gi
-        for t in THRESHOLDS:
+        for ti, t in enumerate(THRESHOLDS):
             if not in_group.any():
                 pooled[g][f"AP_box@{t}"] = pooled[g][f"AR_box@{t}"] = None
                 continue
-            ap, ar = grounding.pooled_ap(tps[t], pred_score, int(gt_count_h[in_group].sum()), rankings[gi])
+            ap, ar = grounding.ranked_ap(xp.take(ranking.tp[ti], groups[gi]), int(gt_count_h[in_group].sum()))
             pooled[g][f"AP_box@{t}"], pooled[g][f"AR_box@{t}"] = ap, ar
 
     metrics: dict[str, float | None] = {}
@@ -152,10 +151,10 @@ def score_arrays(
                 / n_samples
             )
     if outcomes is not None:
-        outcomes.update(_outcomes(host, group_h, gt_count_h, pred_sample, pred_group, tps, rankings))
-    del rankings
-    per_sub_class = (_per_sub_class(labels.sub_class[scored], host, gt_count_h, pred_sample, pred_score, tps,
-                                    rank_order, xp) if labels.sub_class is not None else None)
+        outcomes.update(_outcomes(host, group_h, gt_count_h, ranking, groups))
+    del groups
+    per_sub_class = (_per_sub_class(labels.sub_class[scored], host, gt_count_h, ranking, xp)
+                     if labels.sub_class is not None else None)
     details = {
         "samples": n_samples,
         "samples_without_ground_truth": int((~scored).sum()),
@@ -170,15 +169,12 @@ def score_arrays(
 
 
 def _per_sub_class(
-    sub_h: np.ndarray, host: dict[str, np.ndarray], gt_count_h: np.ndarray, pred_sample: Any, pred_score: Any,
-    tps: dict[float, Any], rank_order: Any, xp: Any,
+    sub_h: np.ndarray, host: dict[str, np.ndarray], gt_count_h: np.ndarray, ranking: grounding.Ranking, xp: Any,
 ) -> dict[str, dict[str, Any]]:
     """Every metric of each of the devkit's seven sub-classes (the five groups fold them), as the
     groups' are computed: per-sample means, and AP_box/AR_box pooled over the sub-class's prompts.
     ``count``: its scored prompts; a sub-class without any has null metrics."""
-    sub_of_pred = xp.take(xp.asarray(sub_h), pred_sample) if int(pred_sample.shape[0]) else xp.zeros(
-        (0,), dtype=xp.int64)
-    rankings = grounding.pooled_rankings(pred_score, sub_of_pred, len(SUB_CLASSES), rank_order)
+    subs = ranking.members(xp.asarray(sub_h), len(SUB_CLASSES))
     out: dict[str, dict[str, Any]] = {}
     for si, name in enumerate(SUB_CLASSES):
         members = sub_h == si
@@ -186,42 +182,46 @@ def _per_sub_class(
         for key in METRICS:
             if key in host:
                 entry[key] = float(host[key][members].mean()) if members.any() else None
-        for t in THRESHOLDS:
+        for ti, t in enumerate(THRESHOLDS):
             if not members.any():
                 entry[f"AP_box@{t}"] = entry[f"AR_box@{t}"] = None
                 continue
-            entry[f"AP_box@{t}"], entry[f"AR_box@{t}"] = grounding.pooled_ap(
-                tps[t], pred_score, int(gt_count_h[members].sum()), rankings[si])
+            entry[f"AP_box@{t}"], entry[f"AR_box@{t}"] = grounding.ranked_ap(
+                xp.take(ranking.tp[ti], subs[si]), int(gt_count_h[members].sum()))
         out[name] = {k: entry[k] for k in METRICS} | {"count": int(members.sum())}
     return out
 
 
 def _outcomes(
-    host: dict[str, np.ndarray], group_h: np.ndarray, gt_count_h: np.ndarray, pred_sample: Any,
-    pred_group: Any, tps: dict[float, Any], rankings: list[Any],
+    host: dict[str, np.ndarray], group_h: np.ndarray, gt_count_h: np.ndarray, ranking: grounding.Ranking,
+    groups: list[Any],
 ) -> dict[str, np.ndarray]:
     """What the bootstrap needs to recompute every metric on a resample of prompts (host arrays).
 
     ``values`` (S, len(PER_SAMPLE_KEYS)) per-prompt metrics; ``group``, ``gt_count`` (S,);
-    the pooled rankings of AP_box/AR_box, group after group: ``pool_sample`` (R,) prompt
-    of each prediction in the group's pooled order (``rankings``: score descending, ties in
-    label order then rank, the order ``pooled_ap`` uses), ``pool_group`` (R,), ``pool_tp``
-    (R, 2) true-positive flags at 0.25 and 0.5. Each group's ranking stops at its
-    last true positive: later predictions change neither AP nor AR.
+    the pooled rankings of AP_box/AR_box: ``pool_sample`` (R,) prompt of each prediction in
+    the pooled order (``grounding.Ranking``: score descending, ties in label order then rank,
+    the order of ``ranked_ap``), ``pool_group`` (R,) its group (a group's rows, in order, are
+    its ranking), ``pool_tp`` (R, 2) true-positive flags at 0.25 and 0.5. Each group's ranking
+    stops at its last true positive: later predictions change neither AP nor AR.
     """
     n = int(group_h.shape[0])
     values = np.stack([host[k] for k in PER_SAMPLE_KEYS], axis=1) if n else np.zeros((0, len(PER_SAMPLE_KEYS)))
-    tp_h = np.stack([_xp.to_numpy(tps[t]) for t in THRESHOLDS], axis=1)
-    sample_h, group_p = _xp.to_numpy(pred_sample), _xp.to_numpy(pred_group)
-    rows = []
-    for ranking in rankings:
-        idx = _xp.to_numpy(ranking)
-        hits = np.flatnonzero(tp_h[idx].any(axis=1))
-        rows.append(idx[: hits[-1] + 1] if hits.size else idx[:0])
-    kept = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
+    sample_h = _xp.to_numpy(ranking.sample)
+    tp_h = np.stack([_xp.to_numpy(flags) for flags in ranking.tp], axis=1)
+    any_hit = np.logical_or.reduce([tp_h[:, t] for t in range(tp_h.shape[1])])
+    # Each group's last true positive in the ranking; its later predictions are left out. Kept in the
+    # ranking's order, groups interleaved: the statistic takes each group's rows in order.
+    last = np.full(len(groups), -1, dtype=np.int64)
+    for gi, members in enumerate(groups):
+        positions = _xp.to_numpy(members)
+        hits = np.flatnonzero(any_hit[positions])
+        if hits.size:
+            last[gi] = positions[hits[-1]]
+    ranked_group = group_h.astype(np.int64)[sample_h]
+    keep = np.arange(sample_h.shape[0]) <= last[ranked_group]
     return {"values": values, "group": group_h.astype(np.int64), "gt_count": gt_count_h.astype(np.int64),
-            "pool_sample": sample_h[kept].astype(np.int64), "pool_group": group_p[kept].astype(np.int64),
-            "pool_tp": tp_h[kept]}
+            "pool_sample": sample_h[keep], "pool_group": ranked_group[keep], "pool_tp": tp_h[keep]}
 
 
 def _blocks(pred_count_h: np.ndarray, pred_start_h: np.ndarray, rows_per_block: int) -> list[tuple[int, int]]:
