@@ -36,3 +36,14 @@ def measured(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None
 
 def load() -> str:
     return f"load average {os.getloadavg()[0]:.2f} on {len(os.sched_getaffinity(0))} CPUs"
+
+
+def evict(paths: list[Path]) -> None:
+    """Drop files from the page cache (a cold read), without privileges."""
+    for path in paths:
+        for p in [path] if path.is_file() else [q for q in path.rglob("*") if q.is_file()]:
+            fd = os.open(p, os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)

@@ -46,7 +46,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
-from measure import measured  # benchmarks/measure.py
+from measure import evict, measured  # benchmarks/measure.py
 
 from evaluation_workers.synthetic import openscan as synthetic
 from evaluation_workers.tracks.openscan.labels import ASPECTS, build_cache
@@ -145,17 +145,6 @@ def baseline(labels: Path, predictions: Path) -> float:
 def score_cmd(labels: Path, predictions: Path) -> list[str]:
     return [sys.executable, "-m", "evaluation_workers", "score", "--track", "openscan",
             "--labels", str(labels), "--predictions", str(predictions), "--quiet"]
-
-
-def evict(paths: list[Path]) -> None:
-    """Drop files from the page cache (a cold read), without privileges."""
-    for path in paths:
-        for p in [path] if path.is_file() else [q for q in path.rglob("*") if q.is_file()]:
-            fd = os.open(p, os.O_RDONLY)
-            try:
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            finally:
-                os.close(fd)
 
 
 def official_layout(source: Path, stored: Path, deflated: Path) -> None:

@@ -49,7 +49,7 @@ class Flat:
     with_unknown: int = 0  # items holding such keys
 
 
-def read(data: bytes) -> Flat | None:
+def read(data: bytes | bytearray) -> Flat | None:
     """The file's content when it has the usual shape, else None (see the module docstring)."""
     parser = simdjson.Parser()
     try:
@@ -64,7 +64,7 @@ def read(data: bytes) -> Flat | None:
         return None
 
 
-def _flatten(doc: simdjson.Array, data: bytes) -> Flat | None:
+def _flatten(doc: simdjson.Array, data: bytes | bytearray) -> Flat | None:
     counts = np.zeros(len(doc), dtype=np.int64)
     ids: list[str] = []
     box_parts: list[bytes] = []  # buffers of doubles

@@ -39,7 +39,7 @@ _BOM = b"\xef\xbb\xbf"
 _ITEM_KEYS = frozenset({"pred_bboxes", "pred_scores"})
 
 
-def read_bytes(path: Path, budget: Budget) -> bytes:
+def read_bytes(path: Path, budget: Budget) -> bytes | bytearray:
     """The file's bytes, gunzipped when it starts with the gzip magic, within the limits; no BOM."""
     name = budget.file
     size = path.stat().st_size
@@ -53,7 +53,7 @@ def read_bytes(path: Path, budget: Budget) -> bytes:
                     f"{name}: Expected at most {MAX_JSON_BYTES:,} bytes of JSON (use the binary .npz form "
                     f"for larger submissions, docs/mmscan-vg-format.md), but got {size:,}")
             f.seek(0)
-            data = f.read()
+            data: bytes | bytearray = f.read()
         else:
             f.seek(0)
             inflated = bytearray()
@@ -66,12 +66,11 @@ def read_bytes(path: Path, budget: Budget) -> bytes:
                             "(use the binary .npz form for larger submissions), but it inflates to more")
             except inflate.ERRORS as exc:
                 raise PredictionFormatError(f"{name}: Expected a valid gzip file, but got {exc}") from None
-            data = bytes(inflated)
-            del inflated
+            data = inflated  # not copied into bytes: up to MAX_JSON_BYTES
     return data[len(_BOM):] if data.startswith(_BOM) else data
 
 
-def decode(data: bytes, name: str) -> str:
+def decode(data: bytes | bytearray, name: str) -> str:
     """The bytes as text, refusing what is not UTF-8."""
     try:
         return data.decode("utf-8")
