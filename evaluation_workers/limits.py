@@ -199,10 +199,11 @@ def npy_header(f: IO[bytes], what: str, max_elements: int) -> tuple[tuple[int, .
         version = fmt.read_magic(f)  # type: ignore[no-untyped-call]
         if version not in ((1, 0), (2, 0)):
             raise ValueError(f"unsupported .npy version {version}")
-        size_field = f.read(2 if version == (1, 0) else 4)
+        width = 2 if version == (1, 0) else 4
+        size_field = f.read(width)
         length = int.from_bytes(size_field, "little")
         plain = None
-        if len(size_field) in (2, 4) and length <= _MAX_HEADER:
+        if len(size_field) == width and length <= _MAX_HEADER:
             header = f.read(length)
             plain = _PLAIN_HEADER.fullmatch(header.decode("latin1"))
             f = cast(IO[bytes], _Prefixed(size_field + header, f))
@@ -241,12 +242,10 @@ class _Prefixed:
         self._prefix, self._rest = prefix, rest
 
     def read(self, n: int = -1) -> bytes:
-        if not self._prefix:
-            return self._rest.read(n)
-        if n < 0 or n >= len(self._prefix):
-            head, self._prefix = self._prefix, b""
-            return head + (self._rest.read(n - len(head) if n >= 0 else -1) if n != len(head) else b"")
-        head, self._prefix = self._prefix[:n], self._prefix[n:]
+        head = self._prefix if n < 0 else self._prefix[:n]
+        self._prefix = self._prefix[len(head):]
+        if n < 0 or len(head) < n:
+            head += self._rest.read(n - len(head) if n >= 0 else -1)
         return head
 
 
