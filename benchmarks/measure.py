@@ -1,7 +1,9 @@
 """One measured child process for the benchmarks: wall, CPU (user + system) and peak RSS of it alone.
 
 The figures come from a fresh parent process, so that the peak RSS (``ru_maxrss`` of the children, which
-is a maximum over all children ever waited for) is this command's alone.
+is a maximum over all children ever waited for) is this command's alone. ``steal`` is the CPU time the
+hypervisor gave to other guests meanwhile (all CPUs, from /proc/stat; 0 elsewhere): on a shared virtual
+machine a wall time with seconds of steal is the neighbours', not the command's.
 """
 
 from __future__ import annotations
@@ -14,13 +16,19 @@ from pathlib import Path
 from typing import Any
 
 _PROBE = """
-import json, resource, subprocess, sys, time
-start = time.perf_counter()
+import json, os, resource, subprocess, sys, time
+def steal():
+    try:
+        with open("/proc/stat") as f:
+            return int(f.readline().split()[8]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+start, stolen = time.perf_counter(), steal()
 out = subprocess.run(sys.argv[1:], capture_output=True, text=True)
 usage = resource.getrusage(resource.RUSAGE_CHILDREN)
 print(json.dumps({"wall": time.perf_counter() - start, "cpu": usage.ru_utime + usage.ru_stime,
-                  "rss_mib": usage.ru_maxrss / 1024, "rc": out.returncode, "stdout": out.stdout,
-                  "stderr": out.stderr[-3000:]}))
+                  "rss_mib": usage.ru_maxrss / 1024, "steal": steal() - stolen, "rc": out.returncode,
+                  "stdout": out.stdout, "stderr": out.stderr[-3000:]}))
 """
 
 

@@ -1,7 +1,7 @@
 """OpenScan scoring speed on the files researchers upload, side by side with the official evaluator.
 
     nice .venv/bin/python benchmarks/openscan.py [--scenes 50] [--points 150000] [--aspects material]
-        [--official DIR] [--skip-baseline] [--full]
+        [--official DIR [--official-python PYTHON]] [--skip-baseline] [--full]
 
 Generates once, under --work, a text labels folder and predictions with the
 synthetic generator (100 masks per scene), and writes the official layout as
@@ -231,18 +231,19 @@ def one_pass(path: Path) -> dict[str, float]:
     return {"wall": time.perf_counter() - start, "cpu": time.process_time() - cpu, "nonzero": nonzero}
 
 
-def official_cmd(official: Path, pred_dir: Path, gt_dir: Path, out: Path) -> list[str]:
-    """The unmodified evaluator, with ``Tensor.cuda`` the identity (torch CPU, no GPU here)."""
+def official_cmd(official: Path, pred_dir: Path, gt_dir: Path, out: Path, python: str) -> list[str]:
+    """The unmodified evaluator, with ``Tensor.cuda`` the identity (torch CPU, no GPU here), run by ``python``
+    (an environment with torch 2.13.0 CPU and a NumPy below 2.4: the evaluator calls ``np.in1d``)."""
     shim = ("import runpy, sys, torch; torch.Tensor.cuda = lambda self, *a, **k: self; "
             "sys.argv = ['evaluate.py'] + sys.argv[1:]; runpy.run_module('evaluation.evaluate', run_name='__main__')")
-    return [sys.executable, "-c", shim, "--pred_path", str(pred_dir), "--gt_path", str(gt_dir),
+    return [python, "-c", shim, "--pred_path", str(pred_dir), "--gt_path", str(gt_dir),
             "--dataset", "scannet", "--output_file", str(out)]
 
 
 def _row(name: str, run: dict[str, Any], ap: float | str = "") -> None:
     ap_text = f"AP={ap:.6f}" if isinstance(ap, float) else ap
     print(f"  {name:52s} {run['wall']:7.2f} s wall {run['cpu']:7.2f} s CPU "
-          f"{run.get('rss_mib', float('nan')):7.0f} MiB  {ap_text}")
+          f"{run.get('rss_mib', float('nan')):7.0f} MiB {run.get('steal', 0.0):5.2f} s stolen  {ap_text}")
 
 
 def main() -> int:
@@ -252,6 +253,7 @@ def main() -> int:
     parser.add_argument("--aspects", nargs="+", default=["material"])
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "openscan_bench")
     parser.add_argument("--official", type=Path, help="folder holding the official evaluation/ package")
+    parser.add_argument("--official-python", default=sys.executable, help="the Python that runs it (with torch)")
     parser.add_argument("--skip-baseline", action="store_true")
     parser.add_argument("--full", action="store_true", help="also 312 scenes x 8 aspects, compact, ours only")
     parser.add_argument("--full-official", action="store_true",
@@ -297,7 +299,7 @@ def main() -> int:
         print(f"  {'baseline loops (official algorithm, in process)':52s} {time.perf_counter() - start:7.2f} s wall"
               f"{'':31s}AP={ap:.6f}")
     if args.official:
-        total = {"wall": 0.0, "cpu": 0.0, "rss_mib": 0.0}
+        total = {"wall": 0.0, "cpu": 0.0, "rss_mib": 0.0, "steal": 0.0}
         with tempfile.TemporaryDirectory() as tmp:
             with zipfile.ZipFile(files["stored"]) as zf:
                 zf.extractall(tmp)
@@ -309,7 +311,7 @@ def main() -> int:
                     f"SCANNET_LABELS = {names!r}\nSCANNET_IDS = list(range(1, {len(names) + 1}))\n")
                 evict([files["labels"], Path(tmp)])
                 run = measured(official_cmd(args.official, Path(tmp, aspect), files["labels"] / "gt" / aspect,
-                                            Path(tmp, f"out_{aspect}.csv")), cwd=args.official)
+                                            Path(tmp, f"out_{aspect}.csv"), args.official_python), cwd=args.official)
                 for key in total:
                     total[key] = max(total[key], run[key]) if key == "rss_mib" else total[key] + run[key]
                 print(f"  official evaluator, {aspect}: {Path(tmp, f'out_{aspect}.csv').read_text().splitlines()[-1]}")

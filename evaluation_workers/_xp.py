@@ -21,7 +21,7 @@ import numpy as np
 from array_api_compat import array_namespace, is_cupy_namespace
 
 __all__ = ["array_namespace", "backend", "to_device", "to_numpy", "argsort_descending", "bincount", "descending_key32",
-           "cummax_reverse", "cumsum64", "device_name", "lean_import", "non_negative", "scatter_set",
+           "accumulate_rows", "cummax_reverse", "cumsum64", "device_name", "lean_import", "non_negative", "scatter_set",
            "segment_sums"]
 
 
@@ -145,17 +145,40 @@ def bincount(x: Any, minlength: int, weights: Any = None) -> Any:
     return xp.asarray(host)
 
 
-def cummax_reverse(x: Any) -> Any:
-    """Running maximum from the right along the last axis (a precision envelope).
+GIL_FREE_ROW = 500
+"""NumPy releases the GIL in ``ufunc.accumulate`` only when the loop it calls is longer than this
+(``NPY_BEGIN_THREADS_THRESHOLDED``), counted as the *rows* of a 2-D array: a (b, P) block of
+resamples (b <= 100) keeps the GIL for all its length. Its rows are accumulated one by one instead
+(``accumulate_rows``): each a 1-D loop of P, the same additions in the same order, GIL released."""
 
+
+def accumulate_rows(x: Any, op: str, reverse: bool = False) -> Any:
+    """Running ``op`` ("add" or "maximum") along the last axis of x, from the right with ``reverse``,
+    in x's dtype (NumPy would widen int32 sums to int64; callers check that the sums fit).
+
+    Row by row on NumPy when rows are longer than ``GIL_FREE_ROW`` (see there), so that the threads
+    computing blocks of resamples run at once; bit for bit the same as one ``accumulate`` call.
     The array API has no cumulative max; numpy and cupy have ``maximum.accumulate``.
     """
     xp = array_namespace(x)
-    native = getattr(xp, "maximum", None)
-    if native is not None and hasattr(native, "accumulate"):
-        return xp.flip(native.accumulate(xp.flip(x, axis=-1), axis=-1), axis=-1)
-    host = np.asarray(x)
-    return xp.asarray(np.flip(np.maximum.accumulate(np.flip(host, -1), axis=-1), -1).copy())
+    ufunc = getattr(xp, op, None)
+    if ufunc is None or not hasattr(ufunc, "accumulate"):  # e.g. array_api_strict (tests)
+        return xp.asarray(accumulate_rows(np.asarray(x), op, reverse))
+    if isinstance(x, np.ndarray) and x.ndim == 2 and x.shape[1] > GIL_FREE_ROW and x.shape[0] > 1:
+        out = np.empty(x.shape, dtype=x.dtype)
+        source, target = (x[:, ::-1], out[:, ::-1]) if reverse else (x, out)
+        accumulate = getattr(np, op).accumulate
+        for row in range(x.shape[0]):  # a loop over resamples, each a long 1-D loop without the GIL
+            accumulate(source[row], out=target[row], dtype=x.dtype)
+        return out
+    if reverse:
+        return xp.flip(ufunc.accumulate(xp.flip(x, axis=-1), axis=-1, dtype=x.dtype), axis=-1)
+    return ufunc.accumulate(x, axis=-1, dtype=x.dtype)
+
+
+def cummax_reverse(x: Any) -> Any:
+    """Running maximum from the right along the last axis (a precision envelope)."""
+    return accumulate_rows(x, "maximum", reverse=True)
 
 
 def cumsum64(x: Any, axis: int = -1) -> Any:

@@ -281,3 +281,25 @@ def test_running_sums_equal_the_sum_over_the_ranking(xp, case: str) -> None:
     want = np.cumsum(counts[:, unit], axis=1)[:, ends]
     got = np.asarray(bootstrap.RunningSums(unit, ends, n_units)(xp.asarray(counts)))
     assert np.allclose(got, want, rtol=0, atol=1e-9) if case == "fractional weights" else np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("op", ["add", "maximum"])
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("shape", [(7, 2_000), (3, 40), (2_000,), (1, 900)])
+def test_accumulate_rows_is_one_accumulate_call_bit_for_bit(xp, op: str, reverse: bool,
+                                                            shape: tuple[int, ...]) -> None:
+    """Rows longer than ``GIL_FREE_ROW`` are accumulated one by one on NumPy (so that other threads
+    run); the values are those of one ``accumulate`` over the whole array: floats of mixed magnitude
+    (a different order of additions would show in the last bits), and int32, which keeps its dtype."""
+    from evaluation_workers._xp import GIL_FREE_ROW, accumulate_rows
+
+    assert shape[-1] > GIL_FREE_ROW or shape[-1] < 100  # both paths are covered
+    rng = np.random.default_rng(shape[-1])
+    ufunc = getattr(np, op)
+    for x in (rng.random(shape) * 10.0 ** rng.integers(-8, 9, shape), rng.integers(0, 50, shape, dtype=np.int32)):
+        kind = x.dtype
+        want = (np.flip(ufunc.accumulate(np.flip(x, -1), axis=-1, dtype=kind), -1) if reverse
+                else ufunc.accumulate(x, axis=-1, dtype=kind))
+        got = np.asarray(accumulate_rows(xp.asarray(x), op, reverse=reverse))
+        assert got.dtype == x.dtype
+        assert np.array_equal(got, want)

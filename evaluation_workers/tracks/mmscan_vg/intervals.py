@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from evaluation_workers._xp import array_namespace, cummax_reverse, cumsum64
+from evaluation_workers._xp import accumulate_rows, array_namespace, cummax_reverse, cumsum64
 from evaluation_workers.metrics import bootstrap
 from evaluation_workers.tracks.mmscan_vg.labels import GROUPS
 from evaluation_workers.tracks.mmscan_vg.score import PER_SAMPLE_KEYS, POOLED, THRESHOLDS
@@ -124,7 +124,7 @@ def _pooled(xp: Any, w_tp: Any, so_far: Any, n_gt: Any) -> tuple[Any, Any]:
         zero = xp.zeros((b,), dtype=xp.float64)
         return zero, zero
     if xp.isdtype(w_tp.dtype, "integral"):
-        found = xp.astype(xp.cumulative_sum(w_tp, axis=1, dtype=w_tp.dtype), xp.float64)
+        found = xp.astype(accumulate_rows(w_tp, "add"), xp.float64)
         w_tp = xp.astype(w_tp, xp.float64)
     else:
         found = cumsum64(w_tp, axis=1)
