@@ -44,12 +44,14 @@ from array_api_compat import is_cupy_namespace
 from evaluation_workers._xp import (
     accumulate_rows,
     array_namespace,
+    contiguous,
     cumsum64,
     lean_import,
     segment_sums,
     to_device,
     to_numpy,
 )
+from evaluation_workers.metrics.interleaved import Interleaved
 from evaluation_workers.threads import read_ahead, threads
 
 DEFAULT_RESAMPLES = 1000  # the cost is measured by benchmarks/bootstrap.py (issue 13: under 20 % of scoring)
@@ -363,7 +365,7 @@ class RunningSums:
             return
         self.used, self.starts = used, starts
         self.longest = int(np.max(ends + 1 - starts))
-        self._sparse: dict[type[np.generic], Any] = {}
+        self._sparse: dict[tuple[type[np.generic], int], Any] = {}  # (dtype, layout rows or 0)
 
     def __call__(self, counts: Any) -> Any:
         xp = array_namespace(counts)
@@ -380,18 +382,47 @@ class RunningSums:
             return cumsum64(xp.concat(parts, axis=0) if len(parts) > 1 else parts[0], axis=1)
         return xp.asarray(self._host(np.asarray(counts)))
 
+    def interleaved(self, weights: Any, layout: Interleaved) -> Any:
+        """The same sums as float64 in ``layout`` (of the J positions), given the (n, b) weights
+        (units by resamples): ``out[layout.row_of(j)] = sums[:, j]``, padding rows 0.
+
+        On the CPU the sparse product yields the layout's rows directly (its rows permuted to
+        them), so the running sum is ``layout.running_sum``'s element-wise steps, not a chain."""
+        xp = array_namespace(weights)
+        if not self.n_ends:
+            return xp.zeros((layout.rows, weights.shape[1]), dtype=xp.float64)
+        if self.dense is not None or is_cupy_namespace(xp):
+            by_row = contiguous(xp.permute_dims(self(xp.permute_dims(weights, (1, 0))), (1, 0)))  # (J, b)
+            rows = xp.asarray(layout.source_rows(np.arange(self.n_ends)))
+            return layout.gather(xp.astype(by_row, xp.float64), rows)
+        host = np.asarray(weights)
+        top = _whole_top(host)
+        dtype = self._dtype(top)
+        key = (dtype, layout.rows)
+        matrix = self._sparse.get(key)
+        if matrix is None:
+            matrix = self._sparse[key] = self._segments(dtype, layout)
+        sums = matrix @ host.astype(dtype, copy=False)  # (rows, b)
+        if top is None or dtype is np.float64:
+            return xp.asarray(layout.running_sum(np.asarray(sums, dtype=np.float64)))
+        wide = np.int32 if top * self.used.shape[0] < 2**31 else np.int64  # the most a running sum reaches
+        return xp.asarray(layout.running_sum(sums.astype(wide)).astype(np.float64))
+
+    def _dtype(self, top: int | None) -> type[np.generic]:
+        """The narrowest integer that holds every segment's sum (float64 for weights that are not whole)."""
+        for candidate in (np.int16, np.int32):
+            if top is not None and top * self.longest <= np.iinfo(candidate).max:
+                return candidate
+        return np.float64
+
     def _host(self, counts: np.ndarray) -> np.ndarray:
         # The narrowest integer that holds every segment's sum; integer sums below 2**53 in all are
         # exact, and equal to summing the float64 counts.
-        dtype: type[np.generic] = np.float64
         top = _whole_top(counts)
-        for candidate in (np.int16, np.int32):
-            if top is not None and top * self.longest <= np.iinfo(candidate).max:
-                dtype = candidate
-                break
-        matrix = self._sparse.get(dtype)
+        dtype = self._dtype(top)
+        matrix = self._sparse.get((dtype, 0))
         if matrix is None:
-            matrix = self._sparse[dtype] = self._segments(dtype)
+            matrix = self._sparse[(dtype, 0)] = self._segments(dtype)
         sums = matrix @ np.ascontiguousarray(counts.T, dtype=dtype)  # (J, b)
         if top is None or dtype is np.float64:
             running: np.ndarray = accumulate_rows(np.ascontiguousarray(sums.T, dtype=np.float64), "add")
@@ -401,13 +432,17 @@ class RunningSums:
         whole: np.ndarray = accumulate_rows(np.ascontiguousarray(sums.T, dtype=wide), "add")
         return whole.astype(np.float64)
 
-    def _segments(self, dtype: type[np.generic]) -> Any:
-        """The sparse (J, n) matrix: how many entries of each unit lie in each segment."""
+    def _segments(self, dtype: type[np.generic], layout: Interleaved | None = None) -> Any:
+        """The sparse (J, n) matrix: how many entries of each unit lie in each segment; with a
+        ``layout``, (layout.rows, n) with segment j in row ``layout.row_of(j)``."""
         csr_matrix = lean_import("scipy.sparse").csr_matrix
 
         lengths = np.diff(np.append(self.starts, self.used.shape[0]))
         segment = np.repeat(np.arange(self.n_ends), lengths)
+        rows = self.n_ends
+        if layout is not None:
+            segment, rows = layout.row_of(segment), layout.rows
         matrix = csr_matrix((np.ones(self.used.shape[0], dtype=dtype), (segment, self.used)),
-                            shape=(self.n_ends, self.n_units))
+                            shape=(rows, self.n_units))
         matrix.sum_duplicates()
         return matrix

@@ -265,7 +265,7 @@ def test_the_statistic_at_unit_counts_is_the_point_estimate(tmp_path: Path) -> N
 def test_running_sums_equal_the_sum_over_the_ranking(xp, case: str) -> None:
     """``RunningSums`` against the plain running sum of each resample's weights along the ranking,
     through each of its paths: the dense product (few units), the gathered segments in int16 and
-    (counts x segment length beyond int16) in int32."""
+    (counts x segment length beyond int16) in int32; as (b, J) and in the interleaved layout."""
     rng = np.random.default_rng(len(case))
     n_units, length = (40, 3000) if case == "few units" else (20_000, 60_000)
     counts = rng.poisson(1.0, (7, n_units)).astype(np.float64)
@@ -279,7 +279,15 @@ def test_running_sums_equal_the_sum_over_the_ranking(xp, case: str) -> None:
         unit[: 20_000] = rng.integers(0, 50, 20_000)
         ends = np.concatenate([[19_999], ends[ends > 19_999]])
     want = np.cumsum(counts[:, unit], axis=1)[:, ends]
-    got = np.asarray(bootstrap.RunningSums(unit, ends, n_units)(xp.asarray(counts)))
+    running = bootstrap.RunningSums(unit, ends, n_units)
+    got = np.asarray(running(xp.asarray(counts)))
+    assert np.allclose(got, want, rtol=0, atol=1e-9) if case == "fractional weights" else np.array_equal(got, want)
+    # The same sums in the interleaved layout, from the (units, resamples) weights.
+    from evaluation_workers.metrics.interleaved import Interleaved
+
+    layout = Interleaved(int(ends.shape[0]))
+    spread = running.interleaved(xp.asarray(np.ascontiguousarray(counts.T)), layout)
+    got = np.asarray(layout.to_positions(spread))
     assert np.allclose(got, want, rtol=0, atol=1e-9) if case == "fractional weights" else np.array_equal(got, want)
 
 
@@ -303,3 +311,30 @@ def test_accumulate_rows_is_one_accumulate_call_bit_for_bit(xp, op: str, reverse
         got = np.asarray(accumulate_rows(xp.asarray(x), op, reverse=reverse))
         assert got.dtype == x.dtype
         assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("n", [0, 1, 31, 32, 33, 100, 1_000])
+def test_the_interleaved_layout_runs_sums_and_maxima_as_the_plain_accumulate(xp, n: int) -> None:
+    """Positions cut into blocks and laid out block-interleaved (``metrics.interleaved``): a gather, the
+    running sum, the running maximum from the right and the way back to position order equal the
+    plain operations on (b, n), padding included (lengths below, at and past a block)."""
+    from evaluation_workers.metrics.interleaved import BLOCK, Interleaved
+
+    rng = np.random.default_rng(n)
+    b, m = 7, 50
+    source = rng.integers(0, 40, (m, b)).astype(np.int32)
+    index = rng.integers(0, m, n)
+    layout = Interleaved(n)
+    assert layout.rows >= n and layout.rows - n < BLOCK
+    rows = xp.asarray(layout.source_rows(index))
+    gathered = layout.gather(xp.asarray(source), rows)
+    assert np.array_equal(np.asarray(layout.to_positions(gathered)), source[index].T)
+    want_sum = np.cumsum(source[index], axis=0, dtype=np.int32).T
+    assert np.array_equal(np.asarray(layout.to_positions(layout.running_sum(gathered))), want_sum)
+    values = rng.random((m, b))
+    spread = layout.gather(xp.asarray(values), rows)
+    want_max = np.flip(np.maximum.accumulate(np.flip(values[index], 0), axis=0), 0).T
+    assert np.array_equal(np.asarray(layout.to_positions(layout.running_max_reverse(spread))), want_max)
+    if n:
+        assert layout.position[layout.last_row] == n - 1
+        assert np.array_equal(np.sort(layout.position[layout.row_of(np.arange(n))]), np.arange(n))

@@ -29,8 +29,9 @@ from typing import Any
 
 import numpy as np
 
-from evaluation_workers._xp import accumulate_rows, array_namespace, cummax_reverse, cumsum64
+from evaluation_workers._xp import array_namespace, contiguous
 from evaluation_workers.metrics import bootstrap
+from evaluation_workers.metrics.interleaved import Interleaved
 from evaluation_workers.tracks.mmscan_vg.labels import GROUPS
 from evaluation_workers.tracks.mmscan_vg.score import PER_SAMPLE_KEYS, POOLED, THRESHOLDS
 
@@ -69,13 +70,17 @@ def statistic(outcomes: dict[str, np.ndarray]) -> bootstrap.Statistic:
         tp = outcomes["pool_tp"][rows]
         sample = outcomes["pool_sample"][rows]
         hits = np.flatnonzero(tp.any(axis=1))  # where the running sum of all predictions is needed
+        at_hits = Interleaved(int(hits.shape[0]))
         seen = bootstrap.RunningSums(sample, hits, n)
         per_t = []
         for t in range(len(THRESHOLDS)):
             tp_rows = np.flatnonzero(tp[:, t])
-            per_t.append((sample[tp_rows], np.searchsorted(hits, tp_rows)))
-        pools.append((seen, per_t))
-    longest = max([int(at.shape[0]) for _, per_t in pools for _, at in per_t] + [1])
+            layout = Interleaved(int(tp_rows.shape[0]))
+            # Per row of the layout: the prompt whose weight it takes, and the hit whose running sum.
+            per_t.append((layout, layout.source_rows(sample[tp_rows]),
+                          layout.source_rows(at_hits.row_of(np.searchsorted(hits, tp_rows)))))
+        pools.append((seen, at_hits, per_t))
+    longest = max([layout.n for _, _, per_t in pools for layout, _, _ in per_t] + [1])
 
     def stat(counts: Any) -> dict[str, Any]:
         xp = array_namespace(counts)
@@ -91,17 +96,18 @@ def statistic(outcomes: dict[str, np.ndarray]) -> bootstrap.Statistic:
             for gi, g in enumerate(GROUPS):
                 out[f"{g}/{key}"] = per_group[:, gi, k]
         n_gt = counts @ xp.asarray(gt_h)  # (b, G) ground-truth boxes per category
-        # The true positives' weights gathered and summed as integers where they are whole (draws).
+        # The true positives' weights gathered and summed as integers where they are whole (draws);
+        # prompts by resamples, so that a gather copies rows (``interleaved``).
         ints = bootstrap.as_int32(counts, longest)
-        weights = counts if ints is None else ints
+        weights = contiguous(xp.permute_dims(counts if ints is None else ints, (1, 0)))  # (S, b)
         pooled = {f"{m}@{t}": xp.zeros((b,), dtype=xp.float64) for m in POOLED for t in THRESHOLDS}
-        for gi, (running, per_t) in enumerate(pools):
+        for gi, (running, at_hits, per_t) in enumerate(pools):
             present = sizes[:, gi] > 0
-            seen = running(weights)  # (b, H) predictions up to each hit
+            # Predictions up to each hit, at least 1 (the precision's denominator).
+            seen = xp.maximum(running.interleaved(weights, at_hits), xp.ones((1,), dtype=xp.float64))
             for ti, t in enumerate(THRESHOLDS):
-                tp_sample, at = per_t[ti]
-                ap, ar = _pooled(xp, xp.take(weights, xp.asarray(tp_sample), axis=1),
-                                 xp.take(seen, xp.asarray(at), axis=1), n_gt[:, gi])
+                layout, tp_prompt, tp_hit = per_t[ti]
+                ap, ar = _pooled(xp, layout, weights, seen, xp.asarray(tp_prompt), xp.asarray(tp_hit), n_gt[:, gi])
                 for key, value in ((f"AP_box@{t}", ap), (f"AR_box@{t}", ar)):
                     defined = xp.where(present, value, xp.full_like(value, np.nan))
                     out[f"{GROUPS[gi]}/{key}"] = defined
@@ -113,25 +119,28 @@ def statistic(outcomes: dict[str, np.ndarray]) -> bootstrap.Statistic:
     return stat
 
 
-def _pooled(xp: Any, w_tp: Any, so_far: Any, n_gt: Any) -> tuple[Any, Any]:
-    """Weighted AP and AR of one category's ranking: (b,) each, 0 where it has no true positive.
+def _pooled(xp: Any, layout: Interleaved, weights: Any, seen: Any, tp_prompt: Any, tp_hit: Any,
+            n_gt: Any) -> tuple[Any, Any]:
+    """Weighted AP and AR of one category's ranking at one threshold: (b,) each, 0 where it has no
+    true positive.
 
-    ``w_tp`` (b, P): the weight of each true positive, float64 or int32 (then summed in int32:
-    the caller checked that every sum fits); ``so_far`` (b, P): the weight of all predictions up to it.
+    ``weights`` (S, b): each prompt's weight in each resample, int32 (summed in int32: the caller
+    checked that every sum fits) or float64; ``seen`` (rows, b) in ``at_hits``' layout: the weight of
+    all predictions up to each hit, at least 1; ``tp_prompt``, ``tp_hit``: for each row of
+    ``layout`` (the true positives, in ranking order), the row of ``weights`` and of ``seen``.
     """
-    b = w_tp.shape[0]
-    if w_tp.shape[1] == 0:
+    b = weights.shape[1]
+    if layout.n == 0:
         zero = xp.zeros((b,), dtype=xp.float64)
         return zero, zero
-    if xp.isdtype(w_tp.dtype, "integral"):
-        found = xp.astype(accumulate_rows(w_tp, "add"), xp.float64)
-        w_tp = xp.astype(w_tp, xp.float64)
-    else:
-        found = cumsum64(w_tp, axis=1)
+    w_tp = layout.gather(weights, tp_prompt)  # (rows, b), 0 at the padding
+    w_float = xp.astype(w_tp, xp.float64)
+    found = layout.running_sum(w_tp)
     # Weights are whole numbers and so_far >= found: where nothing is drawn yet both are 0 and so is
     # the precision; elsewhere so_far >= 1 and the division is the plain one.
-    precision = found / xp.maximum(so_far, xp.ones_like(so_far))
-    envelope = cummax_reverse(precision)
-    ap = bootstrap.weighted_ratio(xp, xp.sum(w_tp * envelope, axis=1), n_gt)
-    ar = bootstrap.weighted_ratio(xp, found[:, -1], n_gt)
+    precision = layout.set_padding(xp.astype(found, xp.float64) / layout.gather(seen, tp_hit, pad=1.0), 0)
+    envelope = layout.running_max_reverse(precision)
+    # Summed in ranking order, as one resample's row: the same bits as the plain computation.
+    ap = bootstrap.weighted_ratio(xp, xp.sum(layout.to_positions(w_float * envelope), axis=1), n_gt)
+    ar = bootstrap.weighted_ratio(xp, xp.astype(found[layout.last_row, :], xp.float64), n_gt)
     return ap, ar
