@@ -75,24 +75,28 @@ def _slab_clip(
         whether the line lies on a slab's boundary (within ``tol``, parallel
         within PARALLEL).
     """
+    # Each slab clips the line to [mid - reach, mid + reach], mid = -alpha / beta, reach = half / |beta|.
+    # Written with a = alpha / beta and the lower end negated (neg_lo = -lo), which are the same values
+    # bit for bit (IEEE negation is exact; max(x, -y) = -min(-x, y)) in four operations fewer a slab.
+    neg_lo = -lo
     outside = on_boundary = None
     for alpha, beta, half in zip(alphas, betas, halves):
         par = xp.abs(beta) <= PARALLEL
-        inv = 1 / xp.where(par, xp.ones_like(beta), beta)
-        mid = -alpha * inv
+        general = not bool(xp.any(par))  # general position: no line parallel to this slab
+        inv = 1 / beta if general else 1 / xp.where(par, xp.ones_like(beta), beta)
+        a = alpha * inv
         reach = half * xp.abs(inv)
-        if not bool(xp.any(par)):  # general position: no line parallel to this slab
-            lo = xp.maximum(lo, mid - reach)
-            hi = xp.minimum(hi, mid + reach)
+        if not general:
+            reach = xp.where(par, xp.inf, reach)
+        neg_lo = xp.minimum(neg_lo, a + reach)
+        hi = xp.minimum(hi, reach - a)
+        if general:
             continue
-        reach = xp.where(par, xp.inf, reach)
-        lo = xp.maximum(lo, mid - reach)
-        hi = xp.minimum(hi, mid + reach)
         excess = xp.abs(alpha) - half
         out, on = par & (excess > tol), par & (xp.abs(excess) <= tol)
         outside = out if outside is None else outside | out
         on_boundary = on if on_boundary is None else on_boundary | on
-    length = non_negative(hi - lo)
+    length = non_negative(hi + neg_lo)
     if outside is None:
         return length, xp.zeros(length.shape, dtype=xp.bool)
     return xp.where(outside, xp.zeros_like(length), length), on_boundary
