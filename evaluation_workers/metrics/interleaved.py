@@ -15,8 +15,9 @@ SIMD, GIL released), then each block's carry from the blocks before it. The
 values are those of the plain running op: sums of whole numbers (draw counts)
 and maxima do not depend on the order in which they are taken.
 
-Positions past n (the last block's padding) are zeros in what ``gather``
-returns; a caller zeroes them (``pads``) wherever it computes other values.
+Positions past n (the last block's padding) hold what ``gather`` is told to
+put there (``pad``); a caller resets them (``set_padding``) where it computes
+other values from them, so that they never reach a running maximum.
 """
 
 from __future__ import annotations

@@ -18,9 +18,13 @@ the statistic takes running sums of the copies' weights along the ranking:
 - recall is over the weighted ground-truth boxes of the category.
 
 The running sums of all predictions are needed only at the true positives
-(``bootstrap.RunningSums``), those of the true positives all along.
-Cost: one gather of (b, R) weights per category, R its pooled predictions up
-to its last true positive (``score._outcomes``), summed segment by segment.
+(``bootstrap.RunningSums``: one sparse product per category, over its R pooled
+predictions up to its last true positive, ``score._outcomes``), those of the
+true positives all along. Both, and the envelope, are computed with the
+resamples side by side in ``metrics.interleaved``'s layout: element-wise steps
+over every resample at once rather than a chain of additions per resample.
+Each AP is summed in ranking order, resample by resample, as a plain
+computation would, so the values are the same bit for bit.
 """
 
 from __future__ import annotations
