@@ -63,22 +63,24 @@ _R_S = np.array([1.0, -1.0, 1.0, -1.0])
 
 
 def _slab_clip(
-    alphas: list[Any], betas: list[Any], halves: list[Any], tol: Any, lo: Any, hi: Any, xp: Any
-) -> tuple[Any, Any]:
+    alphas: list[Any], betas: list[Any], halves: list[Any], tol: Any, lo: Any | None, hi: Any | None, xp: Any
+) -> tuple[Any, Any | None]:
     """Clip lines ``alpha + s beta`` to the slabs ``|alpha + s beta| <= half``, one slab per list item.
 
     The slabs are separate arrays, not an axis: reductions over an axis of 2-4
     items are slow in NumPy, element-wise maxima are not.
 
+    ``lo``, ``hi`` None: the whole line (from -inf to inf).
+
     Returns:
         length of [lo, hi] after clipping (boundaries count as inside), and
         whether the line lies on a slab's boundary (within ``tol``, parallel
-        within PARALLEL).
+        within PARALLEL); None when no line is parallel to any slab (general position).
     """
     # Each slab clips the line to [mid - reach, mid + reach], mid = -alpha / beta, reach = half / |beta|.
     # Written with a = alpha / beta and the lower end negated (neg_lo = -lo), which are the same values
     # bit for bit (IEEE negation is exact; max(x, -y) = -min(-x, y)) in four operations fewer a slab.
-    neg_lo = -lo
+    neg_lo = None if lo is None else -lo
     outside = on_boundary = None
     for alpha, beta, half in zip(alphas, betas, halves):
         par = xp.abs(beta) <= PARALLEL
@@ -88,18 +90,27 @@ def _slab_clip(
         reach = half * xp.abs(inv)
         if not general:
             reach = xp.where(par, xp.inf, reach)
-        neg_lo = xp.minimum(neg_lo, a + reach)
-        hi = xp.minimum(hi, reach - a)
+        neg_lo = a + reach if neg_lo is None else xp.minimum(neg_lo, a + reach)  # min(inf, x) is x, NaN too
+        hi = reach - a if hi is None else xp.minimum(hi, reach - a)
         if general:
             continue
         excess = xp.abs(alpha) - half
         out, on = par & (excess > tol), par & (xp.abs(excess) <= tol)
         outside = out if outside is None else outside | out
         on_boundary = on if on_boundary is None else on_boundary | on
+    if hi is None or neg_lo is None:
+        raise ValueError("Expected at least one slab to clip the lines with")
     length = non_negative(hi + neg_lo)
     if outside is None:
-        return length, xp.zeros(length.shape, dtype=xp.bool)
+        return length, None
     return xp.where(outside, xp.zeros_like(length), length), on_boundary
+
+
+def _on_boundary(on_boundary: Any | None, length: Any, xp: Any) -> Any:
+    """(n,): whether a line of positive length lies on a slab's boundary (False in general position)."""
+    if on_boundary is None:
+        return xp.zeros((length.shape[0],), dtype=xp.bool)
+    return xp.any(on_boundary & (length > 0), axis=1)
 
 
 def _box_edges(half_own: Any, half_other: Any, q: Any, centre: Any, tol: Any, xp: Any) -> tuple[Any, Any]:
@@ -122,7 +133,7 @@ def _box_edges(half_own: Any, half_other: Any, q: Any, centre: Any, tol: Any, xp
         halves.append(half_other[:, j : j + 1])
     reach = xp.take(half_own, k3, axis=1)
     length, on_boundary = _slab_clip(alphas, betas, halves, tol[:, None], -reach, reach, xp)
-    return length, xp.any(on_boundary & (length > 0), axis=1)
+    return length, _on_boundary(on_boundary, length, xp)
 
 
 def general_volume(half1: Any, half2: Any, q: Any, t12: Any, t21: Any, tol: Any, xp: Any) -> tuple[Any, Any]:
@@ -158,8 +169,10 @@ def general_volume(half1: Any, half2: Any, q: Any, t12: Any, t21: Any, tol: Any,
     g2 = sb * xp.take(qf, 3 * o2 + kb, axis=1)
     sin = xp.sqrt(g1 * g1 + g2 * g2)  # |n_f x n_g|
     parallel = sin <= PARALLEL
-    coincident = parallel & (xp.where(cos > 0, xp.abs(c_f - c_g), xp.abs(c_f + c_g)) <= tol[:, None])
-    inv = 1 / xp.where(parallel, xp.ones_like(sin), sin)
+    # Parallel faces are rare outside axis-aligned pairs (which ``planar_volume`` takes): without any,
+    # the parallel-only terms below are skipped (they would change nothing).
+    some_parallel = bool(xp.any(parallel))
+    inv = 1 / xp.where(parallel, xp.ones_like(sin), sin) if some_parallel else 1 / sin
     # The line: x_ka = sa c_f; in the (o1, o2) plane, the point of g . x = c_g - cos c_f
     # nearest the axis; unit direction (n_f x n_g) / sin, whose ka component is 0.
     along = (c_g - cos * c_f) * inv * inv
@@ -171,12 +184,15 @@ def general_volume(half1: Any, half2: Any, q: Any, t12: Any, t21: Any, tol: Any,
         alphas.append(u_ka * p_ka + u_o1 * p_o1 + u_o2 * p_o2 + xp.take(t21, jb, axis=1))
         betas.append(u_o1 * d_o1 + u_o2 * d_o2)
         halves.append(xp.take(half2, jb, axis=1))
-    infinite = xp.full((n, 36), xp.inf, dtype=half1.dtype)
-    length, on_boundary = _slab_clip(alphas, betas, halves, tol[:, None], -infinite, infinite, xp)
-    length = xp.where(parallel, xp.zeros_like(length), length)
+    length, on_boundary = _slab_clip(alphas, betas, halves, tol[:, None], None, None, xp)
+    if some_parallel:
+        length = xp.where(parallel, xp.zeros_like(length), length)
+    degenerate = deg_a | deg_b | _on_boundary(on_boundary, length, xp)
+    if some_parallel:
+        coincident = parallel & (xp.where(cos > 0, xp.abs(c_f - c_g), xp.abs(c_f + c_g)) <= tol[:, None])
+        degenerate = degenerate | xp.any(coincident, axis=1)
     w = (2 * c_f * c_g - cos * (c_f * c_f + c_g * c_g)) * inv
     total = total + xp.sum(length * w, axis=1)
-    degenerate = deg_a | deg_b | xp.any((on_boundary & (length > 0)) | coincident, axis=1)
     return total / 6, degenerate
 
 
@@ -206,4 +222,4 @@ def _rectangle_edges(half_own: Any, half_other: Any, q: Any, centre: Any, tol: A
         halves.append(half_other[:, j : j + 1])
     reach = xp.take(half_own, 1 - rk, axis=1)
     length, on_boundary = _slab_clip(alphas, betas, halves, tol[:, None], -reach, reach, xp)
-    return length, xp.any(on_boundary & (length > 0), axis=1)
+    return length, _on_boundary(on_boundary, length, xp)
