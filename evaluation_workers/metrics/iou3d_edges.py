@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from evaluation_workers._xp import non_negative
+from evaluation_workers._xp import contiguous, non_negative
 
 __all__ = ["PARALLEL", "general_volume", "planar_volume"]
 
@@ -51,11 +51,6 @@ _E_K2 = np.repeat(np.array([1, 2, 2]), 4)
 _E_K3 = np.repeat(np.array([2, 1, 0]), 4)
 _E_S1 = np.tile(np.array([1.0, 1.0, -1.0, -1.0]), 3)
 _E_S2 = np.tile(np.array([1.0, -1.0, 1.0, -1.0]), 3)
-# The 36 lines of face (axis KA, sign SA) of A with face (KB, SB) of B.
-_AB_KA = np.repeat(np.arange(3), 12)
-_AB_SA = np.tile(np.repeat(np.array([1.0, -1.0]), 6), 3)
-_AB_KB = np.tile(np.repeat(np.arange(3), 2), 6)
-_AB_SB = np.tile(np.array([1.0, -1.0]), 18)
 _OTHER = np.array([[1, 2], [2, 0], [0, 1]])  # the two axes other than k
 # The 4 edges of a rectangle: x_K = S h_K, running along axis 1 - K.
 _R_K = np.array([0, 0, 1, 1])
@@ -156,21 +151,38 @@ def general_volume(half1: Any, half2: Any, q: Any, t12: Any, t21: Any, tol: Any,
     c_b2 = xp.take(half2, k2, axis=1) - s2 * xp.take(t21, k2, axis=1)
     total = xp.sum(edges_a * w_a, axis=1) + xp.sum(edges_b * 2 * c_b1 * c_b2, axis=1)
 
-    # Lines of an A face (axis ka, sign sa) with a B face (axis kb, sign sb).
-    n = half1.shape[0]
-    qf = xp.reshape(q, (n, 9))  # q[:, k, j] at 3k + j
-    ka, kb, sa, sb = (xp.asarray(a) for a in (_AB_KA, _AB_KB, _AB_SA, _AB_SB))
-    o1, o2 = xp.asarray(_OTHER[_AB_KA, 0]), xp.asarray(_OTHER[_AB_KA, 1])
-    c_f = xp.take(half1, ka, axis=1)  # (n, 36) plane offsets
-    c_g = xp.take(half2, kb, axis=1) - sb * xp.take(t21, kb, axis=1)
-    # B's face normal n_g along A's axes ka, o1, o2; cos = n_f . n_g with n_f = sa e_ka.
-    cos = sa * sb * xp.take(qf, 3 * ka + kb, axis=1)
-    g1 = sb * xp.take(qf, 3 * o1 + kb, axis=1)
-    g2 = sb * xp.take(qf, 3 * o2 + kb, axis=1)
-    sin = xp.sqrt(g1 * g1 + g2 * g2)  # |n_f x n_g|
+    face_sum, face_degenerate = _face_lines(half1, half2, q, t21, tol, xp)
+    return (total + face_sum) / 6, deg_a | deg_b | face_degenerate
+
+
+def _face_lines(half1: Any, half2: Any, q: Any, t21: Any, tol: Any, xp: Any) -> tuple[Any, Any]:
+    """The 36 lines of an A face (axis ka, sign sa) with a B face (axis kb, sign sb): the sum over them of
+    L_fg (2 c_f c_g - cos_fg (c_f^2 + c_g^2)) / sin_fg, (n,), and (n,) degenerate flags.
+
+    The lines are laid out (ka, sa, kb, sb, pair), the pairs last: what depends on the directions only
+    (sin, its inverse, the axes' products) is computed once for the 9 (ka, kb) and broadcast over the
+    signs, and every array is a set of long rows. Each value is computed as the same IEEE operations
+    as line by line, and the sum over the 36 lines of a pair is taken in NumPy's order for a row of 36
+    (eight running sums, then pairwise, then the last four), so the volumes are the same bit for bit.
+    """
+    # Per pair, along the last axis: half sizes (3, n), q (3, 3, n), t21 (3, n).
+    h1, h2 = contiguous(xp.permute_dims(half1, (1, 0))), contiguous(xp.permute_dims(half2, (1, 0)))
+    qt = contiguous(xp.permute_dims(q, (1, 2, 0)))
+    t21t = contiguous(xp.permute_dims(t21, (1, 0)))
+    o1, o2 = xp.asarray(_OTHER[:, 0]), xp.asarray(_OTHER[:, 1])
+    sa = xp.reshape(xp.asarray([1.0, -1.0]), (1, 2, 1, 1, 1))
+    sb = xp.reshape(xp.asarray([1.0, -1.0]), (1, 1, 1, 2, 1))
+
+    def face(x: Any) -> Any:  # (3, 3, n) indexed (ka, kb) -> (ka, 1, kb, 1, n)
+        return x[:, None, :, None, :]
+
+    c_f = h1[:, None, None, None, :]  # A's plane offsets, by ka
+    c_g = h2[None, None, :, None, :] - sb * t21t[None, None, :, None, :]  # B's, by (kb, sb)
+    q1, q2 = xp.take(qt, o1, axis=0), xp.take(qt, o2, axis=0)  # q[o1(ka), kb], q[o2(ka), kb]
+    cos = sa * sb * face(qt)
+    g1, g2 = sb * face(q1), sb * face(q2)
+    sin = face(xp.sqrt(q1 * q1 + q2 * q2))  # |n_f x n_g|: g * g = q * q exactly
     parallel = sin <= PARALLEL
-    # Parallel faces are rare outside axis-aligned pairs (which ``planar_volume`` takes): without any,
-    # the parallel-only terms below are skipped (they would change nothing).
     some_parallel = bool(xp.any(parallel))
     inv = 1 / xp.where(parallel, xp.ones_like(sin), sin) if some_parallel else 1 / sin
     # The line: x_ka = sa c_f; in the (o1, o2) plane, the point of g . x = c_g - cos c_f
@@ -178,22 +190,41 @@ def general_volume(half1: Any, half2: Any, q: Any, t12: Any, t21: Any, tol: Any,
     along = (c_g - cos * c_f) * inv * inv
     p_ka, p_o1, p_o2 = sa * c_f, along * g1, along * g2
     d_o1, d_o2 = -sa * g2 * inv, sa * g1 * inv
-    alphas, betas, halves = [p_o1, p_o2], [d_o1, d_o2], [xp.take(half1, o1, axis=1), xp.take(half1, o2, axis=1)]
-    for jb in (xp.asarray(_OTHER[_AB_KB, 0]), xp.asarray(_OTHER[_AB_KB, 1])):  # B's two other slabs
-        u_ka, u_o1, u_o2 = (xp.take(qf, 3 * k + jb, axis=1) for k in (ka, o1, o2))
-        alphas.append(u_ka * p_ka + u_o1 * p_o1 + u_o2 * p_o2 + xp.take(t21, jb, axis=1))
+    alphas, betas = [p_o1, p_o2], [d_o1, d_o2]
+    halves = [xp.take(h1, o1, axis=0)[:, None, None, None, :], xp.take(h1, o2, axis=0)[:, None, None, None, :]]
+    for jb in (o1, o2):  # B's two other slabs (the axes other than kb)
+        u_ka, u_o1, u_o2 = (face(xp.take(rows, jb, axis=1)) for rows in (qt, q1, q2))
+        alphas.append(u_ka * p_ka + u_o1 * p_o1 + u_o2 * p_o2 + xp.take(t21t, jb, axis=0)[None, None, :, None, :])
         betas.append(u_o1 * d_o1 + u_o2 * d_o2)
-        halves.append(xp.take(half2, jb, axis=1))
-    length, on_boundary = _slab_clip(alphas, betas, halves, tol[:, None], None, None, xp)
+        halves.append(xp.take(h2, jb, axis=0)[None, None, :, None, :])
+    tol_all = tol[None, None, None, None, :]
+    length, on_boundary = _slab_clip(alphas, betas, halves, tol_all, None, None, xp)
+    n = half1.shape[0]
     if some_parallel:
         length = xp.where(parallel, xp.zeros_like(length), length)
-    degenerate = deg_a | deg_b | _on_boundary(on_boundary, length, xp)
+    degenerate = xp.zeros((n,), dtype=xp.bool)
+    if on_boundary is not None:
+        degenerate = xp.any(xp.reshape(on_boundary & (length > 0), (36, n)), axis=0)
     if some_parallel:
-        coincident = parallel & (xp.where(cos > 0, xp.abs(c_f - c_g), xp.abs(c_f + c_g)) <= tol[:, None])
-        degenerate = degenerate | xp.any(coincident, axis=1)
+        coincident = parallel & (xp.where(cos > 0, xp.abs(c_f - c_g), xp.abs(c_f + c_g)) <= tol_all)
+        degenerate = degenerate | xp.any(xp.reshape(coincident, (36, n)), axis=0)
     w = (2 * c_f * c_g - cos * (c_f * c_f + c_g * c_g)) * inv
-    total = total + xp.sum(length * w, axis=1)
-    return total / 6, degenerate
+    return _row_sum(xp.reshape(length * w, (36, n))), degenerate
+
+
+def _row_sum(rows: Any) -> Any:
+    """Sum over the first axis (8 to 128 long), in the order of NumPy's sum of a contiguous row of that length
+    (``pairwise_sum``: eight running sums, combined pairwise, then the rest one by one)."""
+    m = rows.shape[0]
+    acc = [rows[j, ...] for j in range(8)]
+    i = 8
+    while i < m - m % 8:
+        acc = [acc[j] + rows[i + j, ...] for j in range(8)]
+        i += 8
+    total = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))
+    for k in range(i, m):
+        total = total + rows[k, ...]
+    return total
 
 
 def planar_volume(half1: Any, half2: Any, q: Any, t12: Any, t21: Any, tol: Any, xp: Any) -> tuple[Any, Any]:
