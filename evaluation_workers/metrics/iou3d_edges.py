@@ -45,12 +45,11 @@ __all__ = ["PARALLEL", "general_volume", "planar_volume"]
 PARALLEL = 1e-10
 """|sin| (or |cos| to an axis) below which a line is treated as parallel to a plane or line."""
 
-# A's 12 edges: the line x_K1 = S1 h_K1, x_K2 = S2 h_K2, running along axis K3.
-_E_K1 = np.repeat(np.array([0, 0, 1]), 4)
-_E_K2 = np.repeat(np.array([1, 2, 2]), 4)
-_E_K3 = np.repeat(np.array([2, 1, 0]), 4)
-_E_S1 = np.tile(np.array([1.0, 1.0, -1.0, -1.0]), 3)
-_E_S2 = np.tile(np.array([1.0, -1.0, 1.0, -1.0]), 3)
+# A's 12 edges, in three directions of four parallel edges: direction d runs along axis _D_K3[d], at
+# x_K1 = s1 h_K1 and x_K2 = s2 h_K2 (K1 = _D_K1[d], K2 = _D_K2[d]; s1, s2 = +-1), laid out (d, s1, s2).
+_D_K1 = np.array([0, 0, 1])
+_D_K2 = np.array([1, 2, 2])
+_D_K3 = np.array([2, 1, 0])
 _OTHER = np.array([[1, 2], [2, 0], [0, 1]])  # the two axes other than k
 # The 4 edges of a rectangle: x_K = S h_K, running along axis 1 - K.
 _R_K = np.array([0, 0, 1, 1])
@@ -108,27 +107,35 @@ def _on_boundary(on_boundary: Any | None, length: Any, xp: Any) -> Any:
     return xp.any(on_boundary & (length > 0), axis=1)
 
 
-def _box_edges(half_own: Any, half_other: Any, q: Any, centre: Any, tol: Any, xp: Any) -> tuple[Any, Any]:
-    """Lengths (n, 12) of one box's edges inside the other, and (n,) degenerate flags.
+def _box_edges(h_own: Any, h_other: Any, q: Any, centre: Any, tol: Any, xp: Any) -> tuple[Any, Any]:
+    """Lengths (12, n) of one box's edges inside the other, and (n,) degenerate flags.
 
-    ``q[:, k, j]`` is the other box's axis j along this box's axis k, ``centre``
-    the other box's centre, both in this box's frame.
+    Pairs along the last axis: ``h_own``, ``h_other`` (3, n) half sizes; ``q[k, j]`` (3, 3, n) the other
+    box's axis j along this box's axis k, ``centre`` (3, n) the other box's centre, both in this box's
+    frame. The edges are laid out (direction, s1, s2), see ``_D_K1``.
     """
-    k1, k2, k3 = (xp.asarray(a) for a in (_E_K1, _E_K2, _E_K3))
-    s1, s2 = xp.asarray(_E_S1), xp.asarray(_E_S2)
-    corner1 = s1 * xp.take(half_own, k1, axis=1)  # (n, 12)
-    corner2 = s2 * xp.take(half_own, k2, axis=1)
+    k1, k2, k3 = (xp.asarray(a) for a in (_D_K1, _D_K2, _D_K3))
+    s1, s2 = xp.reshape(xp.asarray([1.0, -1.0]), (1, 2, 1, 1)), xp.reshape(xp.asarray([1.0, -1.0]), (1, 1, 2, 1))
+
+    def by_direction(rows: Any, k: Any) -> Any:  # (3, n) -> (direction, 1, 1, n)
+        return xp.take(rows, k, axis=0)[:, None, None, :]
+
+    corner1 = s1 * by_direction(h_own, k1)  # (3, 2, 1, n)
+    corner2 = s2 * by_direction(h_own, k2)  # (3, 1, 2, n)
     alphas, betas, halves = [], [], []
     for j in range(3):  # the other box's slabs
-        axis = q[:, :, j]
-        other_centre = axis[:, 0] * centre[:, 0] + axis[:, 1] * centre[:, 1] + axis[:, 2] * centre[:, 2]
-        alphas.append(corner1 * xp.take(axis, k1, axis=1) + corner2 * xp.take(axis, k2, axis=1)
-                      - other_centre[:, None])
-        betas.append(xp.take(axis, k3, axis=1))
-        halves.append(half_other[:, j : j + 1])
-    reach = xp.take(half_own, k3, axis=1)
-    length, on_boundary = _slab_clip(alphas, betas, halves, tol[:, None], -reach, reach, xp)
-    return length, _on_boundary(on_boundary, length, xp)
+        axis = q[:, j, :]
+        other_centre = axis[0, :] * centre[0, :] + axis[1, :] * centre[1, :] + axis[2, :] * centre[2, :]
+        alphas.append(corner1 * by_direction(axis, k1) + corner2 * by_direction(axis, k2) - other_centre)
+        betas.append(by_direction(axis, k3))  # one per direction: its four edges are parallel
+        halves.append(h_other[j, :])
+    reach = by_direction(h_own, k3)
+    length, on_boundary = _slab_clip(alphas, betas, halves, tol, -reach, reach, xp)
+    n = h_own.shape[1]
+    length = xp.reshape(length, (12, n))
+    if on_boundary is None:
+        return length, xp.zeros((n,), dtype=xp.bool)
+    return length, xp.any(xp.reshape(on_boundary, (12, n)) & (length > 0), axis=0)
 
 
 def general_volume(half1: Any, half2: Any, q: Any, t12: Any, t21: Any, tol: Any, xp: Any) -> tuple[Any, Any]:
@@ -139,36 +146,44 @@ def general_volume(half1: Any, half2: Any, q: Any, t12: Any, t21: Any, tol: Any,
         q: (n, 3, 3), ``q[:, k, j]`` = (axis k of box 1) . (axis j of box 2).
         t12: (n, 3) box 2's centre in box 1's frame; t21 box 1's in box 2's.
         tol: (n,) snapping tolerance (see ``iou3d``).
+
+    The pairs go to the last axis (a structure of arrays): what depends on an edge's or a line's
+    direction only is computed once for its parallel siblings, every array is a set of long rows,
+    and each value is computed by the same IEEE operations as pair by pair; the sums over a pair's
+    12 or 36 terms are taken in NumPy's order for a row of that length (``_row_sum``).
     """
+    h1, h2 = contiguous(xp.permute_dims(half1, (1, 0))), contiguous(xp.permute_dims(half2, (1, 0)))
+    qt = contiguous(xp.permute_dims(q, (1, 2, 0)))  # (3, 3, n): q[k, j]
+    t12t, t21t = contiguous(xp.permute_dims(t12, (1, 0))), contiguous(xp.permute_dims(t21, (1, 0)))
     # Plane offsets from box 1's centre: A's face (k, s) is s x_k <= h1_k;
     # B's face (k, s) is s u_k . x <= s u_k . t12 + h2_k, with u_k . t12 = -t21_k.
-    edges_a, deg_a = _box_edges(half1, half2, q, t12, tol, xp)
-    edges_b, deg_b = _box_edges(half2, half1, xp.matrix_transpose(q), t21, tol, xp)
-    k1, k2 = xp.asarray(_E_K1), xp.asarray(_E_K2)
-    s1, s2 = xp.asarray(_E_S1), xp.asarray(_E_S2)
-    w_a = 2 * xp.take(half1, k1, axis=1) * xp.take(half1, k2, axis=1)
-    c_b1 = xp.take(half2, k1, axis=1) - s1 * xp.take(t21, k1, axis=1)
-    c_b2 = xp.take(half2, k2, axis=1) - s2 * xp.take(t21, k2, axis=1)
-    total = xp.sum(edges_a * w_a, axis=1) + xp.sum(edges_b * 2 * c_b1 * c_b2, axis=1)
+    edges_a, deg_a = _box_edges(h1, h2, qt, t12t, tol, xp)
+    edges_b, deg_b = _box_edges(h2, h1, contiguous(xp.permute_dims(qt, (1, 0, 2))), t21t, tol, xp)
+    k1, k2 = xp.asarray(_D_K1), xp.asarray(_D_K2)
+    s1, s2 = xp.reshape(xp.asarray([1.0, -1.0]), (1, 2, 1, 1)), xp.reshape(xp.asarray([1.0, -1.0]), (1, 1, 2, 1))
+    n = half1.shape[0]
 
-    face_sum, face_degenerate = _face_lines(half1, half2, q, t21, tol, xp)
+    def by_direction(rows: Any, k: Any) -> Any:
+        return xp.take(rows, k, axis=0)[:, None, None, :]
+
+    w_a = 2 * by_direction(h1, k1) * by_direction(h1, k2)
+    c_b1 = by_direction(h2, k1) - s1 * by_direction(t21t, k1)
+    c_b2 = by_direction(h2, k2) - s2 * by_direction(t21t, k2)
+    edges_a, edges_b = xp.reshape(edges_a, (3, 2, 2, n)), xp.reshape(edges_b, (3, 2, 2, n))
+    total = (_row_sum(xp.reshape(edges_a * w_a, (12, n)))
+             + _row_sum(xp.reshape(edges_b * 2 * c_b1 * c_b2, (12, n))))
+    face_sum, face_degenerate = _face_lines(h1, h2, qt, t21t, tol, xp)
     return (total + face_sum) / 6, deg_a | deg_b | face_degenerate
 
 
-def _face_lines(half1: Any, half2: Any, q: Any, t21: Any, tol: Any, xp: Any) -> tuple[Any, Any]:
+def _face_lines(h1: Any, h2: Any, qt: Any, t21t: Any, tol: Any, xp: Any) -> tuple[Any, Any]:
     """The 36 lines of an A face (axis ka, sign sa) with a B face (axis kb, sign sb): the sum over them of
     L_fg (2 c_f c_g - cos_fg (c_f^2 + c_g^2)) / sin_fg, (n,), and (n,) degenerate flags.
 
-    The lines are laid out (ka, sa, kb, sb, pair), the pairs last: what depends on the directions only
-    (sin, its inverse, the axes' products) is computed once for the 9 (ka, kb) and broadcast over the
-    signs, and every array is a set of long rows. Each value is computed as the same IEEE operations
-    as line by line, and the sum over the 36 lines of a pair is taken in NumPy's order for a row of 36
-    (eight running sums, then pairwise, then the last four), so the volumes are the same bit for bit.
+    Pairs along the last axis (``general_volume``'s arrays); the lines are laid out (ka, sa, kb, sb):
+    what depends on the 9 directions only (sin, its inverse, the axes' products) is computed once and
+    broadcast over the signs.
     """
-    # Per pair, along the last axis: half sizes (3, n), q (3, 3, n), t21 (3, n).
-    h1, h2 = contiguous(xp.permute_dims(half1, (1, 0))), contiguous(xp.permute_dims(half2, (1, 0)))
-    qt = contiguous(xp.permute_dims(q, (1, 2, 0)))
-    t21t = contiguous(xp.permute_dims(t21, (1, 0)))
     o1, o2 = xp.asarray(_OTHER[:, 0]), xp.asarray(_OTHER[:, 1])
     sa = xp.reshape(xp.asarray([1.0, -1.0]), (1, 2, 1, 1, 1))
     sb = xp.reshape(xp.asarray([1.0, -1.0]), (1, 1, 1, 2, 1))
@@ -199,7 +214,7 @@ def _face_lines(half1: Any, half2: Any, q: Any, t21: Any, tol: Any, xp: Any) -> 
         halves.append(xp.take(h2, jb, axis=0)[None, None, :, None, :])
     tol_all = tol[None, None, None, None, :]
     length, on_boundary = _slab_clip(alphas, betas, halves, tol_all, None, None, xp)
-    n = half1.shape[0]
+    n = h1.shape[1]
     if some_parallel:
         length = xp.where(parallel, xp.zeros_like(length), length)
     degenerate = xp.zeros((n,), dtype=xp.bool)
