@@ -21,7 +21,7 @@ import numpy as np
 from array_api_compat import array_namespace, is_cupy_namespace
 
 __all__ = ["array_namespace", "backend", "to_device", "to_numpy", "argsort_descending", "bincount", "descending_key32",
-           "accumulate_rows", "contiguous", "cummax_reverse", "cumsum64", "device_name", "lean_import", "non_negative", "scatter_set",
+           "accumulate_rows", "contiguous", "cummax_reverse", "into", "cumsum64", "device_name", "lean_import", "non_negative", "scatter_set",
            "segment_sums"]
 
 
@@ -91,6 +91,16 @@ def contiguous(x: Any) -> Any:
     if is_cupy_namespace(xp):
         return xp.ascontiguousarray(x)
     return x
+
+
+def into(op: str, a: Any, b: Any, out: Any) -> Any:
+    """``op`` ("multiply", "divide"...) of a and b in ``out``'s dtype, written into ``out`` where the
+    namespace can (NumPy, CuPy: no temporary of the result's size, integers converted on the fly),
+    else a new array (both converted first: the array API does not mix kinds); use the value returned."""
+    xp = array_namespace(out)
+    if isinstance(out, np.ndarray) or is_cupy_namespace(xp):
+        return getattr(xp, op)(a, b, out=out)
+    return getattr(xp, op)(xp.astype(a, out.dtype), xp.astype(b, out.dtype))
 
 
 def to_numpy(array: Any) -> np.ndarray:

@@ -338,3 +338,17 @@ def test_the_interleaved_layout_runs_sums_and_maxima_as_the_plain_accumulate(xp,
     if n:
         assert layout.position[layout.last_row] == n - 1
         assert np.array_equal(np.sort(layout.position[layout.row_of(np.arange(n))]), np.arange(n))
+
+
+def test_into_writes_the_result_in_place_where_the_namespace_can(xp) -> None:
+    """``_xp.into``: int32 / float64 in float64, the same values as converting first; NumPy and CuPy write
+    into ``out`` (no temporary), other namespaces return a new array."""
+    from evaluation_workers._xp import into
+
+    whole = np.array([0, 3, 7, 2**30], dtype=np.int32)
+    den = np.array([1.0, 3.0, 9.0, 3.0])
+    out = xp.asarray(den.copy())
+    got = into("divide", xp.asarray(whole), out, out)
+    assert np.array_equal(np.asarray(got), whole.astype(np.float64) / den)
+    if isinstance(out, np.ndarray):
+        assert got is out

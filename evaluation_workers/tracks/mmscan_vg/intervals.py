@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from evaluation_workers._xp import array_namespace, contiguous
+from evaluation_workers._xp import array_namespace, contiguous, into
 from evaluation_workers.metrics import bootstrap
 from evaluation_workers.metrics.interleaved import Interleaved
 from evaluation_workers.tracks.mmscan_vg.labels import GROUPS
@@ -142,9 +142,11 @@ def _pooled(xp: Any, layout: Interleaved, weights: Any, seen: Any, tp_prompt: An
     found = layout.running_sum(w_tp)
     # Weights are whole numbers and so_far >= found: where nothing is drawn yet both are 0 and so is
     # the precision; elsewhere so_far >= 1 and the division is the plain one.
-    precision = layout.set_padding(xp.astype(found, xp.float64) / layout.gather(seen, tp_hit, pad=1.0), 0)
+    so_far = layout.gather(seen, tp_hit, pad=1.0)
+    precision = layout.set_padding(into("divide", found, so_far, so_far), 0)
     envelope = layout.running_max_reverse(precision)
     # Summed in ranking order, as one resample's row: the same bits as the plain computation.
-    ap = bootstrap.weighted_ratio(xp, xp.sum(layout.to_positions(w_float * envelope), axis=1), n_gt)
+    ap = bootstrap.weighted_ratio(xp, xp.sum(layout.to_positions(into("multiply", w_float, envelope, envelope)),
+                                             axis=1), n_gt)
     ar = bootstrap.weighted_ratio(xp, xp.astype(found[layout.last_row, :], xp.float64), n_gt)
     return ap, ar
