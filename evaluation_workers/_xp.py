@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 from array_api_compat import array_namespace, is_cupy_namespace
 
-__all__ = ["array_namespace", "backend", "to_device", "to_numpy", "argsort_descending", "bincount", "descending_key32",
-           "accumulate_rows", "contiguous", "cummax_reverse", "into", "cumsum64", "device_name", "lean_import", "non_negative", "scatter_set",
-           "segment_sums"]
+__all__ = ["accumulate_rows", "argsort_descending", "array_namespace", "backend", "bincount", "contiguous",
+           "cummax_reverse", "cumsum64", "descending_key32", "device_name", "into", "lean_import", "non_negative",
+           "scatter_set", "segment_sums", "to_device", "to_numpy"]
 
 
 @functools.cache

@@ -395,42 +395,36 @@ class RunningSums:
             by_row = contiguous(xp.permute_dims(self(xp.permute_dims(weights, (1, 0))), (1, 0)))  # (J, b)
             rows = xp.asarray(layout.source_rows(np.arange(self.n_ends)))
             return layout.gather(xp.astype(by_row, xp.float64), rows)
-        host = np.asarray(weights)
-        top = _whole_top(host)
-        dtype = self._dtype(top)
-        key = (dtype, layout.rows)
+        sums, running = self._segment_sums(np.asarray(weights), layout)
+        return xp.asarray(layout.running_sum(sums.astype(running, copy=False)).astype(np.float64, copy=False))
+
+    def _host(self, counts: np.ndarray) -> np.ndarray:
+        sums, running = self._segment_sums(np.ascontiguousarray(counts.T), None)  # (J, b)
+        out: np.ndarray = accumulate_rows(np.ascontiguousarray(sums.T, dtype=running), "add")
+        return out.astype(np.float64, copy=False)
+
+    def _segment_sums(self, weights: np.ndarray, layout: Interleaved | None) -> tuple[np.ndarray, type[np.generic]]:
+        """Each segment's sum of the (n, b) weights, one sparse product (rows: the segments, or ``layout``'s),
+        and the dtype their running sums need.
+
+        The product is taken in the narrowest integer that holds every segment's sum; the running sums in
+        int32 when every one of them fits (4-5x faster than float64), else int64. Integer sums below 2**53
+        are exact, and equal to summing the float64 counts. Weights that are not whole: float64 throughout.
+        """
+        top = _whole_top(weights)
+        dtype: type[np.generic] = np.float64
+        for candidate in (np.int16, np.int32):
+            if top is not None and top * self.longest <= np.iinfo(candidate).max:
+                dtype = candidate
+                break
+        key = (dtype, 0 if layout is None else layout.rows)
         matrix = self._sparse.get(key)
         if matrix is None:
             matrix = self._sparse[key] = self._segments(dtype, layout)
-        sums = matrix @ host.astype(dtype, copy=False)  # (rows, b)
+        sums = matrix @ weights.astype(dtype, copy=False)
         if top is None or dtype is np.float64:
-            return xp.asarray(layout.running_sum(np.asarray(sums, dtype=np.float64)))
-        wide = np.int32 if top * self.used.shape[0] < 2**31 else np.int64  # the most a running sum reaches
-        return xp.asarray(layout.running_sum(sums.astype(wide)).astype(np.float64))
-
-    def _dtype(self, top: int | None) -> type[np.generic]:
-        """The narrowest integer that holds every segment's sum (float64 for weights that are not whole)."""
-        for candidate in (np.int16, np.int32):
-            if top is not None and top * self.longest <= np.iinfo(candidate).max:
-                return candidate
-        return np.float64
-
-    def _host(self, counts: np.ndarray) -> np.ndarray:
-        # The narrowest integer that holds every segment's sum; integer sums below 2**53 in all are
-        # exact, and equal to summing the float64 counts.
-        top = _whole_top(counts)
-        dtype = self._dtype(top)
-        matrix = self._sparse.get((dtype, 0))
-        if matrix is None:
-            matrix = self._sparse[(dtype, 0)] = self._segments(dtype)
-        sums = matrix @ np.ascontiguousarray(counts.T, dtype=dtype)  # (J, b)
-        if top is None or dtype is np.float64:
-            running: np.ndarray = accumulate_rows(np.ascontiguousarray(sums.T, dtype=np.float64), "add")
-            return running
-        # Whole sums: accumulated in int32 when every running sum fits (4-5x faster than float64).
-        wide = np.int32 if top * self.used.shape[0] < 2**31 else np.int64  # the most a running sum reaches
-        whole: np.ndarray = accumulate_rows(np.ascontiguousarray(sums.T, dtype=wide), "add")
-        return whole.astype(np.float64)
+            return sums, np.float64
+        return sums, (np.int32 if top * self.used.shape[0] < 2**31 else np.int64)  # the most a running sum reaches
 
     def _segments(self, dtype: type[np.generic], layout: Interleaved | None = None) -> Any:
         """The sparse (J, n) matrix: how many entries of each unit lie in each segment; with a

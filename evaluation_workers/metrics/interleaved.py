@@ -45,9 +45,8 @@ class Interleaved:
         self.blocks = -(-n // self.k)
         self.rows = self.k * self.blocks
         position = np.arange(self.rows)
-        # The position held by each row, and the rows of the padding (positions n and later).
+        # The position held by each row (n and later: the padding, the last block's last rows).
         self.position = (position % self.blocks) * self.k + position // self.blocks
-        self.pads = np.flatnonzero(self.position >= n)
         self.last_row = int(self.row_of(np.asarray([n - 1]))[0]) if n else 0
 
     def row_of(self, position: np.ndarray) -> np.ndarray:
@@ -58,7 +57,7 @@ class Interleaved:
 
     def source_rows(self, index: np.ndarray) -> np.ndarray:
         """For ``gather``: ``index`` (n,) a source row per position -> a source row per row of the
-        layout (0 at the padding, which ``gather`` zeroes)."""
+        layout (0 at the padding, which ``gather`` then fills)."""
         rows = np.zeros(self.rows, dtype=np.int64)
         real = self.position < self.n
         rows[real] = np.asarray(index, dtype=np.int64)[self.position[real]]
@@ -73,7 +72,7 @@ class Interleaved:
     def set_padding(self, x: Any, value: float) -> Any:
         """x (rows, b) with ``value`` at the padding rows (in place on NumPy and CuPy). They are the
         last block's offsets ``n - (B - 1) K`` and later."""
-        if not self.pads.size:
+        if self.rows == self.n:
             return x
         first = self.n - (self.blocks - 1) * self.k
 

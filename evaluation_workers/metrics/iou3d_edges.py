@@ -100,42 +100,49 @@ def _slab_clip(
     return xp.where(outside, xp.zeros_like(length), length), on_boundary
 
 
-def _on_boundary(on_boundary: Any | None, length: Any, xp: Any) -> Any:
-    """(n,): whether a line of positive length lies on a slab's boundary (False in general position)."""
+def _on_boundary(on_boundary: Any | None, length: Any, xp: Any, pairs_last: bool = False) -> Any:
+    """(n,): whether a line of positive length lies on a slab's boundary (False in general position).
+    ``length`` (n, lines), or (..., n) with ``pairs_last`` (the structure of arrays)."""
+    n = length.shape[-1] if pairs_last else length.shape[0]
     if on_boundary is None:
-        return xp.zeros((length.shape[0],), dtype=xp.bool)
+        return xp.zeros((n,), dtype=xp.bool)
+    if pairs_last:
+        return xp.any(xp.reshape(on_boundary & (length > 0), (-1, n)), axis=0)
     return xp.any(on_boundary & (length > 0), axis=1)
 
 
+def _signs(axis: int, ndim: int, xp: Any) -> Any:
+    """(+1, -1) along ``axis`` of an ``ndim``-dimensional array of ones elsewhere, for broadcasting."""
+    shape = [1] * ndim
+    shape[axis] = 2
+    return xp.reshape(xp.asarray([1.0, -1.0]), tuple(shape))
+
+
+def _by_direction(rows: Any, k: Any, xp: Any) -> Any:
+    """(3, n) per axis -> (direction, 1, 1, n): the axis ``k[d]`` of each edge direction d."""
+    return xp.take(rows, k, axis=0)[:, None, None, :]
+
+
 def _box_edges(h_own: Any, h_other: Any, q: Any, centre: Any, tol: Any, xp: Any) -> tuple[Any, Any]:
-    """Lengths (12, n) of one box's edges inside the other, and (n,) degenerate flags.
+    """Lengths (3, 2, 2, n) of one box's edges inside the other, laid out (direction, s1, s2, pair) (see
+    ``_D_K1``), and (n,) degenerate flags.
 
     Pairs along the last axis: ``h_own``, ``h_other`` (3, n) half sizes; ``q[k, j]`` (3, 3, n) the other
-    box's axis j along this box's axis k, ``centre`` (3, n) the other box's centre, both in this box's
-    frame. The edges are laid out (direction, s1, s2), see ``_D_K1``.
+    box's axis j along this box's axis k, ``centre`` (3, n) the other box's centre, both in this box's frame.
     """
     k1, k2, k3 = (xp.asarray(a) for a in (_D_K1, _D_K2, _D_K3))
-    s1, s2 = xp.reshape(xp.asarray([1.0, -1.0]), (1, 2, 1, 1)), xp.reshape(xp.asarray([1.0, -1.0]), (1, 1, 2, 1))
-
-    def by_direction(rows: Any, k: Any) -> Any:  # (3, n) -> (direction, 1, 1, n)
-        return xp.take(rows, k, axis=0)[:, None, None, :]
-
-    corner1 = s1 * by_direction(h_own, k1)  # (3, 2, 1, n)
-    corner2 = s2 * by_direction(h_own, k2)  # (3, 1, 2, n)
+    corner1 = _signs(1, 4, xp) * _by_direction(h_own, k1, xp)  # (3, 2, 1, n)
+    corner2 = _signs(2, 4, xp) * _by_direction(h_own, k2, xp)  # (3, 1, 2, n)
     alphas, betas, halves = [], [], []
     for j in range(3):  # the other box's slabs
         axis = q[:, j, :]
         other_centre = axis[0, :] * centre[0, :] + axis[1, :] * centre[1, :] + axis[2, :] * centre[2, :]
-        alphas.append(corner1 * by_direction(axis, k1) + corner2 * by_direction(axis, k2) - other_centre)
-        betas.append(by_direction(axis, k3))  # one per direction: its four edges are parallel
+        alphas.append(corner1 * _by_direction(axis, k1, xp) + corner2 * _by_direction(axis, k2, xp) - other_centre)
+        betas.append(_by_direction(axis, k3, xp))  # one per direction: its four edges are parallel
         halves.append(h_other[j, :])
-    reach = by_direction(h_own, k3)
+    reach = _by_direction(h_own, k3, xp)
     length, on_boundary = _slab_clip(alphas, betas, halves, tol, -reach, reach, xp)
-    n = h_own.shape[1]
-    length = xp.reshape(length, (12, n))
-    if on_boundary is None:
-        return length, xp.zeros((n,), dtype=xp.bool)
-    return length, xp.any(xp.reshape(on_boundary, (12, n)) & (length > 0), axis=0)
+    return length, _on_boundary(on_boundary, length, xp, pairs_last=True)
 
 
 def general_volume(half1: Any, half2: Any, q: Any, t12: Any, t21: Any, tol: Any, xp: Any) -> tuple[Any, Any]:
@@ -160,16 +167,10 @@ def general_volume(half1: Any, half2: Any, q: Any, t12: Any, t21: Any, tol: Any,
     edges_a, deg_a = _box_edges(h1, h2, qt, t12t, tol, xp)
     edges_b, deg_b = _box_edges(h2, h1, contiguous(xp.permute_dims(qt, (1, 0, 2))), t21t, tol, xp)
     k1, k2 = xp.asarray(_D_K1), xp.asarray(_D_K2)
-    s1, s2 = xp.reshape(xp.asarray([1.0, -1.0]), (1, 2, 1, 1)), xp.reshape(xp.asarray([1.0, -1.0]), (1, 1, 2, 1))
+    w_a = 2 * _by_direction(h1, k1, xp) * _by_direction(h1, k2, xp)
+    c_b1 = _by_direction(h2, k1, xp) - _signs(1, 4, xp) * _by_direction(t21t, k1, xp)
+    c_b2 = _by_direction(h2, k2, xp) - _signs(2, 4, xp) * _by_direction(t21t, k2, xp)
     n = half1.shape[0]
-
-    def by_direction(rows: Any, k: Any) -> Any:
-        return xp.take(rows, k, axis=0)[:, None, None, :]
-
-    w_a = 2 * by_direction(h1, k1) * by_direction(h1, k2)
-    c_b1 = by_direction(h2, k1) - s1 * by_direction(t21t, k1)
-    c_b2 = by_direction(h2, k2) - s2 * by_direction(t21t, k2)
-    edges_a, edges_b = xp.reshape(edges_a, (3, 2, 2, n)), xp.reshape(edges_b, (3, 2, 2, n))
     total = (_row_sum(xp.reshape(edges_a * w_a, (12, n)))
              + _row_sum(xp.reshape(edges_b * 2 * c_b1 * c_b2, (12, n))))
     face_sum, face_degenerate = _face_lines(h1, h2, qt, t21t, tol, xp)
@@ -185,8 +186,7 @@ def _face_lines(h1: Any, h2: Any, qt: Any, t21t: Any, tol: Any, xp: Any) -> tupl
     broadcast over the signs.
     """
     o1, o2 = xp.asarray(_OTHER[:, 0]), xp.asarray(_OTHER[:, 1])
-    sa = xp.reshape(xp.asarray([1.0, -1.0]), (1, 2, 1, 1, 1))
-    sb = xp.reshape(xp.asarray([1.0, -1.0]), (1, 1, 1, 2, 1))
+    sa, sb = _signs(1, 5, xp), _signs(3, 5, xp)
 
     def face(x: Any) -> Any:  # (3, 3, n) indexed (ka, kb) -> (ka, 1, kb, 1, n)
         return x[:, None, :, None, :]
@@ -217,9 +217,7 @@ def _face_lines(h1: Any, h2: Any, qt: Any, t21t: Any, tol: Any, xp: Any) -> tupl
     n = h1.shape[1]
     if some_parallel:
         length = xp.where(parallel, xp.zeros_like(length), length)
-    degenerate = xp.zeros((n,), dtype=xp.bool)
-    if on_boundary is not None:
-        degenerate = xp.any(xp.reshape(on_boundary & (length > 0), (36, n)), axis=0)
+    degenerate = _on_boundary(on_boundary, length, xp, pairs_last=True)
     if some_parallel:
         coincident = parallel & (xp.where(cos > 0, xp.abs(c_f - c_g), xp.abs(c_f + c_g)) <= tol_all)
         degenerate = degenerate | xp.any(xp.reshape(coincident, (36, n)), axis=0)
