@@ -14,7 +14,7 @@ work, see the same resamples. Two submissions on the same split see the same
 resamples too (the seed is fixed), which is what a paired comparison needs.
 
 The counts of a split depend only on (n, resamples, seed), so a worker keeps
-the last few small ones (``all_counts``): the second submission on a split
+the last few small ones (``_kept``): the second submission on a split
 skips the drawing.
 
 Ranked metrics (AP) need running sums of the resampled weights along a
@@ -114,11 +114,20 @@ def warm_up() -> None:
         lean_import("scipy.sparse")
 
 
+def block_indices(n_units: int, resamples: int, seed: int, j: int) -> np.ndarray:
+    """Block j of the resamples as an index array: (rows, n) uint32, rows <= BLOCK."""
+    rows = min(BLOCK, resamples - j * BLOCK)
+    return np.random.default_rng([seed, j]).integers(0, n_units, size=(rows, n_units), dtype=np.uint32)
+
+
 def draw_indices(n_units: int, resamples: int, seed: int = SEED) -> Iterator[np.ndarray]:
-    """The resamples as index arrays, block by block: (rows, n) int64, rows <= BLOCK."""
-    for j, start in enumerate(range(0, resamples, BLOCK)):
-        rows = min(BLOCK, resamples - start)
-        yield np.random.default_rng([seed, j]).integers(0, n_units, size=(rows, n_units), dtype=np.uint32)
+    """The resamples as index arrays, block by block: (rows, n) uint32, rows <= BLOCK."""
+    for j in range(blocks_of(resamples)):
+        yield block_indices(n_units, resamples, seed, j)
+
+
+def blocks_of(resamples: int) -> int:
+    return -(-resamples // BLOCK)
 
 
 def counts_of(indices: np.ndarray, n_units: int) -> np.ndarray:
@@ -128,41 +137,26 @@ def counts_of(indices: np.ndarray, n_units: int) -> np.ndarray:
     return np.bincount(flat.ravel(), minlength=rows * n_units).reshape(rows, n_units).astype(np.float64)
 
 
-def _draw_counts(n_units: int, resamples: int, seed: int) -> Iterator[np.ndarray]:
-    for indices in draw_indices(n_units, resamples, seed):
-        yield counts_of(indices, n_units)
+def block_counts(n_units: int, resamples: int, seed: int, j: int) -> np.ndarray:
+    """Block j's (rows, n) float64 draw counts: drawn on the thread that scores the block, so that
+    the blocks are drawn side by side (NumPy's generator releases the GIL)."""
+    return counts_of(block_indices(n_units, resamples, seed, j), n_units)
 
 
-# (n_units, resamples, seed) -> the blocks' counts as uint8, the last few splits (CACHE_BYTES each at most).
+# (n_units, resamples, seed) -> the blocks' counts as uint8, the last few splits (CACHE_BYTES each at most):
+# the second submission on a split skips the drawing.
 _kept: dict[tuple[int, int, int], tuple[np.ndarray, ...]] = {}
 _KEPT_SPLITS = 4
 
 
-def all_counts(n_units: int, resamples: int, seed: int = SEED) -> Iterator[np.ndarray]:
-    """The resamples' (rows, n) float64 counts, block by block (kept for the next call when small).
-
-    Blocks are yielded as they are drawn, so the first block's statistic does
-    not wait for the last draw.
-    """
-    key = (n_units, resamples, seed)
-    kept = _kept.get(key)
-    if kept is not None:
-        for block in kept:
-            yield block.astype(np.float64)
+def _keep(key: tuple[int, int, int], blocks: list[np.ndarray | None]) -> None:
+    """Keep a split's counts (uint8: a unit drawn 255 times is beyond belief; if one ever is, a
+    block is None and that split is simply not kept)."""
+    if any(block is None for block in blocks):
         return
-    # uint8 holds any real resample (a unit drawn 255 times is beyond belief); if one ever is, that
-    # split is simply not kept.
-    keep: list[np.ndarray] | None = [] if n_units * resamples <= CACHE_BYTES else None
-    for counts in _draw_counts(n_units, resamples, seed):
-        if keep is not None and int(counts.max(initial=0)) > 255:
-            keep = None
-        if keep is not None:
-            keep.append(counts.astype(np.uint8))
-        yield counts
-    if keep is not None:
-        while len(_kept) >= _KEPT_SPLITS:
-            _kept.pop(next(iter(_kept)))
-        _kept[key] = tuple(keep)
+    while len(_kept) >= _KEPT_SPLITS:
+        _kept.pop(next(iter(_kept)))
+    _kept[key] = tuple(block for block in blocks if block is not None)
 
 
 def rows_per_call(n_units: int, width: int, gpu: bool = False) -> int:
@@ -199,8 +193,13 @@ def replicates(
     workers = threads() if not is_cupy_namespace(xp) else 1
     rows_at_once = rows_per_call(n_units, width, gpu=is_cupy_namespace(xp))
     drawn = n_units if subset is None else int(subset.shape[0])
+    split = (drawn, resamples, seed)
+    kept = _kept.get(split)
+    keep = kept is None and drawn * resamples <= CACHE_BYTES
 
-    def run(counts: np.ndarray) -> dict[str, list[np.ndarray]]:
+    def run(j: int) -> tuple[dict[str, list[np.ndarray]], np.ndarray | None]:
+        counts = kept[j].astype(np.float64) if kept is not None else block_counts(drawn, resamples, seed, j)
+        small = counts.astype(np.uint8) if keep and int(counts.max(initial=0)) <= 255 else None
         if subset is not None:  # the subset's draws, put in its units' columns (the others weigh 0)
             full = np.zeros((counts.shape[0], n_units), dtype=np.float64)
             full[:, subset] = counts
@@ -208,18 +207,22 @@ def replicates(
         out: dict[str, list[np.ndarray]] = {}
         for r0 in range(0, counts.shape[0], rows_at_once):
             values = statistic(to_device(counts[r0 : r0 + rows_at_once], xp))
-            for key, v in values.items():
-                out.setdefault(key, []).append(np.asarray(to_numpy(v), dtype=np.float64))
-        return out
+            for name, v in values.items():
+                out.setdefault(name, []).append(np.asarray(to_numpy(v), dtype=np.float64))
+        return out, small
 
     parts: dict[str, list[np.ndarray]] = {}
+    small_blocks: list[np.ndarray | None] = []
     # The products here are thin ((b, n) x (n, k), k a few dozen): BLAS threads only wait on
     # each other, and on a busy machine they made SQA3D's bootstrap ten times slower.
     with threadpool_limits(limits=1, user_api="blas"), (
             ThreadPoolExecutor(workers) if workers > 1 else nullcontext()) as pool:
-        for _, block in read_ahead(pool, run, all_counts(drawn, resamples, seed), depth=workers):
-            for key, v in block.items():
-                parts.setdefault(key, []).extend(v)
+        for _, (block, small) in read_ahead(pool, run, range(blocks_of(resamples)), depth=workers):
+            for name, v in block.items():
+                parts.setdefault(name, []).extend(v)
+            small_blocks.append(small)
+    if keep:
+        _keep(split, small_blocks)
     return {key: np.concatenate(v) for key, v in parts.items()}
 
 

@@ -63,31 +63,34 @@ def test_it_draws_the_same_resamples_whatever_the_block_size() -> None:
     assert (bootstrap.counts_of(rows, 50).sum(axis=1) == 50).all()
 
 
-def test_counts_come_block_by_block_and_are_kept_for_the_next_submission(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_counts_are_drawn_block_by_block_and_kept_for_the_next_submission(monkeypatch: pytest.MonkeyPatch) -> None:
     drawn: list[int] = []
-    original = bootstrap._draw_counts
+    original = bootstrap.block_counts
 
-    def draw(n_units: int, resamples: int, seed: int):  # type: ignore[no-untyped-def]
-        for block in original(n_units, resamples, seed):
-            drawn.append(block.shape[0])
-            yield block
+    def draw(n_units: int, resamples: int, seed: int, j: int) -> np.ndarray:
+        drawn.append(j)
+        return original(n_units, resamples, seed, j)
 
-    monkeypatch.setattr(bootstrap, "_draw_counts", draw)
+    def sums(counts: np.ndarray) -> dict[str, np.ndarray]:
+        return {"first": counts[:, 0], "total": counts.sum(axis=1)}
+
+    monkeypatch.setattr(bootstrap, "block_counts", draw)
     monkeypatch.setattr(bootstrap, "_kept", {})
-    blocks = bootstrap.all_counts(37, 350, seed=5)
-    first = next(blocks)
-    assert drawn == [100]  # the first block is handed out before the others are drawn
-    fresh = [first, *blocks]
-    assert drawn == [100, 100, 100, 50]
-    again = list(bootstrap.all_counts(37, 350, seed=5))
-    assert drawn == [100, 100, 100, 50]  # kept: not drawn again
-    assert all(a.dtype == np.float64 and np.array_equal(a, b) for a, b in zip(again, fresh, strict=True))
+    monkeypatch.setenv("EVAL_THREADS", "2")
+    fresh = bootstrap.replicates(sums, 37, 350, seed=5)
+    assert sorted(drawn) == [0, 1, 2, 3]  # blocks of 100, 100, 100 and 50 resamples
+    assert (fresh["total"] == 37).all() and fresh["first"].shape == (350,)
+    want = np.concatenate([bootstrap.counts_of(rows, 37)[:, 0] for rows in bootstrap.draw_indices(37, 350, 5)])
+    assert np.array_equal(fresh["first"], want)  # the blocks in order, whichever thread drew them
+    again = bootstrap.replicates(sums, 37, 350, seed=5)
+    assert sorted(drawn) == [0, 1, 2, 3]  # kept: not drawn again
+    assert all(np.array_equal(again[k], fresh[k]) for k in fresh)
 
-    def huge(n_units: int, resamples: int, seed: int):  # type: ignore[no-untyped-def]
-        yield np.full((resamples, n_units), 300.0)  # beyond uint8: that split is not kept
+    def huge(n_units: int, resamples: int, seed: int, j: int) -> np.ndarray:
+        return np.full((resamples, n_units), 300.0)  # beyond uint8: that split is not kept
 
-    monkeypatch.setattr(bootstrap, "_draw_counts", huge)
-    assert list(bootstrap.all_counts(3, 2, seed=1))[0].max() == 300 and (3, 2, 1) not in bootstrap._kept
+    monkeypatch.setattr(bootstrap, "block_counts", huge)
+    assert bootstrap.replicates(sums, 3, 2, seed=1)["first"].max() == 300 and (3, 2, 1) not in bootstrap._kept
 
 
 def test_sqa3d_intervals_equal_the_reference_loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
