@@ -107,7 +107,8 @@ def deferred(entries: int, resamples: int | None = None) -> bool:
 
 def warm_up() -> None:
     """Import what ``RunningSums`` needs on the CPU (scipy.sparse) when resampling is on; a track
-    calls it on a helper thread at the start, so that the import overlaps reading the files."""
+    calls it on a helper thread once the files are read, so that the import overlaps the scoring's
+    NumPy work (which releases the GIL; a parser holding it would leave the import waiting)."""
     from evaluation_workers._xp import device_name
 
     if resamples_setting() > 0 and device_name() == "cpu":

@@ -104,20 +104,24 @@ def score(labels: Path, predictions: Path, progress: Progress = no_progress,
     and the folder ``prepare_labels`` wrote from it give the same value.
     """
     with ThreadPoolExecutor(2) as pool:  # the checksums are computed while the file is scored
-        pool.submit(bootstrap.warm_up)
         checksums = pool.submit(lambda: (sha256_file(labels_file(Path(labels))), sha256_file(Path(predictions))))
-        result = _score(labels, predictions, progress, outcomes)
+        result = _score(labels, predictions, progress, outcomes, pool)
         labels_sha, predictions_sha = checksums.result()
     return make_result(track=TRACK.name, scorer_version=TRACK.scorer_version, labels_sha256=labels_sha,
                        predictions_sha256=predictions_sha, **result)
 
 
 def _score(labels: Path, predictions: Path, progress: Progress,
-           outcomes: dict[str, Any] | None = None) -> dict[str, Any]:
+           outcomes: dict[str, Any] | None = None, side: ThreadPoolExecutor | None = None) -> dict[str, Any]:
+    """``side``: a pool for the bootstrap's imports, started once the predictions are read: then
+    they overlap the IoU threads' NumPy work (during the JSON parse they would only wait for the
+    GIL, which simdjson holds)."""
     labels_data = load_labels(labels)
     progress(0.05, "labels read")
     preds = load_predictions(predictions, labels_data.index)
     progress(0.25, "predictions read")
+    if side is not None:
+        side.submit(bootstrap.warm_up)
     xp = _xp.backend()
     gpu = _xp.device_name() == "gpu"
     per_prompt: dict[str, Any] = {}
