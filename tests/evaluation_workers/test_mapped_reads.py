@@ -99,3 +99,33 @@ def test_a_checksum_stopped_midway_gives_nothing(tmp_path: Path) -> None:
     stop.set()
     assert results.sha256_file(path, stop) == ""
     assert results.sha256_file(path, threading.Event()) == hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_a_checksum_started_ahead_is_the_files_and_a_changed_file_is_hashed_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``python -m evaluation_workers score`` hashes the predictions before its imports
+    (``results.hash_ahead``); the scorer's ``sha256_file`` of that file takes the value from it."""
+    monkeypatch.setattr(results, "_ahead", {})
+    path = tmp_path / "predictions.zip"
+    first = os.urandom(5 << 20)
+    path.write_bytes(first)
+    results.hash_ahead(path)
+    results.hash_ahead(str(path))  # the same file: one thread
+    assert len(results._ahead) == 1
+    done = threading.Event()
+    value: list[str] = []
+    waiter = threading.Thread(target=lambda: (value.append(results.sha256_file(path)), done.set()), daemon=True)
+    waiter.start()
+    assert done.wait(30), "sha256_file waited for a checksum that never came"
+    assert value == [hashlib.sha256(first).hexdigest()]
+    stop = threading.Event()
+    stop.set()
+    assert results.sha256_file(path, stop) in ("", value[0])  # a refused file gives up waiting
+    second = os.urandom(5 << 20)
+    path.write_bytes(second)  # same path and size, a new modification time: not the ahead value
+    os.utime(path, ns=(os.stat(path).st_atime_ns, os.stat(path).st_mtime_ns + 1_000_000))
+    assert results.sha256_file(path) == hashlib.sha256(second).hexdigest()
+    results.hash_ahead(tmp_path / "missing.zip")  # nothing to hash: nothing started
+    results.hash_ahead(tmp_path)  # a folder neither
+    assert len(results._ahead) == 1
