@@ -56,16 +56,22 @@ def numpy_namespace() -> Any:
 _import_lock = threading.Lock()
 
 
+# numpy submodules in ``numpy.__all__`` that no namespace here needs: test helpers, the Fortran wrapper
+# generator, polynomials, string and record arrays, ctypes helpers (NumPy still imports one when it is
+# asked for by name: ``numpy.ma``, which ``np.unique`` asks for, is not worth leaving out).
+_UNUSED_SUBMODULES = frozenset({"testing", "f2py", "polynomial", "char", "rec", "strings", "ctypeslib"})
+
+
 def lean_import(name: str) -> ModuleType:
     """Import ``name`` without the numpy submodules that an array-api-compat copy's ``from numpy import *``
-    pulls in through ``numpy.__all__``: ``numpy.testing`` and ``numpy.f2py`` (test helpers and the
-    Fortran wrapper generator), never used here and 0.05-0.4 s of a scorer process's start each time
+    pulls in through ``numpy.__all__`` (``_UNUSED_SUBMODULES``): ``numpy.testing`` and ``numpy.f2py``
+    alone were 0.05-0.4 s of a scorer process's start, the others 7 ms
     (``array_api_compat.numpy``, and scipy's own copy of it, which ``scipy.sparse`` imports).
     """
     with _import_lock:  # numpy.__all__ is shared: one import at a time trims and restores it
         if name not in sys.modules:
             full = np.__all__
-            np.__all__ = [item for item in full if item not in ("testing", "f2py")]
+            np.__all__ = [item for item in full if item not in _UNUSED_SUBMODULES]
             try:
                 importlib.import_module(name)
             finally:
