@@ -2,7 +2,7 @@
 
     nice .venv/bin/python benchmarks/mmscan_vg.py [--samples 5000] [--tilted-fraction 1.0] [--seed 0]
         [--devkit DIR --devkit-python PYTHON [--rounds N]]
-    nice .venv/bin/python benchmarks/mmscan_vg.py --full-test-shape [--preds 100]
+    nice .venv/bin/python benchmarks/mmscan_vg.py --full-test-shape [--preds 100] [--deflated] [--work DIR]
 
 ``--full-test-shape``: the binary form of the full test split (209,717
 prompts x ``--preds`` float32 boxes, stored .npz), scored by ``python -m
@@ -85,10 +85,11 @@ def _timed(fn, repeat: int = 3):  # type: ignore[no-untyped-def]
     return best, value
 
 
-def full_test_shape(preds: int, max_gt: int, work: Path | None) -> int:
+def full_test_shape(preds: int, max_gt: int, work: Path | None, deflated: bool = False) -> int:
     """Wall time, CPU time and peak memory of scoring the full test split's shape in the binary form.
 
     ``work``: where the generated files are kept and reused by a later run (a fresh folder otherwise).
+    ``deflated``: score ``np.savez_compressed``'s form of the same arrays (written once, kept).
     """
     from evaluation_workers.synthetic.mmscan_vg import make_arrays, write_npz
 
@@ -106,13 +107,20 @@ def full_test_shape(preds: int, max_gt: int, work: Path | None) -> int:
         write_npz(work / "predictions.npz", arrays)
         del arrays
         (work / "done").write_text("")
-    with np.load(work / "predictions.npz") as data:
+    predictions = work / "predictions.npz"
+    if deflated:
+        predictions = work / "predictions_deflated.npz"
+        if not predictions.exists():
+            with np.load(work / "predictions.npz") as data:
+                np.savez_compressed(work / "deflating.npz", **{k: data[k] for k in data.files})
+            (work / "deflating.npz").rename(predictions)
+    with np.load(predictions) as data:
         n_boxes = int(data["offsets"][-1])
-    size = (work / "predictions.npz").stat().st_size
+    size = predictions.stat().st_size
     print(f"{prompts:,} prompts x {preds} boxes = {n_boxes:,} float32 boxes, 1-{max_gt} true boxes per prompt; "
-          f"predictions.npz {size / 2**20:,.0f} MiB (generated in {time.perf_counter() - start:.0f} s)")
+          f"{predictions.name} {size / 2**20:,.0f} MiB (generated in {time.perf_counter() - start:.0f} s)")
     cmd = [sys.executable, "-m", "evaluation_workers", "score", "--track", "mmscan-vg",
-           "--labels", str(work / "labels.json"), "--predictions", str(work / "predictions.npz"), "--quiet"]
+           "--labels", str(work / "labels.json"), "--predictions", str(predictions), "--quiet"]
     results = set()
     with tempfile.TemporaryDirectory() as cache:
         for name, extra in (("cold label cache", {}), ("warm", {}), ("warm, EVAL_THREADS=1", {"EVAL_THREADS": "1"})):
@@ -132,6 +140,7 @@ def main() -> int:
     parser.add_argument("--preds", type=int, default=100, help="boxes per prompt with --full-test-shape")
     parser.add_argument("--max-gt", type=int, default=5, help="true boxes per prompt (1..max) with --full-test-shape")
     parser.add_argument("--work", type=Path, help="keep (and reuse) the --full-test-shape files here")
+    parser.add_argument("--deflated", action="store_true", help="--full-test-shape: the np.savez_compressed form")
     parser.add_argument("--samples", type=int, default=5000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tilted-fraction", type=float, default=1.0, help="share of boxes rotated in 3-D")
@@ -141,7 +150,7 @@ def main() -> int:
     parser.add_argument("--reference-pairs", type=int, default=2000, help="scipy IoU sample size")
     args = parser.parse_args()
     if args.full_test_shape:
-        return full_test_shape(args.preds, args.max_gt, args.work)
+        return full_test_shape(args.preds, args.max_gt, args.work, args.deflated)
 
     labels, preds = make_data(args.samples, seed=args.seed, empty_fraction=0.0, tilted_fraction=args.tilted_fraction)
     work = Path(tempfile.mkdtemp(prefix="mmscan_vg_bench_"))

@@ -52,6 +52,32 @@ def _bytes(data: bytes) -> Callable[[Path], Path]:
     return write
 
 
+def _damaged_npz(damage: str) -> Callable[[Path], Path]:
+    """A compressed npz (np.savez_compressed's form) whose ``pred_bboxes`` member is damaged: its recorded
+    CRC-32 changed ("crc"), or bytes in the middle of its deflate stream overwritten ("data")."""
+    def write(path: Path) -> Path:
+        path = write_npz(path.with_suffix(".npz"), npz_members(IDS[:3], [400, 300, 300]), compress=True)
+        data = bytearray(path.read_bytes())
+        name = b"pred_bboxes.npy"
+        local = data.find(b"PK\x03\x04")
+        while data[local + 30 : local + 30 + len(name)] != name:
+            local = data.find(b"PK\x03\x04", local + 4)
+        central = data.find(b"PK\x01\x02")
+        while data[central + 46 : central + 46 + len(name)] != name:
+            central = data.find(b"PK\x01\x02", central + 4)
+        if damage == "crc":
+            for at in (local + 14, central + 16):
+                data[at : at + 4] = bytes(b ^ 0x5A for b in data[at : at + 4])
+        else:
+            size = int.from_bytes(data[local + 18 : local + 22], "little")
+            start = local + 30 + int.from_bytes(data[local + 26 : local + 28], "little") + int.from_bytes(
+                data[local + 28 : local + 30], "little")
+            data[start + size // 2 : start + size // 2 + 16] = b"\xff" * 16
+        path.write_bytes(bytes(data))
+        return path
+    return write
+
+
 def _offsets(values: list[int], dtype: str = "<i8") -> bytes:
     return npy_bytes(np.array(values, dtype=dtype))
 
@@ -113,6 +139,8 @@ REJECTED: list[tuple[str, Callable[[Path], Path], str]] = [
     ("truncated npz", lambda p: _bytes(write_npz(p.with_suffix(".npz"), npz_members(IDS[:3], [2, 0, 3]))
                                        .read_bytes()[:700])(p.with_suffix(".npz")), r"corrupt"),
     ("per-prompt cap in npz", _npz(npz_members(IDS[:2], [1001, 1])), r"at most 1000 boxes per prompt, but got 1001"),
+    ("compressed npz, CRC-32 altered", _damaged_npz("crc"), r"corrupt"),
+    ("compressed npz, deflate data overwritten", _damaged_npz("data"), r"corrupt"),
 ]
 
 

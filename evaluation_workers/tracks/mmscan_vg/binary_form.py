@@ -11,7 +11,8 @@ Members (no pickled objects; stored or deflated, i.e. ``np.savez`` or
 Nothing is built per box: headers are checked before any payload is read
 (``limits.npy_header``), stored members are memory-mapped, deflated ones
 inflated into one array each (drawn from the submission's budget, at most
-``limits.MAX_RATIO`` to 1), and values are checked in vectorised blocks.
+``limits.MAX_RATIO`` to 1; zlib-ng, ``inflate``, and their CRC-32 checked),
+and values are checked in vectorised blocks.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import IO, Any, Literal
 
 import numpy as np
 
+from evaluation_workers import inflate
 from evaluation_workers.errors import PredictionFormatError, where
 from evaluation_workers.limits import MAX_RATIO, RATIO_FLOOR, Budget, npy_header
 from evaluation_workers.tracks.mmscan_vg.checks import check_ids, check_values, clip
@@ -35,6 +37,7 @@ MAX_SAMPLE_ID_CHARS = 256
 _MAX_MEMBERS = 64
 _LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")
 _CHUNK = 1 << 20
+_OUT_CHUNK = 8 << 20
 
 
 def is_npz(path: Path) -> bool:
@@ -64,8 +67,11 @@ class _Member:
                 f"{self.shape}, but the member holds {info.file_size:,}")
 
     def _start(self) -> int:
-        if self.info.compress_type != zipfile.ZIP_STORED:
-            return 0  # a fresh decompressing stream starts at 0
+        """Where the header read by ``_open`` starts: 0 in a deflated member's fresh stream."""
+        return self._data_offset() if self.info.compress_type == zipfile.ZIP_STORED else 0
+
+    def _data_offset(self) -> int:
+        """Where the member's stored or compressed bytes begin in the file, past its local header."""
         with open(self.path, "rb") as f:
             f.seek(self.info.header_offset)
             fields = _LOCAL_HEADER.unpack(f.read(_LOCAL_HEADER.size))
@@ -98,18 +104,57 @@ class _Member:
                 f"compress about 1.1 to 1), but {self.info.compress_size:,} compressed bytes announce "
                 f"{self.nbytes:,}")
         out = np.empty(self.nbytes, dtype=np.uint8)
-        view = memoryview(out.data)
-        with self.zf.open(self.info) as f:
-            f.read(self.header_bytes)
-            assert isinstance(f, zipfile.ZipExtFile)
-            done = 0
-            while done < self.nbytes:
-                got = f.readinto(view[done : done + _CHUNK])
-                if not got:
-                    raise PredictionFormatError(
-                        f"{self.what}: Expected {self.nbytes:,} bytes of data, but got {done:,} (truncated)")
-                done += got
+        _inflate_into(self.path, self._data_offset(), self.info, self.header_bytes, memoryview(out.data), self.what)
         return out.view(self.dtype).reshape(self.shape, order=order)
+
+
+def _inflate_into(path: Path, offset: int, info: zipfile.ZipInfo, skip: int, out: memoryview, what: str) -> None:
+    """Inflate a deflated member (its compressed bytes from ``offset``) with zlib-ng, drop its first
+    ``skip`` bytes (the .npy header) and fill ``out`` with the rest, exactly.
+
+    zlib-ng inflates float boxes 1.4x as fast as zipfile's zlib (the full test split's 755 MiB of
+    boxes: 2.7 s -> 1.9 s) and computes the CRC-32 5x as fast (0.2 s -> 0.03 s). The stream may not end
+    early, run past ``out`` or fail the CRC-32 the zip directory records; at most ``_CHUNK`` compressed
+    and ``_OUT_CHUNK`` inflated bytes are held besides ``out``.
+    """
+    stream = inflate.decompressobj(-inflate.MAX_WBITS)
+    total = skip + len(out)
+    produced = done = crc = 0
+    left = info.compress_size
+    pending: bytes = b""
+    with open(path, "rb") as f:
+        f.seek(offset)
+        while not stream.eof:
+            if not pending and left:
+                pending = f.read(min(_CHUNK, left))
+                left = left - len(pending) if pending else 0
+            try:
+                chunk = stream.decompress(pending, min(_OUT_CHUNK, total - produced + 1))
+            except inflate.ERRORS as exc:
+                raise PredictionFormatError(f"{what}: Expected valid deflate data, but it is corrupt ({exc})") from None
+            pending = stream.unconsumed_tail
+            if not chunk and not pending and not left:
+                break  # no input left and nothing more comes out: the stream stops short of its end
+            produced += len(chunk)
+            if produced > total:
+                raise PredictionFormatError(
+                    f"{what}: Expected {total:,} bytes once inflated (as its header and the zip directory say), "
+                    "but it inflates to more")
+            crc = inflate.crc32(chunk, crc)
+            view = memoryview(chunk)
+            if skip:
+                cut = min(skip, len(view))
+                skip, view = skip - cut, view[cut:]
+            out[done : done + len(view)] = view
+            done += len(view)
+    if produced < total or not stream.eof:
+        raise PredictionFormatError(
+            f"{what}: Expected {total:,} bytes once inflated, but the deflate stream ends after {produced:,} "
+            "(truncated or corrupt)")
+    if crc != info.CRC:
+        raise PredictionFormatError(
+            f"{what}: Expected the CRC-32 the zip directory records, but the inflated bytes give another "
+            "(the file is corrupt)")
 
 
 def load(path: Path, known: dict[str, int], budget: Budget) -> Predictions:
