@@ -128,6 +128,7 @@ def draw_indices(n_units: int, resamples: int, seed: int = SEED) -> Iterator[np.
 
 
 def blocks_of(resamples: int) -> int:
+    """How many blocks of at most ``BLOCK`` resamples make ``resamples``."""
     return -(-resamples // BLOCK)
 
 
