@@ -100,7 +100,12 @@ def test_legitimate_variants_take_the_array_path_with_the_same_result(tmp_path: 
         {"pred_scores": [0.25], "pred_bboxes": [BOX], "sample_id": "\u573a\u666f"},
     ]
     for text in (json.dumps(items), json.dumps(items, indent=3), json.dumps(items, ensure_ascii=False)):
-        assert json_arrays.read(text.encode()) is not None
+        flat = json_arrays.read(text.encode())
+        assert flat is not None
+        (tmp_path / "as_file.json").write_text(text, encoding="utf-8")
+        from_file = json_arrays.read_file(tmp_path / "as_file.json")  # what json_form.load reads a plain file with
+        assert from_file is not None and from_file.ids == flat.ids and from_file.unknown == flat.unknown
+        assert from_file.boxes.tobytes() == flat.boxes.tobytes() and from_file.scores.tobytes() == flat.scores.tobytes()
         got = _load(tmp_path, text)
         _same(got, _general(text))
         assert got.warnings == ["pred.json: ignored unknown keys in 1 items: none, ok, rank, scan_id, text"]
@@ -144,6 +149,8 @@ HANDED_OVER = [
 @pytest.mark.parametrize(("case", "text", "message"), HANDED_OVER, ids=[c[0] for c in HANDED_OVER])
 def test_other_files_go_to_the_general_reader(tmp_path: Path, case: str, text: str, message: str | None) -> None:
     assert json_arrays.read(text.encode()) is None
+    (tmp_path / "as_file.json").write_text(text)
+    assert json_arrays.read_file(tmp_path / "as_file.json") is None
     if message is None:
         _same(_load(tmp_path, text), _general(text))
         return

