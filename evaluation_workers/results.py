@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import stat
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -26,7 +27,8 @@ def sha256_file(path: Path, stop: threading.Event | None = None) -> str:
     0.41 s is the hash itself), and memory does not grow with the file.
     ``stop``: when set (the file was refused meanwhile), give up and return "".
     """
-    ahead = _ahead.get(_identity(path))
+    key = _identity(path)
+    ahead = _ahead.get(key) if key is not None else None
     if ahead is not None:
         return ahead.value(stop)
     return _read_sha256(path, stop)
@@ -72,11 +74,14 @@ class _Ahead:
 _ahead: dict[tuple[str, int, int, int, int], _Ahead] = {}
 
 
-def _identity(path: Path | str) -> tuple[str, int, int, int, int]:
+def _identity(path: Path | str) -> tuple[str, int, int, int, int] | None:
+    """What names one version of a regular file; None for anything else (missing, a pipe, a folder)."""
     try:
         info = os.stat(path)
     except OSError:
-        return (str(path), -1, -1, -1, -1)
+        return None
+    if not stat.S_ISREG(info.st_mode):
+        return None
     return (os.path.abspath(path), info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
 
 
@@ -85,7 +90,7 @@ def hash_ahead(path: Path | str) -> None:
     command line starts it before its imports (0.1-0.2 s on one core, while the other idles), and
     hashlib releases the GIL. Not a regular file, or none: nothing is started."""
     key = _identity(path)
-    if key[1] >= 0 and os.path.isfile(path) and key not in _ahead:
+    if key is not None and key not in _ahead:
         _ahead[key] = _Ahead(Path(path))
 
 
