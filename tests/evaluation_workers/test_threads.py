@@ -55,6 +55,21 @@ def test_flat_nonzero_equals_numpy_on_masks_of_any_type_and_size(dtype, density:
         assert np.array_equal(flat_nonzero(masks), np.flatnonzero(masks))
 
 
+@pytest.mark.parametrize("dtype", [np.bool_, np.uint8, np.int32])
+def test_flat_nonzero_equals_numpy_on_masks_at_any_address(dtype) -> None:
+    """A stored zip member's masks start at any byte of the archive: every offset reads the same."""
+    rng = np.random.default_rng(5)
+    masks = (rng.random((301, 13)) < 0.05).astype(dtype)
+    masks[0, 0] = masks[-1, -1] = 1  # the first and last bytes: the head and tail around the words
+    raw = masks.tobytes()
+    for offset in range(8):
+        buffer = np.zeros(len(raw) + 8, dtype=np.uint8)
+        buffer[offset : offset + len(raw)] = np.frombuffer(raw, dtype=np.uint8)
+        view = buffer[offset : offset + len(raw)].view(dtype).reshape(masks.shape)
+        assert np.array_equal(flat_nonzero(view), np.flatnonzero(masks)), offset
+    assert np.array_equal(flat_nonzero(np.ones(5, dtype=np.uint8)[1:]), np.arange(4))
+
+
 def test_flat_nonzero_reads_bool_bytes_other_than_one_as_in() -> None:
     raw = np.frombuffer(bytes([0, 2, 0, 1, 0, 0, 0, 0, 255, 0, 9]), dtype=np.bool_)
     assert flat_nonzero(raw).tolist() == [1, 3, 8, 10]
