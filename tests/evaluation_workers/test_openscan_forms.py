@@ -150,3 +150,43 @@ def test_a_deflated_scene_past_the_memory_share_is_inflated_to_disk_with_the_sam
     on_disk = score(GOLDEN / "labels", deflated)
     assert spilled and all(not isinstance(s, bytes) for s in spilled)  # temporary files
     assert _instance(on_disk) == _instance(in_memory) and on_disk["metrics"] == in_memory["metrics"]
+
+
+def _deflated_golden(path: Path) -> Path:
+    with zipfile.ZipFile(GOLDEN / "predictions.zip") as src, zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as out:
+        for name in src.namelist():
+            out.writestr(name, src.read(name))
+    return path
+
+
+def test_a_deflated_scene_is_inflated_in_one_call_and_a_lying_size_changes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import struct
+
+    from evaluation_workers.tracks.openscan import members
+
+    honest = _deflated_golden(tmp_path / "deflated.zip")
+    calls: list[int] = []
+    original = members.MemberStream.read_up_to
+
+    def read_up_to(self, n):  # type: ignore[no-untyped-def]
+        calls.append(n)
+        return original(self, n)
+
+    monkeypatch.setattr(members.MemberStream, "read_up_to", read_up_to)
+    expected = score(GOLDEN / "labels", honest)
+    with zipfile.ZipFile(honest) as zf:
+        sizes = [i.file_size for i in zf.infolist() if i.filename.endswith(".npz")]
+    # Per scene: the npz in one inflate call, then the empty call that finds its end.
+    assert sorted(n for n in calls if n in sizes) == sorted(sizes)
+    for lie in (1, 0x100):  # the directory states 1 byte, or 256 bytes, for each scene's npz
+        data = bytearray(honest.read_bytes())
+        at = data.find(b"PK\x01\x02")
+        while at >= 0:
+            struct.pack_into("<L", data, at + 24, lie)  # uncompressed size
+            at = data.find(b"PK\x01\x02", at + 4)
+        lying = tmp_path / f"lying{lie}.zip"
+        lying.write_bytes(bytes(data))
+        got = score(GOLDEN / "labels", lying)
+        assert _instance(got) == _instance(expected) and got["metrics"] == expected["metrics"]
