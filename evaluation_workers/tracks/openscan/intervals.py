@@ -177,17 +177,26 @@ def _aspect_ap(xp: Any, counts: Any, c: dict[str, np.ndarray], plan: dict[str, A
             true_end = xp.take(true_at, at_end, axis=1) - true0
             seen_above = xp.take(seen_at, at_above, axis=1) - seen0
             true_above = xp.take(true_at, at_above, axis=1) - true0
-        pos = xp.take(n_pos, xp.asarray(c["curve"]), axis=1)
-        one = xp.ones_like(seen_end)
-        # nothing drawn at or above a point: the sentinel's precision, 1
-        p_end = xp.where(seen_end > 0, true_end / xp.where(seen_end > 0, seen_end, one), one)
-        p_above = xp.where(seen_above > 0, true_above / xp.where(seen_above > 0, seen_above, one), one)
-        gain = xp.where(pos > 0, (true_end - true_above) / xp.where(pos > 0, pos, one), xp.zeros_like(one))
+        curve = xp.asarray(c["curve"])
+        # A curve without positives in the resample gains nothing: its points' gains are 0.
+        no_pos = xp.astype(n_pos == 0, xp.float64)
+        pos = xp.take(n_pos + no_pos, curve, axis=1)  # >= 1 where 0
+        has_pos = xp.take(1.0 - no_pos, curve, axis=1)
+        p_end, p_above = _precision(xp, true_end, seen_end), _precision(xp, true_above, seen_above)
+        gain = (true_end - true_above) / pos * has_pos
         per_curve = segment_sums(gain * (p_end + p_above) / 2.0, xp.asarray(plan["curve_starts"]), xp)
         padded_ap = xp.concat([xp.zeros((b, 1), dtype=xp.float64), per_curve], axis=1)
         ap = xp.take(padded_ap, xp.asarray(plan["curve_column"]), axis=1)
     ap = xp.where(n_pos > 0, ap, xp.full_like(ap, np.nan))
     return xp.reshape(ap, (b, n_thr, n_classes))
+
+
+def _precision(xp: Any, true: Any, seen: Any) -> Any:
+    """true / seen, and 1 where nothing is drawn at or above the point (seen 0, then true 0 too: the
+    sentinel's precision). Arithmetic, not ``where`` (three times slower on these (b, P) arrays): where
+    seen > 0 the added zeros leave the quotient's bits as they are (weights are never negative)."""
+    nothing = xp.astype(seen == 0, xp.float64)
+    return true / (seen + nothing) + nothing
 
 
 def _dummy_first(unit: np.ndarray) -> np.ndarray:
