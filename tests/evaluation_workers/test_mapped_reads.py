@@ -8,6 +8,7 @@ import os
 import threading
 import zipfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -84,11 +85,46 @@ def test_files_that_cannot_be_mapped_are_read(tmp_path: Path) -> None:
 def test_the_checksum_is_the_sha256_of_the_file_at_every_chunk_boundary(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, size: int
 ) -> None:
-    monkeypatch.setattr(results, "_CHUNK", 1 << 14)  # one reused buffer of 16 KiB
+    monkeypatch.setattr(results, "_CHUNK", 1 << 14)  # one reused buffer of 16 KiB (read: a pipe)
+    monkeypatch.setattr(results, "_SLICE", 1 << 14)  # 16 KiB per call through the mapping
     path = tmp_path / "file"
     data = os.urandom(size)
     path.write_bytes(data)
     assert results.sha256_file(path) == hashlib.sha256(data).hexdigest()
+
+
+def test_hashing_a_mapped_file_gives_its_pages_back_as_it_goes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Resident memory does not grow with the file hashed: its pages are given back behind the hash
+    (measured after each slice, while the mapping is open)."""
+    statm = Path("/proc/self/statm")
+    if not statm.exists():
+        pytest.skip("needs /proc/self/statm (Linux)")
+
+    def resident_mib() -> int:
+        return int(statm.read_text().split()[1]) * mmap.PAGESIZE >> 20
+
+    class Watched:
+        def __init__(self) -> None:
+            self.digest, self.peak = hashlib.sha256(), 0
+
+        def update(self, data: memoryview) -> None:
+            self.digest.update(data)
+            self.peak = max(self.peak, resident_mib())
+
+        def hexdigest(self) -> str:
+            return self.digest.hexdigest()
+
+    path = tmp_path / "big"
+    data = os.urandom(1 << 20) * 96  # 96 MiB
+    path.write_bytes(data)
+    watched = Watched()
+    monkeypatch.setattr(results, "_SLICE", 1 << 20)
+    monkeypatch.setattr(results, "hashlib", SimpleNamespace(sha256=lambda: watched))
+    before = resident_mib()
+    assert results.sha256_file(path) == hashlib.sha256(data).hexdigest()
+    assert watched.peak - before < 16, f"resident memory grew by {watched.peak - before} MiB hashing 96 MiB"
 
 
 def test_a_checksum_stopped_midway_gives_nothing(tmp_path: Path) -> None:
