@@ -128,15 +128,19 @@ def test_mutated_files_validate_or_raise_a_format_error(
         pass
 
 
+def _deflated_golden(path: Path) -> Path:
+    with zipfile.ZipFile(GOLDEN / "predictions.zip") as src, zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as out:
+        for name in src.namelist():
+            out.writestr(name, src.read(name))
+    return path
+
+
 def test_a_deflated_scene_past_the_memory_share_is_inflated_to_disk_with_the_same_result(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from evaluation_workers.tracks.openscan import members
 
-    deflated = tmp_path / "deflated.zip"
-    with zipfile.ZipFile(GOLDEN / "predictions.zip") as src, zipfile.ZipFile(deflated, "w", zipfile.ZIP_DEFLATED) as out:
-        for name in src.namelist():
-            out.writestr(name, src.read(name))
+    deflated = _deflated_golden(tmp_path / "deflated.zip")
     in_memory = score(GOLDEN / "labels", deflated)
     spilled: list[object] = []
     original = members.Archive.spill
@@ -150,13 +154,6 @@ def test_a_deflated_scene_past_the_memory_share_is_inflated_to_disk_with_the_sam
     on_disk = score(GOLDEN / "labels", deflated)
     assert spilled and all(not isinstance(s, bytes) for s in spilled)  # temporary files
     assert _instance(on_disk) == _instance(in_memory) and on_disk["metrics"] == in_memory["metrics"]
-
-
-def _deflated_golden(path: Path) -> Path:
-    with zipfile.ZipFile(GOLDEN / "predictions.zip") as src, zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as out:
-        for name in src.namelist():
-            out.writestr(name, src.read(name))
-    return path
 
 
 def test_a_deflated_scene_is_inflated_in_one_call_and_a_lying_size_changes_nothing(
