@@ -269,10 +269,12 @@ class Archive:
         chunks: list[bytes | memoryview] = []
         spool: IO[bytes] | None = None
         total = 0
-        # The size the directory states, in one inflate call when it fits in memory: an honest
+        # The size the directory states, in one inflate call when it stays in memory: an honest
         # member is then one buffer, not chunks copied again into one (a tenth of a deflated
         # zip's CPU). A lying size only changes how the bytes are split: the checks are the same.
-        step = min(self.infos[name].file_size, cap, SPILL_IN_MEMORY) or _CHUNK
+        # A larger member goes a chunk at a time, as it may go on to disk.
+        stated = self.infos[name].file_size
+        step = stated if 0 < stated <= min(cap, SPILL_IN_MEMORY) else _CHUNK
         while True:
             chunk = stream.read_up_to(step)
             step = _CHUNK
