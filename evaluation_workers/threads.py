@@ -26,11 +26,19 @@ def threads() -> int:
     if not setting:
         processes = os.environ.get("EVAL_CONCURRENCY", "").strip()
         share = int(processes) if processes.isdigit() and int(processes) > 0 else 1
-        return max(1, len(os.sched_getaffinity(0)) // share)
+        return max(1, _cpus() // share)
     try:
         return max(1, int(setting))
     except ValueError:
         raise ValueError(f"Expected EVAL_THREADS to be a number of threads, but got {setting!r}") from None
+
+
+def _cpus() -> int:
+    """The CPUs this process may run on (all of the machine's where the system cannot say: macOS)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
 
 
 def read_ahead(pool: ThreadPoolExecutor | None, read: Callable[[T], R], items: Iterable[T],

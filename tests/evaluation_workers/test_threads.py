@@ -104,3 +104,14 @@ def test_read_ahead_keeps_the_order_with_several_reads_in_flight() -> None:
     with ThreadPoolExecutor(3) as executor:
         got = list(read_ahead(executor, read, list(range(20)), depth=3))
     assert got == [(i, i * i) for i in range(20)] and 1 < most[0] <= 3
+
+
+def test_the_default_counts_the_machines_cpus_where_the_system_has_no_affinity(monkeypatch: pytest.MonkeyPatch) -> None:
+    """macOS has no ``os.sched_getaffinity``: a researcher's scorer there uses every CPU."""
+    import os
+
+    monkeypatch.delenv("EVAL_THREADS", raising=False)
+    monkeypatch.delenv("EVAL_CONCURRENCY", raising=False)
+    monkeypatch.delattr(os, "sched_getaffinity", raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 6)
+    assert threads() == 6
