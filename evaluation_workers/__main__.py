@@ -5,7 +5,8 @@ import sys
 # thin and its own threads (EVAL_THREADS) share the cores, while OpenBLAS's idle threads spin waiting
 # for work (5 % of an OpenScan run's CPU in perf) and starting them costs 0.03-0.05 s of CPU at import.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-if sys.argv[1:2] != ["worker"]:
+one_shot = sys.argv[1:2] != ["worker"]
+if one_shot:
     # A one-shot command collects cyclic garbage every 50,000 new objects instead of 700: its imports
     # and readers make objects by the hundred thousand, almost none of them in cycles, and each
     # collection holds the GIL while the scoring threads wait (a run 0.02-0.05 s faster, alternated
@@ -25,7 +26,7 @@ if sys.argv[1:2] == ["score"] and "--predictions" in sys.argv[:-1]:
 from evaluation_workers.cli import main  # noqa: E402  # after the setting above
 
 code = main()
-if sys.argv[1:2] != ["worker"]:
+if one_shot:
     # A one-shot command (score, validate, ...) has written all it writes and joined its threads:
     # end without the interpreter's teardown, which frees every object and module one by one
     # (40-70 ms after a scoring run, most of it scipy's modules: benchmarks/mmscan_vg.py).

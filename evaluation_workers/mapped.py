@@ -1,7 +1,7 @@
 """Files read through a read-only mapping: no copy out of the page cache.
 
 ``map_file`` maps a regular, non-empty file (None for others: pipes, empty
-files; callers read those). ``give_back`` drops a range's pages from the
+files; callers read those), ``map_open`` an already open one. ``give_back`` drops a range's pages from the
 process: they stay in the page cache, and a later read through a view still
 alive maps them again, so resident memory does not grow with the file.
 
@@ -15,17 +15,27 @@ import mmap
 import os
 import stat
 from pathlib import Path
+from typing import BinaryIO
 
 
 def map_file(path: Path, min_size: int = 1) -> mmap.mmap | None:
     """``path`` mapped read-only when it is a regular file of at least ``min_size`` bytes, else None."""
     try:
         with open(path, "rb") as f:
-            info = os.fstat(f.fileno())
-            if not stat.S_ISREG(info.st_mode) or info.st_size < max(min_size, 1):
-                return None
-            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    except (OSError, ValueError):
+            return map_open(f, min_size)
+    except OSError:
+        return None
+
+
+def map_open(f: BinaryIO, min_size: int = 1) -> mmap.mmap | None:
+    """An open file mapped read-only when it is a regular file of at least ``min_size`` bytes, else
+    None (then the caller reads it from ``f``: a pipe's data can be read only once)."""
+    try:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size < max(min_size, 1):
+            return None
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):  # a file system that cannot map it
         return None
 
 

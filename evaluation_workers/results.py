@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import math
-import mmap
 import os
 import stat
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
-from evaluation_workers.mapped import give_back
+from evaluation_workers.mapped import give_back, map_open
 
 # Files under these names inside a labels folder are derived (caches, the
 # public manifest); the checksum covers the official files only, so the same
@@ -45,7 +44,7 @@ def sha256_file(path: Path, stop: threading.Event | None = None) -> str:
 def _read_sha256(path: Path, stop: threading.Event | None = None) -> str:
     digest = hashlib.sha256()
     with open(path, "rb", buffering=0) as f:  # opened once: a pipe's data is read only once
-        mapped = _mapping(f)
+        mapped = map_open(f)
         if mapped is not None:
             with mapped, memoryview(mapped) as view:
                 for start in range(0, len(view), _SLICE):
@@ -61,17 +60,6 @@ def _read_sha256(path: Path, stop: threading.Event | None = None) -> str:
                     return ""
                 digest.update(chunk[:n])
     return digest.hexdigest()
-
-
-def _mapping(f: BinaryIO) -> mmap.mmap | None:
-    """A read-only mapping of the open file when it is a regular, non-empty file that maps."""
-    info = os.fstat(f.fileno())
-    if not (stat.S_ISREG(info.st_mode) and info.st_size):
-        return None
-    try:
-        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    except (OSError, ValueError):  # a file system that cannot map it: it is read
-        return None
 
 
 class _Ahead:
