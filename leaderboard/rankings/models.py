@@ -27,7 +27,9 @@ def interval_columns(columns: Sequence[str]) -> list[str]:
 TAG_LENGTH = 9
 
 
-def _columns_tag(columns: Sequence[str]) -> str:
+def columns_tag(columns: Sequence[str]) -> str:
+    """The tag an export text of ``columns`` starts with: a text with another tag is stale
+    (written for an older scorer's metrics, or left empty by bulk_create)."""
     # "+ci": texts written before they held the intervals are stale, whatever their columns.
     return f"{zlib.crc32((chr(31).join(columns) + '+ci').encode()):08x}|"
 
@@ -36,7 +38,7 @@ def export_texts(scores: Mapping[str, Any], columns: Sequence[str],
                  intervals: Mapping[str, Any] | None = None) -> tuple[str, str]:
     """The export columns of ``scores`` and their ``intervals`` as JSON members
     (``"scores": {..}, "intervals": {..}``) and as CSV cells (the scores, then
-    ``interval_columns``), each prefixed with a tag of ``columns`` (see ``is_current``).
+    ``interval_columns``), each prefixed with ``columns_tag(columns)``.
 
     A row without intervals (reported in a paper, or scored before they
     existed) has an empty ``"intervals"`` object and empty cells: nothing, not 0.
@@ -46,20 +48,10 @@ def export_texts(scores: Mapping[str, Any], columns: Sequence[str],
     bounds = [intervals.get(c) for c in columns]
     cells = [("" if v is None else str(v)) for v in values]
     cells += ["" if b is None else str(b[i]) for b in bounds for i in (0, 1)]
-    tag = _columns_tag(columns)
+    tag = columns_tag(columns)
     members = {"scores": dict(zip(columns, values)),
                "intervals": {c: b for c, b in zip(columns, bounds) if b is not None}}
     return tag + json.dumps(members)[1:-1], tag + ",".join(cells)
-
-
-def is_current(text: str, columns: Sequence[str]) -> bool:
-    """Whether a stored export text was written for ``columns`` (not for an older
-    scorer's metrics, and not left empty by bulk_create)."""
-    return text.startswith(_columns_tag(columns))
-
-
-def untagged(text: str) -> str:
-    return text[TAG_LENGTH:]
 
 
 class LeaderboardEntry(models.Model):

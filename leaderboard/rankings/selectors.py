@@ -26,11 +26,11 @@ from django.db.models.functions import Cast
 from leaderboard.benchmarks.models import Split
 from leaderboard.rankings.models import (
     ANONYMOUS_LABEL,
+    TAG_LENGTH,
     LeaderboardEntry,
+    columns_tag,
     export_columns,
     export_texts,
-    is_current,
-    untagged,
 )
 
 PAGE_SIZE = 50
@@ -250,12 +250,14 @@ EXPORT_FIELDS = ("id", "name", "method_id", "team_name", "is_anonymous", "is_pap
 # Their names in exports and the API (entry_as_json).
 EXPORT_KEYS = ("entry_id", "method", "method_id", "team", "anonymous", "reported_in_paper", "note", "paper_url",
                "venue", "protocol", "uses_extra_data", "verified", "scorer_version", "submission_id", "published_at")
+_RANKED_KEYS = ("rank", *EXPORT_KEYS)
 
 
 @dataclass
 class ExportRow:
-    """A row of an export: ``fields`` as in ``entry_as_json`` but for the scores and
-    intervals, which are ready-made text in the export's format (the JSON members
+    """A row of an export: ``fields`` as in ``entry_as_json`` (but ``published_at``, a
+    datetime: each format writes it as ISO 8601) except for the scores and intervals,
+    which are ready-made text in the export's format (the JSON members
     ``"scores": {..}, "intervals": {..}``, or CSV cells)."""
 
     fields: dict[str, Any]
@@ -272,30 +274,29 @@ def export_rows(view: LeaderboardView, limit: int, fmt: str) -> list[ExportRow]:
     missing or was written for other columns (one more query).
     """
     columns = view.all_columns
+    tag = columns_tag(columns)
     text_field = {"json": "export_json", "csv": "export_csv"}[fmt]
     # The texts are read apart, unsorted: carried through the sort they made it several times slower.
     texts = dict(filtered_entries(view).values_list("pk", text_field))
     rows: list[ExportRow] = []
-    previous: tuple[Any, int | None] = (None, None)
+    stale: dict[int, ExportRow] = {}
+    previous, rank = None, None
     for i, (*fields, value) in enumerate(ordered_entries(view).values_list(*EXPORT_FIELDS, "sort_value")[:limit]):
         if value is None:
             rank = None
-        elif i and previous[0] == value:
-            rank = previous[1]
-        else:
+        elif not i or value != previous:
             rank = i + 1
-        previous = (value, rank)
-        row = {"rank": rank, **dict(zip(EXPORT_KEYS, fields))}
-        row["published_at"] = row["published_at"].isoformat()
+        previous = value
+        row = dict(zip(_RANKED_KEYS, (rank, *fields)))
         if row["anonymous"]:
             row["team"] = None
-        rows.append(ExportRow(row, texts.get(row["entry_id"], "")))  # "": published in between
-    stale = {r.fields["entry_id"]: r for r in rows if not is_current(r.scores, columns)}
+        text = texts.get(row["entry_id"], "")  # "": published in between
+        rows.append(export := ExportRow(row, text[TAG_LENGTH:]))
+        if not text.startswith(tag):
+            stale[row["entry_id"]] = export
     for pk, scores, bounds in (LeaderboardEntry.objects.filter(pk__in=stale).values_list("pk", "scores", "intervals")
                                if stale else ()):
-        stale[pk].scores = export_texts(scores, columns, bounds)[fmt == "csv"]
-    for r in rows:
-        r.scores = untagged(r.scores)
+        stale[pk].scores = export_texts(scores, columns, bounds)[fmt == "csv"][TAG_LENGTH:]
     return rows
 
 

@@ -7,6 +7,7 @@ import io
 import json
 from typing import Any
 
+import orjson
 from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -100,8 +101,9 @@ def export(request: HttpRequest, track: str, fmt: str) -> HttpResponse:
             for r in rows:
                 shown = drilldown(details.get(r.fields["entry_id"]), view.split)
                 r.fields["drilldown"] = shown.as_json() if shown else None
-        # ``r.scores`` holds the members ``"scores": {..}, "intervals": {..}`` (``models.export_texts``).
-        body = ", ".join(f"{json.dumps(r.fields)[:-1]}, {r.scores}}}" for r in rows)
+        # ``r.scores`` holds the members ``"scores": {..}, "intervals": {..}`` (``models.export_texts``);
+        # orjson writes each row's fields (``published_at`` as ISO 8601) 5-10x faster than json.dumps.
+        body = ", ".join(f"{orjson.dumps(r.fields).decode()[:-1]}, {r.scores}}}" for r in rows)
         response = HttpResponse(f'{head[:-1]}, "rows": [{body}]}}', content_type="application/json")
     else:
         buffer = io.StringIO()
@@ -115,7 +117,7 @@ def export(request: HttpRequest, track: str, fmt: str) -> HttpResponse:
             team = ANONYMOUS_LABEL if f["anonymous"] else f["team"]
             writer.writerow([_csv_cell(v) for v in (f["rank"], f["method"], team, f["reported_in_paper"],
                                                     f["uses_extra_data"], f["verified"], f["scorer_version"],
-                                                    f["published_at"], f["venue"], f["paper_url"],
+                                                    f["published_at"].isoformat(), f["venue"], f["paper_url"],
                                                     f["protocol"])])
             buffer.write(r.scores)  # numbers only, stored as CSV cells when the row was written
             buffer.write("\r\n")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.utils import timezone
@@ -226,3 +226,27 @@ def test_exports_write_rows_without_stored_export_texts_and_quote_names(client, 
     rows = list(csv.DictReader(io.StringIO(client.get("/benchmarks/sqa3d/export.csv").content.decode())))
     assert [(r["method"], r["What/EM"], r["Is/EM"]) for r in rows] == \
         [("saved, with a comma", "0.1", "0.6"), ("bulk", "0.25", "")]
+
+
+def test_export_rows_match_the_api_rows_field_for_field(client, split):
+    """The exports write their rows apart from the API (plain values, stored score texts, orjson):
+    every field, the competition ranks of tied rows and the ISO 8601 dates are the same."""
+    add(split, "Zweiter Ansatz ü", 0.5, days=2)
+    add(split, "tied below", 0.5, days=1)
+    add(split, "first", 0.7, days=3)
+    add(split, "unscored", None)
+    LeaderboardEntry.objects.filter(name="tied below").update(is_anonymous=True, team_name="hidden team")
+    LeaderboardEntry.objects.filter(name="first").update(
+        published_at=datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC))  # whole seconds: no fraction
+    api = client.get("/api/v1/leaderboards/sqa3d?per_page=100").json()["rows"]
+    exported = client.get("/benchmarks/sqa3d/export.json").json()["rows"]
+    assert [(r["method"], r["rank"], r["team"]) for r in exported] == [
+        ("first", 1, ""), ("Zweiter Ansatz ü", 2, ""), ("tied below", 2, None), ("unscored", None, "")]
+    assert exported[0]["published_at"] == "2026-01-02T03:04:05+00:00"
+    for row, shown in zip(exported, api, strict=True):
+        assert row == {k: v for k, v in shown.items() if k != "tied_with_entry_id"}
+    by_method = {r["method"]: r for r in csv.DictReader(io.StringIO(
+        client.get("/benchmarks/sqa3d/export.csv").content.decode()))}
+    for row in exported:
+        assert by_method[row["method"]]["published_at"] == row["published_at"]
+        assert by_method[row["method"]]["rank"] == ("" if row["rank"] is None else str(row["rank"]))
