@@ -162,9 +162,18 @@ def upload_in_parts(client: Client, path: Path, target: dict[str, Any], *, resum
                 offset = (number - 1) * upload["part_size"]
                 _put_part(item["url"], path, offset, min(upload["part_size"], size - offset), bar)
                 sent += 1
-    submission = client.post(f"uploads/{upload['id']}/complete", ok=(200, 400))
+    submission = _submission(client.post(f"uploads/{upload['id']}/complete", ok=(200, 400)))
     _remember(key, None)
     return submission
+
+
+def _submission(body: dict[str, Any]) -> dict[str, Any]:
+    """The answer of a submitting request: a submission, also with HTTP 400 when its file failed the
+    checks (it has an id and its error); a request the server refused (an unknown split, an expired
+    upload: no id) is raised with the server's message."""
+    if "id" not in body:
+        raise ApiError(error_message(body) or "The server refused the submission.", 400, body)
+    return body
 
 
 def upload_direct(client: Client, path: Path, target: dict[str, Any], *, quiet: bool = False) -> dict[str, Any]:
@@ -173,7 +182,7 @@ def upload_direct(client: Client, path: Path, target: dict[str, Any], *, quiet: 
     with tqdm(total=size, unit="B", unit_scale=True, unit_divisor=1024, desc=f"Uploading {path.name}",
               disable=quiet, dynamic_ncols=True) as bar, open(path, "rb") as f:
         data = {k: v for k, v in target.items() if v}
-        submission = client.post("submissions", data=data, files={"file": (path.name, f)}, ok=(201, 400))
+        submission = _submission(client.post("submissions", data=data, files={"file": (path.name, f)}, ok=(201, 400)))
         bar.update(size)
     return submission
 

@@ -76,6 +76,17 @@ def test_a_rejected_file_exits_3_with_the_message(logged_in, sqa3d_split, tmp_pa
     assert "invalid input: bad.json" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("in_parts", [False, True])
+def test_a_refused_request_exits_1_with_the_servers_message(logged_in, sqa3d_split, sqa3d_files, settings, capsys,
+                                                            in_parts):
+    """A 400 that is not a failed submission (an unknown split) prints the server's message, not a
+    traceback: in one request (it was a KeyError there) and in parts."""
+    settings.UPLOAD_DIRECT_MAX_BYTES = 1024 if in_parts else 1 << 30
+    args = ["-q", "submit", "--track", "sqa3d", "--split", "val", "--method", "X", str(sqa3d_files["predictions"])]
+    assert main(args) == 1
+    assert "Unknown track/split sqa3d/val." in capsys.readouterr().err
+
+
 def test_the_console_script_is_installed():
     lb = Path(sys.executable).parent / "lb"
     if not lb.exists():
