@@ -86,7 +86,11 @@ def resolve_request(*, user: AbstractBaseUser, track: str, split: str, method_na
     split_obj = (Split.objects.select_related("benchmark")
                  .filter(benchmark__track=track, benchmark__is_active=True, name=split).first())
     if split_obj is None:
-        raise SubmissionRejected(f"Unknown track/split {track}/{split}.")
+        known = Split.objects.filter(benchmark__track=track, benchmark__is_active=True, accepting_submissions=True)
+        names = sorted(known.values_list("name", flat=True))
+        raise SubmissionRejected(f"Unknown track/split {track}/{split}. "
+                                 + (f"{track} takes submissions on: {', '.join(names)}." if names else
+                                    f"No active benchmark of track {track!r} takes submissions."))
     if not split_obj.accepting_submissions:
         raise SubmissionRejected(f"{track}/{split} is not accepting submissions.")
     if (closed := phases.refusal(split_obj)) is not None:

@@ -83,7 +83,9 @@ def test_it_names_missing_fields(owner, client, sqa3d_split):
 
 def test_it_rejects_an_unknown_track(owner, client, sqa3d_split, sqa3d_files):
     response = post_submission(client, auth(do_create_token(owner)), sqa3d_files["predictions"], track="nope")
-    assert response.status_code == 400 and "Unknown track/split" in response.json()["error"]["message"]
+    assert response.status_code == 400
+    assert response.json()["error"]["message"] == ("Unknown track/split nope/test. "
+                                                   "No active benchmark of track 'nope' takes submissions.")
 
 
 def test_session_posts_to_the_api_need_csrf(owner, sqa3d_split, sqa3d_files):

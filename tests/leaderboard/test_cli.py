@@ -84,7 +84,7 @@ def test_a_refused_request_exits_1_with_the_servers_message(logged_in, sqa3d_spl
     settings.UPLOAD_DIRECT_MAX_BYTES = 1024 if in_parts else 1 << 30
     args = ["-q", "submit", "--track", "sqa3d", "--split", "val", "--method", "X", str(sqa3d_files["predictions"])]
     assert main(args) == 1
-    assert "Unknown track/split sqa3d/val." in capsys.readouterr().err
+    assert "Unknown track/split sqa3d/val. sqa3d takes submissions on: test." in capsys.readouterr().err
 
 
 def test_the_console_script_is_installed():
