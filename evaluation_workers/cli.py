@@ -31,7 +31,7 @@ from typing import Any
 
 from evaluation_workers import allocator
 from evaluation_workers.convert import FORMS, convert
-from evaluation_workers.errors import SubmissionError
+from evaluation_workers.errors import LabelsError, SubmissionError
 from evaluation_workers.tracks import get_track, names
 from evaluation_workers.tracks.openscan.labels import ASPECTS
 
@@ -123,6 +123,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] == ["worker"]:  # everything after it is celery's (argparse would take its dashes)
         return run_worker(argv[1:])
     args = _parser().parse_args(argv)
+    if (missing := _missing_path(args)) is not None:
+        print(f"error: {missing}: no such file or folder", file=sys.stderr)
+        return 1
     track = get_track(args.track)
     try:
         if args.command == "score":
@@ -150,4 +153,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SubmissionError as exc:
         print(f"error: {exc.message}", file=sys.stderr)
         return 1
+    except LabelsError as exc:  # the researcher's own labels, offline: theirs to read
+        print(f"error: labels: {exc}", file=sys.stderr)
+        return 1
     return 0
+
+
+# The options that name an input, as the parser stores them.
+_INPUTS = {"labels": "--labels", "predictions": "--predictions", "manifest": "--manifest",
+           "annotations": "--annotations", "infos": "--infos", "source": "IN"}
+
+
+def _missing_path(args: argparse.Namespace) -> str | None:
+    """The first input the command names that does not exist, as "<option> <path>"; None if all do."""
+    for attribute, option in _INPUTS.items():
+        value = getattr(args, attribute, None)
+        if isinstance(value, Path) and not value.exists():
+            return f"{option} {value}"
+    return None

@@ -164,6 +164,9 @@ def parse_labels(folder: Path) -> dict[str, AspectLabels]:
 
 
 def _file_stats(folder: Path) -> list[list[Any]]:
+    if not (Path(folder) / VOCABULARY_FILE).is_file():
+        raise LabelsError(f"{folder}: Expected a labels folder holding {VOCABULARY_FILE} and gt/, but it has no "
+                          f"{VOCABULARY_FILE}")
     files = [Path(folder) / VOCABULARY_FILE] + sorted((Path(folder) / "gt").rglob("*.txt"))
     return parsed_cache.file_stats(files, Path(folder))
 
