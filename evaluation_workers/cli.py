@@ -123,8 +123,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] == ["worker"]:  # everything after it is celery's (argparse would take its dashes)
         return run_worker(argv[1:])
     args = _parser().parse_args(argv)
-    if (missing := _missing_path(args)) is not None:
-        print(f"error: {missing}: no such file or folder", file=sys.stderr)
+    if (problem := _input_problem(args)) is not None:
+        print(f"error: {problem}", file=sys.stderr)
         return 1
     track = get_track(args.track)
     try:
@@ -159,15 +159,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-# The options that name an input, as the parser stores them.
-_INPUTS = {"labels": "--labels", "predictions": "--predictions", "manifest": "--manifest",
-           "annotations": "--annotations", "infos": "--infos", "source": "IN"}
+# The options that name an input, as the parser stores them, and whether each must be a file.
+_INPUTS = {"labels": ("--labels", False), "predictions": ("--predictions", True), "manifest": ("--manifest", True),
+           "annotations": ("--annotations", True), "infos": ("--infos", True), "source": ("IN", False)}
 
 
-def _missing_path(args: argparse.Namespace) -> str | None:
-    """The first input the command names that does not exist, as "<option> <path>"; None if all do."""
-    for attribute, option in _INPUTS.items():
+def _input_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with the first input the command names that does not exist, or is a folder
+    where a file is expected ("<option> <path>: ..."); None if nothing is."""
+    for attribute, (option, file_only) in _INPUTS.items():
         value = getattr(args, attribute, None)
-        if isinstance(value, Path) and not value.exists():
-            return f"{option} {value}"
+        if not isinstance(value, Path):
+            continue
+        if not value.exists():
+            return f"{option} {value}: no such file or folder"
+        if file_only and value.is_dir():
+            return f"{option} {value}: Expected a file, but got a folder"
     return None

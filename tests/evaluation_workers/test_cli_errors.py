@@ -35,6 +35,13 @@ def test_a_path_that_does_not_exist_is_named(mmscan_files, tmp_path, capsys, mis
     assert err == f"error: --{missing} {paths[missing]}: no such file or folder\n"
 
 
+def test_a_folder_given_as_the_predictions_is_named(mmscan_files, tmp_path, capsys):
+    code = main(["score", "--quiet", "--track", "mmscan-vg", "--labels", str(mmscan_files["labels"]),
+                 "--predictions", str(tmp_path)])
+    assert code == 1
+    assert capsys.readouterr().err == f"error: --predictions {tmp_path}: Expected a file, but got a folder\n"
+
+
 def test_labels_the_scorer_cannot_read_are_an_error_message(mmscan_files, tmp_path, capsys):
     folder = tmp_path / "two"
     folder.mkdir()
