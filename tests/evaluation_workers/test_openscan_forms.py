@@ -187,3 +187,13 @@ def test_a_deflated_scene_is_inflated_in_one_call_and_a_lying_size_changes_nothi
         lying.write_bytes(bytes(data))
         got = score(GOLDEN / "labels", lying)
         assert _instance(got) == _instance(expected) and got["metrics"] == expected["metrics"]
+
+
+def test_a_file_that_is_no_zip_is_told_both_forms(small: tuple[dict, list[bytes]], tmp_path: Path) -> None:
+    """A researcher who uploads the wrong file (here MMScan's JSON) learns which files OpenScan takes."""
+    wrong = tmp_path / "predictions.json"
+    wrong.write_text('[{"sample_id": "x", "pred_bboxes": []}]')
+    with pytest.raises(PredictionFormatError) as caught:
+        validate(wrong, small[0])
+    assert caught.value.message == ("predictions.json: Expected a zip archive: the official zip (an .npz per scene) "
+                                    "or the compact .npz, but got BadZipFile: File is not a zip file")

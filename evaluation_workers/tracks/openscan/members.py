@@ -128,10 +128,11 @@ class Archive:
         file: how messages name the archive ("predictions.zip: material/scene0000_00.npz").
         budget: the submission's inflated-bytes budget.
         max_members: the most entries a legitimate archive of this layout has.
+        expected: what a file that is no zip is told it should have been.
     """
 
     def __init__(self, source: Path | bytes | memoryview | IO[bytes], file: str, budget: Budget,
-                 max_members: int) -> None:
+                 max_members: int, expected: str = "a zip archive") -> None:
         self.file = file
         self.budget = budget
         self._buffer: memoryview | None = None
@@ -165,7 +166,7 @@ class Archive:
             raise
         except ZIP_ERRORS as exc:
             self.close()
-            raise PredictionFormatError(f"{file}: Expected a zip archive, but got {_describe(exc)}") from None
+            raise PredictionFormatError(f"{file}: Expected {expected}, but got {_describe(exc)}") from None
         if len(infos) > max_members:
             self.close()
             raise PredictionFormatError(

@@ -39,7 +39,8 @@ def open_predictions(path: Path, manifest: dict[str, Any], budget: Budget | None
         raise PredictionFormatError(f"{path.name}: Expected a zip or .npz file, but got an empty or missing file")
     budget = budget or Budget(inflated_budget("openscan"), path.name)
     cap = max(text_zip.max_members(manifest), compact.max_members(manifest))
-    archive = Archive(path, path.name, budget, cap)
+    archive = Archive(path, path.name, budget, cap,
+                      "a zip archive: the official zip (an .npz per scene) or the compact .npz")
     names = [n for n in archive.files() if not ignorable(tuple(n.split("/")))]
     if "format.npy" in names:
         return CompactReader(archive, manifest)
