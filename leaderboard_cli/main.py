@@ -22,7 +22,7 @@ from tqdm import tqdm
 
 from leaderboard_cli import __version__, config
 from leaderboard_cli.client import ApiError, Client
-from leaderboard_cli.upload import submit_file
+from leaderboard_cli.upload import check_file, submit_file
 
 EXIT_ERROR, EXIT_USAGE, EXIT_SUBMISSION_FAILED, EXIT_INVALID_FILE = 1, 2, 3, 4
 
@@ -136,8 +136,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     except KeyError as exc:
         raise ApiError(str(exc.args[0])) from None
     path = Path(args.file)
-    if not path.is_file():
-        raise ApiError(f"No such file: {path}")
+    check_file(path)
     manifest = _manifest(args)
     try:
         summary = track.validate(path, manifest)

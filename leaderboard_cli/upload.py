@@ -187,10 +187,17 @@ def upload_direct(client: Client, path: Path, target: dict[str, Any], *, quiet: 
     return submission
 
 
-def submit_file(client: Client, path: Path, target: dict[str, Any], *, resume: bool = True,
-                quiet: bool = False) -> dict[str, Any]:
+def check_file(path: Path) -> None:
+    """A predictions file to read: a folder (a codebase's output, unzipped) is told apart from a typo."""
+    if path.is_dir():
+        raise ApiError(f"{path} is a folder: give the predictions file itself")
     if not path.is_file():
         raise ApiError(f"No such file: {path}")
+
+
+def submit_file(client: Client, path: Path, target: dict[str, Any], *, resume: bool = True,
+                quiet: bool = False) -> dict[str, Any]:
+    check_file(path)
     settings = client.get("uploads")
     if os.path.getsize(path) <= settings["direct_max_bytes"]:
         return upload_direct(client, path, target, quiet=quiet)

@@ -87,6 +87,14 @@ def test_a_refused_request_exits_1_with_the_servers_message(logged_in, sqa3d_spl
     assert "Unknown track/split sqa3d/val. sqa3d takes submissions on: test." in capsys.readouterr().err
 
 
+def test_a_folder_is_named_as_a_folder_before_anything_is_sent(logged_in, sqa3d_split, tmp_path, capsys):
+    for command in (["validate", "--track", "sqa3d", "--split", "test"], ["submit", "--track", "sqa3d", "--method", "F"]):
+        assert main(["-q", *command, str(tmp_path)]) == 1
+        assert capsys.readouterr().err == f"lb: {tmp_path} is a folder: give the predictions file itself\n"
+    assert main(["-q", "validate", "--track", "sqa3d", str(tmp_path / "missing.json")]) == 1
+    assert capsys.readouterr().err == f"lb: No such file: {tmp_path / 'missing.json'}\n"
+
+
 def test_the_console_script_is_installed():
     lb = Path(sys.executable).parent / "lb"
     if not lb.exists():
