@@ -175,4 +175,7 @@ def _input_problem(args: argparse.Namespace) -> str | None:
             return f"{option} {value}: no such file or folder"
         if file_only and value.is_dir():
             return f"{option} {value}: Expected a file, but got a folder"
+    output = getattr(args, "output", None)
+    if isinstance(output, Path) and not output.parent.is_dir():  # found before the scoring, not after it
+        return f"--output {output}: no folder {output.parent} to write it in"
     return None

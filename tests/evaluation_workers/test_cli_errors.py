@@ -42,6 +42,15 @@ def test_a_folder_given_as_the_predictions_is_named(mmscan_files, tmp_path, caps
     assert capsys.readouterr().err == f"error: --predictions {tmp_path}: Expected a file, but got a folder\n"
 
 
+def test_an_output_in_a_folder_that_does_not_exist_is_named_before_scoring(mmscan_files, tmp_path, capsys):
+    output = tmp_path / "results" / "r.json"
+    code = main(["score", "--quiet", "--track", "mmscan-vg", "--labels", str(mmscan_files["labels"]),
+                 "--predictions", str(mmscan_files["predictions"]), "--output", str(output)])
+    captured = capsys.readouterr()
+    assert code == 1 and captured.out == ""
+    assert captured.err == f"error: --output {output}: no folder {output.parent} to write it in\n"
+
+
 def test_labels_the_scorer_cannot_read_are_an_error_message(mmscan_files, tmp_path, capsys):
     folder = tmp_path / "two"
     folder.mkdir()
