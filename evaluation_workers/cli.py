@@ -123,7 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] == ["worker"]:  # everything after it is celery's (argparse would take its dashes)
         return run_worker(argv[1:])
     args = _parser().parse_args(argv)
-    if (problem := _input_problem(args)) is not None:
+    if (problem := input_problem(args)) is not None:
         print(f"error: {problem}", file=sys.stderr)
         return 1
     track = get_track(args.track)
@@ -159,14 +159,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-# The options that name an input, as the parser stores them, and whether each must be a file.
+# The options that name an input, as the parser stores them, and whether each must be a file; the outputs.
 _INPUTS = {"labels": ("--labels", False), "predictions": ("--predictions", True), "manifest": ("--manifest", True),
-           "annotations": ("--annotations", True), "infos": ("--infos", True), "source": ("IN", False)}
+           "annotations": ("--annotations", True), "infos": ("--infos", True), "source": ("IN", False),
+           "sample_ids": ("--sample-ids", True), "questions": ("--questions", True)}
+_OUTPUTS = {"output": "--output", "dest": "OUT", "out": "OUT"}
 
 
-def _input_problem(args: argparse.Namespace) -> str | None:
+def input_problem(args: argparse.Namespace) -> str | None:
     """What is wrong with the first input the command names that does not exist, or is a folder
-    where a file is expected ("<option> <path>: ..."); None if nothing is."""
+    where a file is expected, or output with no folder to go in ("<option> <path>: ..."); None if
+    nothing is."""
     for attribute, (option, file_only) in _INPUTS.items():
         value = getattr(args, attribute, None)
         if not isinstance(value, Path):
@@ -175,7 +178,8 @@ def _input_problem(args: argparse.Namespace) -> str | None:
             return f"{option} {value}: no such file or folder"
         if file_only and value.is_dir():
             return f"{option} {value}: Expected a file, but got a folder"
-    output = getattr(args, "output", None)
-    if isinstance(output, Path) and not output.parent.is_dir():  # found before the scoring, not after it
-        return f"--output {output}: no folder {output.parent} to write it in"
+    for attribute, option in _OUTPUTS.items():  # found before the work, not after it
+        output = getattr(args, attribute, None)
+        if isinstance(output, Path) and not output.parent.is_dir():
+            return f"{option} {output}: no folder {output.parent} to write it in"
     return None

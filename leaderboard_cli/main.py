@@ -153,9 +153,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_convert(args: argparse.Namespace) -> int:
     """The scoring core's converter (``python -m evaluation_workers convert``), the manifest from the server."""
-    from evaluation_workers.cli import run_convert
+    from evaluation_workers.cli import input_problem, run_convert
     from evaluation_workers.errors import SubmissionError
 
+    if (problem := input_problem(args)) is not None:
+        raise ApiError(problem)
     manifest = _manifest(args)  # the server's (or --manifest): the result is validated before you upload it
     try:
         print(run_convert(args, manifest))

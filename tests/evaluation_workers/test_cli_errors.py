@@ -51,6 +51,16 @@ def test_an_output_in_a_folder_that_does_not_exist_is_named_before_scoring(mmsca
     assert captured.err == f"error: --output {output}: no folder {output.parent} to write it in\n"
 
 
+def test_convert_names_a_missing_input_and_a_missing_output_folder(tmp_path, capsys):
+    results = tmp_path / "results.json"
+    results.write_text("[]")
+    base = ["convert", "--track", "sqa3d", "--from", "leo"]
+    assert main([*base, "--questions", str(tmp_path / "q.json"), str(results), str(tmp_path / "out.json")]) == 1
+    assert capsys.readouterr().err == f"error: --questions {tmp_path / 'q.json'}: no such file or folder\n"
+    assert main([*base, str(results), str(tmp_path / "no" / "out.json")]) == 1
+    assert capsys.readouterr().err == f"error: OUT {tmp_path / 'no' / 'out.json'}: no folder {tmp_path / 'no'} to write it in\n"
+
+
 def test_labels_the_scorer_cannot_read_are_an_error_message(mmscan_files, tmp_path, capsys):
     folder = tmp_path / "two"
     folder.mkdir()

@@ -95,6 +95,14 @@ def test_a_folder_is_named_as_a_folder_before_anything_is_sent(logged_in, sqa3d_
     assert capsys.readouterr().err == f"lb: No such file: {tmp_path / 'missing.json'}\n"
 
 
+def test_convert_names_an_output_folder_that_does_not_exist_before_converting(lb_config, tmp_path, capsys):
+    results = tmp_path / "results.json"
+    results.write_text("[]")
+    out = tmp_path / "no" / "out.json"
+    assert main(["convert", "--track", "sqa3d", "--from", "leo", str(results), str(out)]) == 1
+    assert capsys.readouterr().err == f"lb: OUT {out}: no folder {out.parent} to write it in\n"
+
+
 def test_the_console_script_is_installed():
     lb = Path(sys.executable).parent / "lb"
     if not lb.exists():
