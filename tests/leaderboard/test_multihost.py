@@ -9,13 +9,17 @@ the labels bucket. Needs root and ``ip netns``; skipped elsewhere.
 from __future__ import annotations
 
 import contextlib
+import http.client
 import io
 import os
 import random
 import shutil
+import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -67,8 +71,13 @@ def bridge() -> Iterator[dict[str, Any]]:
         subprocess.run(["ip", "link", "del", br], capture_output=True)
 
 
-def _port() -> int:
-    return random.randint(20000, 60000)
+def _port(address: str) -> int:
+    """A port free on ``address`` now (the kernel's choice), for a server about to bind it there: a
+    random one could be taken, and a server that cannot bind exits while the test talks to whatever
+    holds the port."""
+    with socket.socket() as probe:
+        probe.bind((address, 0))
+        return int(probe.getsockname()[1])
 
 
 @contextlib.contextmanager
@@ -76,7 +85,7 @@ def redis_on(address: str, workdir: Path) -> Iterator[str]:
     sys.path.insert(0, str(ROOT / "deploy"))
     import local_redis
 
-    port = _port()
+    port = _port(address)
     workdir.mkdir(parents=True, exist_ok=True)
     proc = subprocess.Popen([local_redis.redis_executable(), "--port", str(port), "--bind", address,
                              "--save", "", "--appendonly", "no", "--dir", str(workdir),
@@ -102,7 +111,7 @@ def s3_on(address: str, root: Path) -> Iterator[dict[str, str]]:
         pytest.skip("rclone is not installed (pip install -r requirements-dev.txt)")
     for bucket in ("predictions", "labels"):
         (root / bucket).mkdir(parents=True)
-    port = _port()
+    port = _port(address)
     keys = {"site": ("site-key", "site-secret-" + uuid.uuid4().hex), "worker": ("worker-key", "worker-" + uuid.uuid4().hex)}
     auth = [arg for key, secret in keys.values() for arg in ("--auth-key", f"{key},{secret}")]
     proc = subprocess.Popen([rclone, "serve", "s3", "--addr", f"{address}:{port}", "--config", "/dev/null",
@@ -110,7 +119,7 @@ def s3_on(address: str, root: Path) -> Iterator[dict[str, str]]:
     endpoint = f"http://{address}:{port}"
     try:
         deadline = time.monotonic() + 30
-        while not _reachable(endpoint):
+        while not _answers_http(endpoint):  # rclone's S3 answering, not only something on the port
             assert proc.poll() is None and time.monotonic() < deadline, "rclone did not start"
             time.sleep(0.1)
         yield {"endpoint": endpoint, "site_key": keys["site"][0], "site_secret": keys["site"][1],
@@ -118,6 +127,16 @@ def s3_on(address: str, root: Path) -> Iterator[dict[str, str]]:
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def _answers_http(endpoint: str) -> bool:
+    try:
+        urllib.request.urlopen(endpoint, timeout=2).close()
+    except urllib.error.HTTPError:  # 403 without credentials: an S3 server
+        return True
+    except (OSError, http.client.HTTPException):
+        return False
+    return True
 
 
 @contextlib.contextmanager
