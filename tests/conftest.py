@@ -79,6 +79,15 @@ def django_db_setup(django_db_setup: None, django_db_blocker: Any) -> Iterator[N
 # A real Redis for every test that needs one: REDIS_URL when it answers, else one started here.
 
 
+def free_port(address: str = "127.0.0.1") -> int:
+    """A port free on ``address`` now (the kernel's choice), for a server about to bind it there: a
+    random one could be taken, and a server that cannot bind exits while a test talks to whatever
+    holds the port."""
+    with socket.socket() as probe:
+        probe.bind((address, 0))
+        return int(probe.getsockname()[1])
+
+
 def _reachable(url: str) -> bool:
     from urllib.parse import urlparse
 

@@ -14,7 +14,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,6 +23,8 @@ from typing import Any
 
 import requests
 
+from tests.conftest import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 DONE = {"finished", "failed", "cancelled"}
 
@@ -32,12 +33,6 @@ FAST_CLOCKS = {"SWEEP_INTERVAL": "1", "SWEEP_UNSENT_AFTER": "2", "SWEEP_QUEUED_A
                "SWEEP_HEARTBEAT_TIMEOUT": "4", "EVAL_HEARTBEAT_SECONDS": "1", "SWEEP_MAX_LOST_ATTEMPTS": "4",
                "QUOTA_PER_DAY": "1000", "QUOTA_TOTAL": "1000", "QUOTA_IN_FLIGHT": "1000",
                "VALIDATE_AT_UPLOAD_MAX_BYTES": "0"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def postgres_url(base: str) -> str:

