@@ -103,7 +103,8 @@ def reveal(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 def mine(request: HttpRequest) -> HttpResponse:
-    return render(request, "submissions/list.html", {"submissions": list_submissions_for(request.user)})
+    return render(request, "submissions/list.html", {"submissions": list_submissions_for(request.user),
+                                                     "benchmarks": Benchmark.objects.filter(is_active=True)})
 
 
 @login_required

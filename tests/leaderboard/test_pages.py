@@ -56,6 +56,17 @@ def test_uploading_on_the_web_form_queues_and_redirects(client, owner, sqa3d_spl
     assert "WebNet" in page and "queued" in page and len(sent_tasks) == 1
 
 
+def test_my_submissions_links_a_submit_page_per_active_benchmark(client, owner, sqa3d_split):
+    from leaderboard.benchmarks.models import Benchmark
+
+    Benchmark.objects.filter(track="openscan").update(is_active=False)
+    client.force_login(owner)
+    page = client.get("/submissions/").content.decode()
+    assert "<title>My submissions · " in page
+    assert 'href="/submissions/new/sqa3d/"' in page and 'href="/submissions/new/mmscan-vg/"' in page
+    assert "/submissions/new/openscan/" not in page, "an inactive benchmark takes no submissions"
+
+
 def test_the_detail_page_shows_aggregate_scores_only(client, owner, finished):
     submission, result = finished
     client.force_login(owner)
