@@ -11,6 +11,14 @@ from evaluation_workers import contracts, tasks
 from evaluation_workers.synthetic import sqa3d
 
 
+@pytest.fixture(autouse=True)
+def no_shared_broker(monkeypatch):
+    """The worker's attempt check reads its broker's Redis, where the machine's (CI's REDIS_URL) keeps
+    other runs' keys for a week: a submission 7 dispatched there made these tests' message "stale".
+    A test here reaches Redis only through ``broker``, which starts without keys of submission 7."""
+    monkeypatch.setattr(tasks.app.conf, "broker_url", "memory://")
+
+
 @pytest.fixture
 def roots(tmp_path, monkeypatch):
     uploads, labels = tmp_path / "uploads", tmp_path / "labels"
@@ -83,6 +91,7 @@ def broker(redis_url, monkeypatch):
 
     monkeypatch.setattr(tasks.app.conf, "broker_url", redis_url)
     client = redis.Redis.from_url(redis_url)
+    client.delete(contracts.attempt_key(7), contracts.running_key(7, 2))
     yield client
     client.delete(contracts.attempt_key(7), contracts.running_key(7, 2))
 
