@@ -31,8 +31,12 @@ def compute(track_name: str, kept: dict[str, Any]) -> tuple[dict[str, Any], dict
 
     track = get_track(track_name)
     assert track.statistic is not None and track.units_of is not None
+    scenes = track.scenes_of(kept) if track.scenes_of else None
+    if track.scenes_of and scenes is None:
+        raise ValueError(f"The kept {track_name} outcomes name no scenes (kept by an older scorer): no intervals")
     found = bootstrap.intervals(track.statistic(kept), track.units_of(kept), track.unit, xp=backend(),
-                                width=track.width(kept) if track.width else 1)
+                                width=track.width(kept) if track.width else 1, scenes=scenes,
+                                groups=track.groups_of(kept) if track.groups_of else None)
     return None if found is None else (_clean(found[0]), _clean(found[1]))
 
 

@@ -1,19 +1,25 @@
-"""A split's public subset: scoring one submission on the public units and on the private rest.
+"""A split's public subset: scoring one submission on the public scenes and on the private rest.
 
 The subset is part of the hidden labels: ``partition.txt`` in the prepared
-labels folder (one public unit id per line; ``#`` starts a comment), written
-by ``manage.py load_labels --partition`` and read by workers only. Units are
-the track's natural unit: questions (SQA3D), prompts (MMScan), scenes
-(OpenScan); their ids are those of the public manifest (``manifest_units``).
+labels folder (one public scene id per line; ``#`` starts a comment), written
+by ``manage.py load_labels --partition`` and read by workers only. A
+partition is drawn by scene (METRICS.md, "Uncertainty"): a scene is wholly
+public or wholly private, so that each part can be resampled by its own
+scenes. Scene ids are those of the public manifest's ``scenes`` (SQA3D's
+``scene_id``, MMScan's ``scan_id``, OpenScan's scene files). A partition file
+written before partitions were by scene lists unit ids (question ids, sample
+ids): it is still read where its units make whole scenes, and refused where
+it splits one.
 
 The filter lives here, not in the tracks: a track's ``score`` already hands
 its bootstrap statistic to ``bootstrap.intervals`` (it recomputes every metric
-exactly from per-unit weights), and names its units there (``unit_ids``). A
-partition is a resample with weight 1 on its units and 0 elsewhere, so its
-exact metrics are the statistic of that one row, and its intervals come from
-resampling its units only. Partition results keep the track's metrics and the
-metrics of each group; they drop counts and details (per-class values), so
-that no number tells the sizes of the subsets' label distribution.
+exactly from per-unit weights), and names its units and their scenes there. A
+partition is a resample with weight 1 on its scenes' units and 0 elsewhere,
+so its exact metrics are the statistic of that one row, and its intervals
+come from resampling its scenes only. Partition results keep the track's
+metrics and the metrics of each group; they drop counts and details
+(per-class values), so that no number tells the sizes of the subsets' label
+distribution.
 """
 
 from __future__ import annotations
@@ -28,12 +34,12 @@ import numpy as np
 from evaluation_workers._xp import to_device, to_numpy
 from evaluation_workers.errors import LabelsError
 from evaluation_workers.metrics import bootstrap
-from evaluation_workers.results import clean_number
+from evaluation_workers.results import clean_number, interval_notes
 
 PARTITION_FILE = "partition.txt"
 PUBLIC, PRIVATE = "public", "private"
-# Where each track's public manifest lists its units.
-MANIFEST_UNITS = {"sqa3d": "question_ids", "mmscan-vg": "sample_ids", "openscan": "scenes"}
+# Where each track's public manifest lists its scenes.
+MANIFEST_SCENES = "scenes"
 
 
 @dataclass(frozen=True)
@@ -53,25 +59,26 @@ def read_partition(labels: Path) -> Partition | None:
     return Partition(public=parse(path.read_text(encoding="utf-8")))
 
 
-def manifest_units(track: str, manifest: Mapping[str, Any]) -> list[str]:
-    """The unit ids of a public manifest (each as text)."""
-    units = manifest.get(MANIFEST_UNITS.get(track, ""))
-    if units is None:
-        raise LabelsError(f"Expected a track with a public subset ({', '.join(MANIFEST_UNITS)}), but got {track!r}")
-    return [str(u) for u in units]
+def manifest_scenes(track: str, manifest: Mapping[str, Any]) -> list[str]:
+    """The scene ids of a public manifest (each as text)."""
+    scenes = manifest.get(MANIFEST_SCENES)
+    if not isinstance(scenes, (list, dict)):
+        raise LabelsError(f"Expected the {track} manifest to list its `scenes` (labels loaded before partitions "
+                          "were by scene: load them again), but it has none")
+    return [str(s) for s in scenes]
 
 
 def check_partition(track: str, manifest: Mapping[str, Any], public: Iterable[str]) -> frozenset[str]:
-    """The public ids, checked against the labels' units: all known, and units left on both sides."""
+    """The public scene ids, checked against the labels' scenes: all known, and scenes left on both sides."""
     public = frozenset(public)
-    units = set(manifest_units(track, manifest))
-    unknown = sorted(public - units)
+    scenes = set(manifest_scenes(track, manifest))
+    unknown = sorted(public - scenes)
     if unknown:
-        raise LabelsError(f"Expected the partition's ids to be {MANIFEST_UNITS[track]} of the labels, but "
-                          f"{len(unknown)} are not (first: {unknown[0]!r})")
-    if not public or public >= units:
-        raise LabelsError(f"Expected the public subset to hold some of the {len(units)} units and not all, "
-                          f"but it holds {len(public & units)}")
+        raise LabelsError(f"Expected the partition's ids to be scene ids of the labels (a partition is drawn by "
+                          f"scene), but {len(unknown)} are not (first: {unknown[0]!r})")
+    if not public or public >= scenes:
+        raise LabelsError(f"Expected the public subset to hold some of the {len(scenes)} scenes and not all, "
+                          f"but it holds {len(public & scenes)}")
     return public
 
 
@@ -80,26 +87,53 @@ def _values(units: bootstrap.Units, weights: np.ndarray) -> dict[str, float | No
     return {key: clean_number(np.asarray(to_numpy(v), dtype=np.float64)[0]) for key, v in out.items()}
 
 
-def partition_result(result: Mapping[str, Any], units: bootstrap.Units, mask: np.ndarray, name: str,
+def partition_result(result: Mapping[str, Any], units: bootstrap.Units, scenes: np.ndarray, name: str,
                      resamples: int | None = None) -> dict[str, Any]:
-    """``result`` (the track's, over every unit) recomputed on the units where ``mask`` (n,) is True."""
+    """``result`` (the track's, over every unit) recomputed on the units of the scenes where ``scenes``
+    (S,) is True (``bootstrap.scene_index`` order)."""
+    scene_of = None if units.scenes is None else bootstrap.scene_index(units.scenes)[1]
+    mask = scenes if scene_of is None else scenes[scene_of]
     values = _values(units, mask.astype(np.float64))
     missing = [k for k in result["metrics"] if k not in values]
     if missing:
         raise ValueError(f"The {result['track']} statistic does not recompute {missing}: no partition result")
+    whole = interval_notes(result.get("bootstrap"))
     out = {key: value for key, value in result.items() if key not in {"intervals", "bootstrap"}}
     out["metrics"] = {k: values[k] for k in result["metrics"]}
     out["breakdown"] = {group: {m: values[f"{group}/{m}"] for m in row if f"{group}/{m}" in values}
                         for group, row in result["breakdown"].items()}
     out["details"] = {"partition": name}
     out["partition"] = name
+    out["warnings"] = [w for w in result.get("warnings", []) if w not in whole]
     if "intervals" in result:
         uncertainty = bootstrap.intervals(units.statistic, len(units.ids), units.unit, resamples=resamples,
-                                          xp=units.xp, width=units.width, subset=np.flatnonzero(mask))
+                                          xp=units.xp, width=units.width, subset=np.flatnonzero(scenes),
+                                          scenes=scene_of, groups=units.groups)
         if uncertainty is not None:
-            out["intervals"] = {k: v for k, v in uncertainty[0].items()}
+            out["intervals"] = dict(uncertainty[0])
             out["bootstrap"] = uncertainty[1]
+            out["warnings"] += interval_notes(uncertainty[1])
     return out
+
+
+def public_scenes(units: bootstrap.Units, partition: Partition) -> np.ndarray:
+    """(S,) bool over ``units``' scenes in ``bootstrap.scene_index`` order: which are public.
+
+    The partition names scenes; one written before that names units, which must then make whole scenes.
+    """
+    scene_of = units.scenes if units.scenes is not None else units.ids
+    names, index = bootstrap.scene_index(scene_of)
+    public = np.array([name in partition.public for name in names], dtype=bool)
+    if public.any() or units.scenes is None:
+        return public
+    by_unit = np.array([u in partition.public for u in units.ids], dtype=bool)
+    public = np.bincount(index[by_unit], minlength=len(names)) > 0
+    split = np.flatnonzero(public & (np.bincount(index[~by_unit], minlength=len(names)) > 0))
+    if split.size:
+        raise LabelsError(f"Expected the partition to keep each scene wholly public or wholly private (the "
+                          f"intervals resample scenes), but {split.size} scenes are split between them (first: "
+                          f"{names[int(split[0])]!r}); load the labels again with a partition of scene ids")
+    return public
 
 
 def split_result(result: Mapping[str, Any], collected: list[bootstrap.Units], partition: Partition,
@@ -109,12 +143,12 @@ def split_result(result: Mapping[str, Any], collected: list[bootstrap.Units], pa
         raise ValueError(f"Expected the {result['track']} scorer to name its units once, but it did "
                          f"{len(collected)} times")
     units = collected[0]
-    mask = np.array([u in partition.public for u in units.ids], dtype=bool)
-    if not mask.any() or mask.all():
-        raise LabelsError(f"Expected the public subset to hold some of the {mask.size} scored "
-                          f"{units.unit}s and not all, but it holds {int(mask.sum())}")
-    return [partition_result(result, units, mask, PUBLIC, resamples),
-            partition_result(result, units, ~mask, PRIVATE, resamples)]
+    public = public_scenes(units, partition)
+    if not public.any() or public.all():
+        raise LabelsError(f"Expected the public subset to hold some of the {public.size} scored "
+                          f"scenes and not all, but it holds {int(public.sum())}")
+    return [partition_result(result, units, public, PUBLIC, resamples),
+            partition_result(result, units, ~public, PRIVATE, resamples)]
 
 
 def score(track: Any, labels: Path, predictions: Path, progress: Any,

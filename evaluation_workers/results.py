@@ -150,6 +150,20 @@ def _clean(obj: Any) -> Any:
     return clean_number(obj)
 
 
+def interval_notes(record: Mapping[str, Any] | None) -> list[str]:
+    """The words for a result's ``warnings`` of what ``bootstrap.intervals`` withheld (its record's ``withheld``)."""
+    withheld = (record or {}).get("withheld") or {}
+    least = (record or {}).get("min_scenes")
+    out = []
+    if "" in withheld:
+        out.append(f"No confidence intervals: {withheld['']} scenes were scored, and an interval needs at least "
+                    f"{least} (the bootstrap resamples scenes).")
+    groups = [f"{g} ({k})" for g, k in withheld.items() if g]
+    if groups:
+        out.append(f"No confidence interval for groups with fewer than {least} scenes: {', '.join(groups)}.")
+    return out
+
+
 def make_result(
     *,
     track: str,
@@ -167,7 +181,8 @@ def make_result(
 
     ``uncertainty`` is ``(intervals, bootstrap)`` from ``metrics.bootstrap.intervals``;
     when given the result also holds ``"intervals"`` ({"<metric>" or
-    "<group>/<metric>": [lo, hi] or null}) and ``"bootstrap"`` (how they were drawn).
+    "<group>/<metric>": [lo, hi] or null}) and ``"bootstrap"`` (how they were drawn),
+    and ``warnings`` say what had too few scenes for an interval.
     ``deferred`` (``{"resamples", "unit"}``) says instead that a follow-up task
     computes them (``"bootstrap": {"deferred": true, ...}``, no ``"intervals"``).
     """
@@ -184,6 +199,7 @@ def make_result(
     if uncertainty is not None:
         result["intervals"] = _clean(uncertainty[0])
         result["bootstrap"] = _clean(uncertainty[1])
+        result["warnings"] += interval_notes(uncertainty[1])
     elif deferred is not None:
         result["bootstrap"] = {"deferred": True, **_clean(deferred)}
     return result

@@ -1,30 +1,32 @@
-"""Bootstrap confidence intervals over a track's natural unit, vectorised.
+"""Bootstrap confidence intervals that resample scenes, vectorised.
 
-A resample draws n units with replacement from the n units of a split
-(questions, prompts, scenes). It is handed to a track's statistic as *counts*:
-a (b, n) array whose row is how often each unit was drawn, so a statistic
-recomputes the exact metric of the resampled data as weighted sums (a unit
-drawn twice weighs 2), for b resamples at once, without a loop over items.
+Questions, prompts and masks come in scenes, and a method's accuracy varies
+from scene to scene, so the resampling unit is the scene (METRICS.md,
+"Uncertainty"): a resample draws the split's S scenes with replacement and
+takes every unit (question, prompt, scene file) of each drawn scene, a scene
+drawn k times counting k times. It is handed to a track's statistic as unit
+*weights*: a (b, n) array whose row is how often each unit's scene was drawn,
+so a statistic recomputes the exact metric of the resampled data as weighted
+sums (``metrics.weighted``), for b resamples at once, without a loop over
+items. Where a track's units are its scenes (OpenScan) the weights are the
+draw counts themselves.
 
 Reproducibility: resamples come in fixed blocks of ``BLOCK`` rows; block j
-draws ``default_rng([seed, j]).integers(0, n, (rows, n), dtype=uint32)``
-(uint32: a third faster to draw than int64, and n never nears 2**32). The counts are
-drawn on the host with NumPy, so CPU and GPU workers, and any chunking of the
-work, see the same resamples. Two submissions on the same split see the same
+draws ``default_rng([seed, j]).integers(0, S, (rows, S), dtype=uint32)``
+(uint32: a third faster to draw than int64, and S never nears 2**32), S the
+scenes in sorted order of their ids (``scene_index``). The draws are made on
+the host with NumPy, so CPU and GPU workers, and any chunking of the work,
+see the same resamples. Two submissions on the same split see the same
 resamples too (the seed is fixed), which is what a paired comparison needs.
+The counts of a split depend only on (S, resamples, seed), so a worker keeps
+the last few small ones (``_kept``): the second submission on a split skips
+the drawing.
 
-The counts of a split depend only on (n, resamples, seed), so a worker keeps
-the last few small ones (``_kept``): the second submission on a split
-skips the drawing.
-
-Ranked metrics (AP) need running sums of the resampled weights along a
-ranking, but only at a few positions (the true positives and the points just
-above them): ``RunningSums`` gives those, cutting the ranking into segments
-instead of summing along all of it.
-
-Intervals are percentile intervals at ``LEVEL`` (``numpy.percentile``'s
-linear interpolation); resamples where a value is undefined (a group absent
-from the resample) are left out of that value's interval.
+Intervals (``confidence``) are 95 % intervals of the resampled values, by the
+method ``METHOD`` that the coverage simulation (``benchmarks/coverage.py``)
+showed to hold on the tracks' shapes; resamples where a value is undefined (a
+group absent from the resample) are left out of that value's interval. A
+split, or a group, with fewer than ``min_scenes_setting()`` scenes gets none.
 """
 
 from __future__ import annotations
@@ -41,23 +43,18 @@ from typing import Any
 import numpy as np
 from array_api_compat import is_cupy_namespace
 
-from evaluation_workers._xp import (
-    accumulate_rows,
-    array_namespace,
-    contiguous,
-    cumsum64,
-    lean_import,
-    segment_sums,
-    to_device,
-    to_numpy,
-)
-from evaluation_workers.metrics.interleaved import Interleaved
+from evaluation_workers._xp import lean_import, to_device, to_numpy
+from evaluation_workers.metrics import confidence
 from evaluation_workers.threads import read_ahead, threads
 
 DEFAULT_RESAMPLES = 1000  # the cost is measured by benchmarks/bootstrap.py (issue 13: under 20 % of scoring)
 SEED = 20240613
 BLOCK = 100  # resamples per random-number block; part of the definition of a resample
-LEVEL = 0.95
+LEVEL = confidence.LEVEL
+# How intervals are formed from the resamples: chosen by measured coverage (benchmarks/coverage.py).
+METHOD = "percentile"
+# Fewer scenes than this in a split or group: no interval (EVAL_BOOTSTRAP_MIN_SCENES).
+DEFAULT_MIN_SCENES = 20
 # Elements (resamples x entries) a statistic may hold at once; blocks are cut to fit.
 MAX_ELEMENTS = 1 << 24
 # Threads whose statistics may run at once, for MAX_ELEMENTS (a constant, not EVAL_THREADS: see
@@ -173,17 +170,29 @@ def rows_per_call(n_units: int, width: int, gpu: bool = False) -> int:
     return max(d for d in range(1, BLOCK + 1) if BLOCK % d == 0 and d <= max(bound, 1))
 
 
-def replicates(
-    statistic: Statistic, n_units: int, resamples: int, seed: int = SEED, xp: Any = None,
-    width: int = 1, subset: np.ndarray | None = None,
-) -> dict[str, np.ndarray]:
-    """Every value of ``statistic`` on every resample: {key: (resamples,) float64}.
+def scene_index(scene_of_unit: Sequence[Any]) -> tuple[list[str], np.ndarray]:
+    """The split's scenes, sorted, and each unit's scene as an index into them: (S,) ids, (n,) int64.
 
-    ``width`` is how many entries per resample the statistic holds at once (its
-    (b, width) temporaries); blocks are cut into calls of ``rows_per_call``
-    resamples. ``subset`` (m,) unit indices: resample those m units only (a
-    partition's), the others weigh 0; the draws are those of m units, so they
-    match resampling the subset's units scored on their own.
+    Sorted, so that every submission on a split numbers its scenes alike (and sees the same resamples).
+    """
+    names, index = np.unique(np.asarray([str(s) for s in scene_of_unit], dtype=str), return_inverse=True)
+    return [str(n) for n in names], index.astype(np.int64).reshape(-1)
+
+
+def _scene_count(n_units: int, scenes: np.ndarray | None) -> int:
+    return n_units if scenes is None else int(scenes.max(initial=-1)) + 1
+
+
+def _run_blocks(
+    statistic: Statistic, n_units: int, n_blocks: int, block: Callable[[int], np.ndarray], xp: Any, width: int,
+    subset: np.ndarray | None, scenes: np.ndarray | None, on_block: Callable[[int, np.ndarray], None] | None = None,
+) -> dict[str, np.ndarray]:
+    """``statistic`` on every row of blocks of scene counts: {key: (rows,) float64}, in block order.
+
+    ``block(j)`` is block j's (rows, m) scene counts, m the scenes drawn (``subset``'s, or every
+    scene); they are put in their scenes' columns (the others weigh 0), then handed to the statistic
+    as unit weights (each unit weighs what its scene does). ``on_block(j, counts)`` sees each block's
+    counts as drawn (``replicates`` keeps them).
     """
     from threadpoolctl import threadpool_limits
 
@@ -194,85 +203,192 @@ def replicates(
     # products release the GIL), collected in order.
     workers = threads() if not is_cupy_namespace(xp) else 1
     rows_at_once = rows_per_call(n_units, width, gpu=is_cupy_namespace(xp))
-    drawn = n_units if subset is None else int(subset.shape[0])
-    split = (drawn, resamples, seed)
-    kept = _kept.get(split)
-    keep = kept is None and drawn * resamples <= CACHE_BYTES
+    n_scenes = _scene_count(n_units, scenes)
 
-    def run(j: int) -> tuple[dict[str, list[np.ndarray]], np.ndarray | None]:
-        counts = kept[j].astype(np.float64) if kept is not None else block_counts(drawn, resamples, seed, j)
-        small = counts.astype(np.uint8) if keep and int(counts.max(initial=0)) <= 255 else None
-        if subset is not None:  # the subset's draws, put in its units' columns (the others weigh 0)
-            full = np.zeros((counts.shape[0], n_units), dtype=np.float64)
+    def run(j: int) -> dict[str, list[np.ndarray]]:
+        counts = block(j)
+        if on_block is not None:
+            on_block(j, counts)
+        if subset is not None:  # the subset's draws, put in its scenes' columns (the others weigh 0)
+            full = np.zeros((counts.shape[0], n_scenes), dtype=np.float64)
             full[:, subset] = counts
             counts = full
+        if scenes is not None:  # each unit weighs what its scene does
+            counts = np.take(counts, scenes, axis=1)
         out: dict[str, list[np.ndarray]] = {}
         for r0 in range(0, counts.shape[0], rows_at_once):
             values = statistic(to_device(counts[r0 : r0 + rows_at_once], xp))
             for name, v in values.items():
                 out.setdefault(name, []).append(np.asarray(to_numpy(v), dtype=np.float64))
-        return out, small
+        return out
 
     parts: dict[str, list[np.ndarray]] = {}
-    small_blocks: list[np.ndarray | None] = []
     # The products here are thin ((b, n) x (n, k), k a few dozen): BLAS threads only wait on
     # each other, and on a busy machine they made SQA3D's bootstrap ten times slower.
     with threadpool_limits(limits=1, user_api="blas"), (
             ThreadPoolExecutor(workers) if workers > 1 else nullcontext()) as pool:
-        for _, (block, small) in read_ahead(pool, run, range(blocks_of(resamples)), depth=workers):
-            for name, v in block.items():
+        for _, found in read_ahead(pool, run, range(n_blocks), depth=workers):
+            for name, v in found.items():
                 parts.setdefault(name, []).extend(v)
-            small_blocks.append(small)
-    if keep:
-        _keep(split, small_blocks)
     return {key: np.concatenate(v) for key, v in parts.items()}
 
 
-def percentile_interval(values: np.ndarray, level: float = LEVEL) -> list[float] | None:
-    """[lo, hi] of the defined values; None when no resample defines the value."""
-    finite = values[np.isfinite(values)]
-    if not finite.size:
-        return None
-    tail = 100.0 * (1.0 - level) / 2.0
-    lo, hi = np.percentile(finite, [tail, 100.0 - tail])
-    return [float(lo), float(hi)]
+def replicates(
+    statistic: Statistic, n_units: int, resamples: int, seed: int = SEED, xp: Any = None,
+    width: int = 1, subset: np.ndarray | None = None, scenes: np.ndarray | None = None,
+) -> dict[str, np.ndarray]:
+    """Every value of ``statistic`` on every resample of scenes: {key: (resamples,) float64}.
+
+    ``scenes`` (n,) int64: the scene of each unit (``scene_index``); None when
+    the units are the scenes. A resample draws the m scenes with replacement
+    and each unit weighs as often as its scene was drawn. ``subset`` (m,) scene
+    indices: resample those m scenes only (a partition's), the others weigh 0;
+    the draws are those of m scenes, so they match resampling the subset's
+    scenes scored on their own. ``width`` is how many entries per resample the
+    statistic holds at once (its (b, width) temporaries); blocks are cut into
+    calls of ``rows_per_call`` resamples.
+    """
+    drawn = _scene_count(n_units, scenes) if subset is None else int(subset.shape[0])
+    split = (drawn, resamples, seed)
+    kept = _kept.get(split)
+    keep = kept is None and drawn * resamples <= CACHE_BYTES
+    small: list[np.ndarray | None] = [None] * blocks_of(resamples)
+
+    def block(j: int) -> np.ndarray:
+        return kept[j].astype(np.float64) if kept is not None else block_counts(drawn, resamples, seed, j)
+
+    def note(j: int, counts: np.ndarray) -> None:
+        if keep and int(counts.max(initial=0)) <= 255:
+            small[j] = counts.astype(np.uint8)
+
+    values = _run_blocks(statistic, n_units, blocks_of(resamples), block, xp, width, subset, scenes, note)
+    if keep:
+        _keep(split, small)
+    return values
+
+
+def jackknife(
+    statistic: Statistic, n_units: int, xp: Any = None, width: int = 1, subset: np.ndarray | None = None,
+    scenes: np.ndarray | None = None,
+) -> dict[str, np.ndarray]:
+    """Every value of ``statistic`` with one scene left out, for each of the m scenes (``subset``'s, or
+    every scene): {key: (m,) float64}. What BCa's acceleration is estimated from."""
+    drawn = _scene_count(n_units, scenes) if subset is None else int(subset.shape[0])
+
+    def block(j: int) -> np.ndarray:
+        rows = np.arange(j * BLOCK, min(drawn, (j + 1) * BLOCK))
+        counts = np.ones((rows.shape[0], drawn), dtype=np.float64)
+        counts[np.arange(rows.shape[0]), rows] = 0.0
+        return counts
+
+    return _run_blocks(statistic, n_units, blocks_of(drawn), block, xp, width, subset, scenes)
+
+
+def observed(statistic: Statistic, n_units: int, xp: Any = None, subset: np.ndarray | None = None,
+             scenes: np.ndarray | None = None) -> dict[str, float]:
+    """Every value of ``statistic`` on the scenes as they are (``subset``'s only): {key: float, NaN if undefined}."""
+    from evaluation_workers._xp import backend
+
+    weights = np.ones((1, _scene_count(n_units, scenes)))
+    if subset is not None:
+        weights = np.zeros_like(weights)
+        weights[0, subset] = 1.0
+    if scenes is not None:
+        weights = np.take(weights, scenes, axis=1)
+    found = statistic(to_device(weights, xp or backend()))
+    return {key: float(np.asarray(to_numpy(v), dtype=np.float64)[0]) for key, v in found.items()}
+
+
+def min_scenes_setting() -> int:
+    """``EVAL_BOOTSTRAP_MIN_SCENES``: a split or group with fewer scenes gets no interval (20 by default)."""
+    raw = os.environ.get("EVAL_BOOTSTRAP_MIN_SCENES", str(DEFAULT_MIN_SCENES))
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"Expected EVAL_BOOTSTRAP_MIN_SCENES to be an integer, but got {raw!r}") from None
+    if value < 1:
+        raise ValueError(f"Expected EVAL_BOOTSTRAP_MIN_SCENES >= 1, but got {value}")
+    return value
 
 
 def intervals(
     statistic: Statistic, n_units: int, unit: str, resamples: int | None = None, seed: int = SEED,
     xp: Any = None, width: int = 1, unit_ids: Sequence[Any] | None = None, subset: np.ndarray | None = None,
+    scene_of: Sequence[Any] | None = None, groups: Mapping[str, np.ndarray] | None = None,
+    method: str = METHOD, scenes: np.ndarray | None = None,
 ) -> tuple[dict[str, list[float] | None], dict[str, Any]] | None:
-    """Percentile intervals of every value of ``statistic``, and the record of how they were drawn.
+    """95 % intervals of every value of ``statistic`` by resampling scenes, and the record of how.
 
-    ``unit_ids`` (n,) names the units in the statistic's order; a track that
-    gives them can be scored on a partition of its units (inside
-    ``collecting``, resampling on or off; ``evaluation_workers.partitions``). ``subset``:
-    resample only those unit indices (``replicates``).
+    ``scene_of`` (n,): the scene id of each unit (a question's ``scene_id``), or ``scenes`` (n,)
+    int64 their indices (``scene_index``); neither when the units are the scenes. ``unit_ids`` (n,)
+    names the units in the statistic's order; a track that gives them can be scored on a partition
+    of its scenes (inside ``collecting``, resampling on or off; ``evaluation_workers.partitions``).
+    ``subset``: resample only those scene indices (of
+    ``scene_index``'s order). ``groups``: {group: (n,) bool} the units of each breakdown group, whose
+    values ("<group>/<metric>") get no interval when the group spans fewer than
+    ``min_scenes_setting()`` scenes; a split (or subset) with fewer scenes gets none at all. What was
+    withheld, and why, is in the record's ``withheld`` (``results.interval_notes`` words it).
 
     Returns None when resampling is off (``resamples`` 0, or no unit to draw).
     """
+    if scene_of is not None:
+        scenes = scene_index(scene_of)[1]
     collected = _collected.get()
     if unit_ids is not None and collected is not None:
-        collected.append(Units(statistic=statistic, ids=[str(u) for u in unit_ids], unit=unit, xp=xp, width=width))
+        ids = [str(u) for u in unit_ids]
+        collected.append(Units(statistic=statistic, ids=ids, unit=unit, xp=xp, width=width,
+                               scenes=None if scene_of is None else [str(s) for s in scene_of], groups=groups))
     resamples = resamples_setting() if resamples is None else resamples
-    drawn = n_units if subset is None else int(subset.shape[0])
+    n_scenes = _scene_count(n_units, scenes)
+    drawn = n_scenes if subset is None else int(subset.shape[0])
     if resamples <= 0 or drawn <= 0:
         return None
-    values = replicates(statistic, n_units, resamples, seed, xp, width, subset)
-    record = {"resamples": resamples, "seed": seed, "unit": unit, "units": drawn, "level": LEVEL,
-              "method": "percentile", "block": BLOCK}
-    return {key: percentile_interval(v) for key, v in values.items()}, record
+    least = min_scenes_setting()
+    record: dict[str, Any] = {"resamples": resamples, "seed": seed, "unit": "scene", "units": drawn,
+                              "scored_unit": unit, "level": LEVEL, "method": method, "block": BLOCK,
+                              "min_scenes": least}
+    point = observed(statistic, n_units, xp, subset, scenes)
+    if drawn < least:
+        record["withheld"] = {"": drawn}
+        return {key: None for key in point}, record
+    values = replicates(statistic, n_units, resamples, seed, xp, width, subset, scenes)
+    jack = jackknife(statistic, n_units, xp, width, subset, scenes) if method == "bca" else {}
+    found = {key: confidence.interval(method, v, point.get(key, math.nan), jack.get(key))
+             for key, v in values.items()}
+    small = _small_groups(groups or {}, scenes, subset, least)
+    for key in found:
+        if key.split("/", 1)[0] in small and "/" in key:
+            found[key] = None
+    if small:
+        record["withheld"] = small
+    return found, record
+
+
+def _small_groups(groups: Mapping[str, np.ndarray], scenes: np.ndarray | None, subset: np.ndarray | None,
+                  least: int) -> dict[str, int]:
+    """{group: its scenes} of the groups that span fewer than ``least`` of the resampled scenes."""
+    small = {}
+    for group, members in groups.items():
+        of_group = np.flatnonzero(members) if scenes is None else np.unique(scenes[np.asarray(members, bool)])
+        if subset is not None:
+            of_group = np.intersect1d(of_group, subset)
+        if of_group.shape[0] < least:
+            small[group] = int(of_group.shape[0])
+    return small
 
 
 @dataclass(frozen=True)
 class Units:
-    """A track's statistic and the ids of its units, in the statistic's order (what ``intervals`` was given)."""
+    """A track's statistic and the ids of its units and of their scenes, in the statistic's order
+    (what ``intervals`` was given)."""
 
     statistic: Statistic
     ids: list[str]
     unit: str
     xp: Any = None
     width: int = 1
+    scenes: list[str] | None = None  # each unit's scene id; None: the units are the scenes
+    groups: Mapping[str, np.ndarray] | None = None  # the units of each breakdown group
 
 
 _collected: ContextVar[list[Units] | None] = ContextVar("bootstrap_units", default=None)
@@ -288,160 +404,3 @@ def collecting() -> Iterator[list[Units]]:
         yield collected
     finally:
         _collected.reset(token)
-
-
-def as_int32(counts: Any, bound: int) -> Any | None:
-    """``counts`` as int32 when they are whole, non-negative and any sum of ``bound`` of them fits
-    in int32 (draw counts always are): running sums of them in int32 are exact and several times
-    faster than in float64 (an add of integers is not a chain of float latencies). None otherwise."""
-    xp = array_namespace(counts)
-    top = _whole_top(counts)
-    if top is None or top * max(bound, 1) >= 2**31:
-        return None
-    return xp.astype(counts, xp.int32)
-
-
-def _whole_top(counts: Any) -> int | None:
-    """The largest of ``counts`` when they are all whole and non-negative (draws), else None; an
-    integer array (``as_int32``'s) needs no check of wholeness."""
-    xp = array_namespace(counts)
-    if not (counts.shape[0] and counts.shape[1]):
-        return 0
-    if not xp.isdtype(counts.dtype, "integral") and not bool(xp.all(counts == xp.floor(counts))):
-        return None
-    return int(xp.max(counts)) if float(xp.min(counts)) >= 0 else None
-
-
-def weighted_ratio(xp: Any, num: Any, den: Any) -> Any:
-    """num / den, NaN where den is 0 (a group that the resample does not draw)."""
-    safe = xp.where(den > 0, den, xp.ones_like(den))
-    return xp.where(den > 0, num / safe, xp.full_like(num, math.nan))
-
-
-def nanmean_last(xp: Any, x: Any) -> Any:
-    """Mean over the last axis of the non-NaN values; NaN where there are none."""
-    defined = ~xp.isnan(x)
-    total = xp.sum(xp.where(defined, x, xp.zeros_like(x)), axis=-1)
-    count = xp.astype(xp.sum(xp.astype(defined, xp.int64), axis=-1), xp.float64)
-    return weighted_ratio(xp, total, count)
-
-
-def entries_up_to(unit: np.ndarray, ends: np.ndarray, n_units: int) -> np.ndarray:
-    """(n_units, J) float64: how many entries of each unit lie at or before each of ``ends`` in ``unit``.
-
-    ``counts @ entries_up_to(...)`` is ``RunningSums``' sums: a statistic that
-    needs the same sums for every block of resamples computes this once.
-    """
-    if ends.shape[0] == 0:
-        return np.zeros((n_units, 0))
-    used = unit[: int(ends[-1]) + 1]
-    starts = np.concatenate([[0], ends[:-1] + 1]).astype(np.int64)
-    segment = np.repeat(np.arange(ends.shape[0]), np.diff(np.append(starts, used.shape[0])))
-    per_segment = np.bincount(used * ends.shape[0] + segment, minlength=n_units * ends.shape[0])
-    return np.cumsum(per_segment.reshape(n_units, ends.shape[0]), axis=1).astype(np.float64)
-
-
-class RunningSums:
-    """Resampled weights summed along a ranking at some of its positions, prepared once for every
-    block of resamples: ``RunningSums(unit, ends, n)(counts)`` is (b, J) float64 with
-    ``out[:, j] = sum(counts[:, unit[e]] for e <= ends[j])`` (an entry drawn k times counted k times),
-    ``unit`` (R,) the unit of each entry in ranking order, ``ends`` (J,) strictly increasing positions.
-
-    With few units (OpenScan's scenes) a block's sums are one matrix product
-    with the (n, J) matrix of how many entries of each unit lie up to each
-    position. Otherwise (MMScan's prompts) each segment between two positions
-    is summed: on the CPU as the product of the sparse (J, n) matrix of each
-    unit's entries per segment with the transposed counts, in integers as
-    narrow as every segment's sum allows (draw counts are small integers; a
-    sparse product in int16 is 15 times faster than gathering the rows and
-    reducing them with NumPy); on a GPU by gathering the (b, R) weights and
-    summing the segments, in few large kernels.
-    """
-
-    def __init__(self, unit: np.ndarray, ends: np.ndarray, n_units: int) -> None:
-        self.n_units, self.n_ends = n_units, int(ends.shape[0])
-        self.dense: np.ndarray | None = None
-        if not self.n_ends:
-            return
-        used = unit[: int(ends[-1]) + 1]
-        starts = np.concatenate([[0], ends[:-1] + 1]).astype(np.int64)
-        if n_units * self.n_ends <= min(MAX_ELEMENTS, 16 * used.shape[0]):
-            self.dense = entries_up_to(unit, ends, n_units)
-            return
-        self.used, self.starts = used, starts
-        self.longest = int(np.max(ends + 1 - starts))
-        self._sparse: dict[tuple[type[np.generic], int], Any] = {}  # (dtype, layout rows or 0)
-
-    def __call__(self, counts: Any) -> Any:
-        xp = array_namespace(counts)
-        b = counts.shape[0]
-        if not self.n_ends:
-            return xp.zeros((b, 0), dtype=xp.float64)
-        if self.dense is not None:
-            return counts @ xp.asarray(self.dense)
-        if is_cupy_namespace(xp):  # a GPU wants few large kernels
-            rows = max(1, MAX_ELEMENTS // self.used.shape[0])
-            used_d, starts_d = xp.asarray(self.used), xp.asarray(self.starts)
-            parts = [segment_sums(xp.take(counts[r0 : min(r0 + rows, b), :], used_d, axis=1), starts_d, xp)
-                     for r0 in range(0, b, rows)]
-            return cumsum64(xp.concat(parts, axis=0) if len(parts) > 1 else parts[0], axis=1)
-        return xp.asarray(self._host(np.asarray(counts)))
-
-    def interleaved(self, weights: Any, layout: Interleaved) -> Any:
-        """The same sums as float64 in ``layout`` (of the J positions), given the (n, b) weights
-        (units by resamples): ``out[layout.row_of(j)] = sums[:, j]``, padding rows 0.
-
-        On the CPU the sparse product yields the layout's rows directly (its rows permuted to
-        them), so the running sum is ``layout.running_sum``'s element-wise steps, not a chain."""
-        xp = array_namespace(weights)
-        if not self.n_ends:
-            return xp.zeros((layout.rows, weights.shape[1]), dtype=xp.float64)
-        if self.dense is not None or is_cupy_namespace(xp):
-            by_row = contiguous(xp.permute_dims(self(xp.permute_dims(weights, (1, 0))), (1, 0)))  # (J, b)
-            rows = xp.asarray(layout.source_rows(np.arange(self.n_ends)))
-            return layout.gather(xp.astype(by_row, xp.float64), rows)
-        sums, running = self._segment_sums(np.asarray(weights), layout)
-        return xp.asarray(layout.running_sum(sums.astype(running, copy=False)).astype(np.float64, copy=False))
-
-    def _host(self, counts: np.ndarray) -> np.ndarray:
-        sums, running = self._segment_sums(np.ascontiguousarray(counts.T), None)  # (J, b)
-        out: np.ndarray = accumulate_rows(np.ascontiguousarray(sums.T, dtype=running), "add")
-        return out.astype(np.float64, copy=False)
-
-    def _segment_sums(self, weights: np.ndarray, layout: Interleaved | None) -> tuple[np.ndarray, type[np.generic]]:
-        """Each segment's sum of the (n, b) weights, one sparse product (rows: the segments, or ``layout``'s),
-        and the dtype their running sums need.
-
-        The product is taken in the narrowest integer that holds every segment's sum; the running sums in
-        int32 when every one of them fits (4-5x faster than float64), else int64. Integer sums below 2**53
-        are exact, and equal to summing the float64 counts. Weights that are not whole: float64 throughout.
-        """
-        top = _whole_top(weights)
-        dtype: type[np.generic] = np.float64
-        for candidate in (np.int16, np.int32):
-            if top is not None and top * self.longest <= np.iinfo(candidate).max:
-                dtype = candidate
-                break
-        key = (dtype, 0 if layout is None else layout.rows)
-        matrix = self._sparse.get(key)
-        if matrix is None:
-            matrix = self._sparse[key] = self._segments(dtype, layout)
-        sums = matrix @ weights.astype(dtype, copy=False)
-        if top is None or dtype is np.float64:
-            return sums, np.float64
-        return sums, (np.int32 if top * self.used.shape[0] < 2**31 else np.int64)  # the most a running sum reaches
-
-    def _segments(self, dtype: type[np.generic], layout: Interleaved | None = None) -> Any:
-        """The sparse (J, n) matrix: how many entries of each unit lie in each segment; with a
-        ``layout``, (layout.rows, n) with segment j in row ``layout.row_of(j)``."""
-        csr_matrix = lean_import("scipy.sparse").csr_matrix
-
-        lengths = np.diff(np.append(self.starts, self.used.shape[0]))
-        segment = np.repeat(np.arange(self.n_ends), lengths)
-        rows = self.n_ends
-        if layout is not None:
-            segment, rows = layout.row_of(segment), layout.rows
-        matrix = csr_matrix((np.ones(self.used.shape[0], dtype=dtype), (segment, self.used)),
-                            shape=(rows, self.n_units))
-        matrix.sum_duplicates()
-        return matrix

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from evaluation_workers.metrics import bootstrap
+from evaluation_workers.metrics import bootstrap, confidence
 
 SIGNIFICANCE = 0.05
 
@@ -57,7 +57,7 @@ def paired_bootstrap(
     observed = _at_unit_counts(difference, n_units, xp)
     values = bootstrap.replicates(difference, n_units, resamples, seed, xp, width)["d"]
     return {"test": "paired-bootstrap", "difference": observed, "p_value": bootstrap_p_value(values),
-            "interval": bootstrap.percentile_interval(values), "resamples": resamples}
+            "interval": confidence.percentile_interval(values), "resamples": resamples}
 
 
 def _at_unit_counts(difference: bootstrap.Statistic, n_units: int, xp: Any) -> float | None:

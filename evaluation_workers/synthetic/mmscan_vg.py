@@ -55,11 +55,20 @@ def _samples(
     empty_fraction: float,
     tilted_fraction: float,
     objects_per_scene: int,
+    prompts_per_scene: int = 10,
+    scene_spread: float = 0.0,
 ) -> Iterator[tuple[dict[str, Any], np.ndarray, np.ndarray]]:
-    """Each prompt's label and its predicted boxes (n, 9) and scores (n,), in one random stream."""
+    """Each prompt's label and its predicted boxes (n, 9) and scores (n,), in one random stream.
+
+    ``scene_spread``: how much the predictions' quality varies from scene to scene (the
+    standard deviation of the log of a scene's factor on the near misses' offsets): the scene
+    effects that make prompts of one scene alike (``benchmarks/coverage.py``). Drawn from a
+    stream of their own, so 0 gives the same data as before they existed.
+    """
     rng = np.random.default_rng(seed)
-    n_scenes = max(1, samples // 10)
+    n_scenes = max(1, samples // prompts_per_scene)
     scenes = [_scene(rng, objects_per_scene, tilted_fraction) for _ in range(n_scenes)]
+    jitter = np.exp(scene_spread * np.random.default_rng([seed, 1]).standard_normal(n_scenes))
     for i in range(samples):
         scene_id = int(rng.integers(n_scenes))
         objects = scenes[scene_id]
@@ -74,7 +83,7 @@ def _samples(
             "gt_bboxes": gt.tolist(),
         }
         n_pred = 0 if rng.random() < empty_fraction else int(rng.integers(min_preds, max_preds + 1))
-        boxes, scores = _predictions(rng, gt, objects, n_pred, tilted_fraction)
+        boxes, scores = _predictions(rng, gt, objects, n_pred, tilted_fraction, float(jitter[scene_id]))
         yield label, boxes, scores
 
 
@@ -87,12 +96,14 @@ def make_data(
     empty_fraction: float = 0.02,
     tilted_fraction: float = 0.15,
     objects_per_scene: int = 20,
+    prompts_per_scene: int = 10,
+    scene_spread: float = 0.0,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Labels and predictions as JSON-ready lists (see the module docstring)."""
+    """Labels and predictions as JSON-ready lists (see the module docstring and ``_samples``)."""
     labels: list[dict[str, Any]] = []
     predictions: list[dict[str, Any]] = []
     for label, boxes, scores in _samples(samples, seed, min_preds, max_preds, max_gt, empty_fraction,
-                                         tilted_fraction, objects_per_scene):
+                                         tilted_fraction, objects_per_scene, prompts_per_scene, scene_spread):
         labels.append(label)
         predictions.append(
             {"sample_id": label["sample_id"], "pred_bboxes": boxes.tolist(), "pred_scores": scores.tolist()}
@@ -110,6 +121,8 @@ def make_arrays(
     tilted_fraction: float = 0.15,
     objects_per_scene: int = 20,
     dtype: type[np.floating[Any]] = np.float32,
+    prompts_per_scene: int = 10,
+    scene_spread: float = 0.0,
 ) -> tuple[list[dict[str, Any]], dict[str, np.ndarray]]:
     """The same content as ``make_data``, predictions as the binary form's arrays (no per-box objects)."""
     labels: list[dict[str, Any]] = []
@@ -117,7 +130,8 @@ def make_arrays(
     box_parts: list[np.ndarray] = []
     score_parts: list[np.ndarray] = []
     for i, (label, boxes, scores) in enumerate(
-        _samples(samples, seed, min_preds, max_preds, max_gt, empty_fraction, tilted_fraction, objects_per_scene)
+        _samples(samples, seed, min_preds, max_preds, max_gt, empty_fraction, tilted_fraction, objects_per_scene,
+                 prompts_per_scene, scene_spread)
     ):
         labels.append(label)
         counts[i + 1] = len(scores)
@@ -176,9 +190,10 @@ def _scene(rng: np.random.Generator, n_objects: int, tilted_fraction: float) -> 
     return _random_boxes(rng, n_objects, tilted_fraction)
 
 
-def _near_miss(rng: np.random.Generator, boxes: np.ndarray, tilted_fraction: float) -> np.ndarray:
+def _near_miss(rng: np.random.Generator, boxes: np.ndarray, tilted_fraction: float,
+               jitter: float = 1.0) -> np.ndarray:
     out = boxes.copy()
-    out[:, :3] += rng.normal(0, 0.15, (len(boxes), 3)) * boxes[:, 3:6]
+    out[:, :3] += rng.normal(0, 0.15, (len(boxes), 3)) * boxes[:, 3:6] * jitter
     out[:, 3:6] *= rng.uniform(0.75, 1.3, (len(boxes), 3))
     out[:, 6] += rng.normal(0, 0.2, len(boxes))
     tilted = rng.random(len(boxes)) < tilted_fraction
@@ -187,7 +202,8 @@ def _near_miss(rng: np.random.Generator, boxes: np.ndarray, tilted_fraction: flo
 
 
 def _predictions(
-    rng: np.random.Generator, gt: np.ndarray, objects: np.ndarray, n: int, tilted_fraction: float
+    rng: np.random.Generator, gt: np.ndarray, objects: np.ndarray, n: int, tilted_fraction: float,
+    jitter: float = 1.0,
 ) -> tuple[np.ndarray, np.ndarray]:
     if n == 0:
         return np.zeros((0, 9)), np.zeros(0)
@@ -195,7 +211,7 @@ def _predictions(
     boxes = np.empty((n, 9))
     scores = np.empty(n)
     near = kind == 0
-    boxes[near] = _near_miss(rng, gt[rng.integers(len(gt), size=int(near.sum()))], tilted_fraction)
+    boxes[near] = _near_miss(rng, gt[rng.integers(len(gt), size=int(near.sum()))], tilted_fraction, jitter)
     other = kind == 1
     boxes[other] = _near_miss(
         rng, objects[rng.integers(len(objects), size=int(other.sum()))], tilted_fraction

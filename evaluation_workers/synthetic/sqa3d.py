@@ -69,8 +69,14 @@ def label_paths(folder: Path, split: str) -> tuple[Path, Path]:
             Path(folder) / f"v1_balanced_sqa_annotations_{split}_scannetv2.json")
 
 
-def write_labels(folder: Path, n_questions: int, seed: int, split: str = "test") -> dict[str, Path]:
-    """Write ``n_questions`` questions and their answers, in the official pair of files."""
+# The test split's questions come from 67 ScanNet scenes.
+SCENES = 67
+
+
+def write_labels(folder: Path, n_questions: int, seed: int, split: str = "test",
+                 scenes: int = SCENES) -> dict[str, Path]:
+    """Write ``n_questions`` questions and their answers, in the official pair of files; each
+    question is asked in one of ``scenes`` scenes."""
     rng = random.Random(seed)
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -79,7 +85,7 @@ def write_labels(folder: Path, n_questions: int, seed: int, split: str = "test")
     questions, annotations = [], []
     for offset, kind in zip(ids, types):
         qid = 220602000000 + offset
-        scene = f"scene{rng.randrange(707):04d}_00"
+        scene = f"scene{rng.randrange(scenes):04d}_00"
         o, p = rng.sample(OBJECTS, 2)
         template, pool, answer_type = rng.choice(TEMPLATES[kind])
         situation = rng.choice(SITUATIONS).format(o=o, p=p)

@@ -67,11 +67,17 @@ class Track:
         wants_gpu: whether scoring benefits from the GPU queue when one exists.
         protocols: the ways numbers on this track are produced, this service's
             scorer first; empty when there is only one (rows then show none).
-        unit: what the bootstrap resamples ("question", "prompt", "scene").
+        unit: what one outcome is ("question", "prompt", "scene"); the bootstrap
+            resamples the scenes they belong to.
         statistic: ``(outcomes) -> bootstrap statistic``; ``outcomes`` is what
             ``score(..., outcomes={})`` fills in (per-unit outcomes, worker-only).
         units_of: ``(outcomes) -> n``, the number of units they cover.
         width: ``(outcomes) -> w``, the widest (b, w) temporary of the statistic.
+        scenes_of: ``(outcomes) -> (n,) int64`` the scene index of each unit
+            (``bootstrap.scene_index``), or None when the units are the scenes;
+            absent (None) for a track whose units are its scenes.
+        groups_of: ``(outcomes) -> {group: (n,) bool}`` the units of each
+            breakdown group (an interval per group needs enough scenes).
     """
 
     name: str
@@ -95,6 +101,8 @@ class Track:
     statistic: Callable[[Any], Any] | None = None
     units_of: Callable[[Any], int] | None = None
     width: Callable[[Any], int] | None = None
+    scenes_of: Callable[[Any], Any] | None = None
+    groups_of: Callable[[Any], dict[str, Any]] | None = None
 
     def protocol(self, key: str) -> ScoringProtocol | None:
         """The declared protocol called ``key`` (None for an unknown or empty key)."""

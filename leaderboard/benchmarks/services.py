@@ -70,7 +70,7 @@ def do_load_labels(split: Split, source: Path, loaded_by: str = "",
 
     The store is ``LABELS_DIR`` or, with ``LABELS_S3_BUCKET``, the labels bucket
     (uploaded once, here: the only code of the site that touches it).
-    ``partition``: a file of the public subset's unit ids, one a line
+    ``partition``: a file of the public subset's scene ids, one a line
     (``evaluation_workers.partitions``); it is stored with the labels, where
     only workers read it, and is part of the version's checksum.
 

@@ -67,7 +67,7 @@ def refresh_entry(method: Any, split: Split) -> LeaderboardEntry | None:
                       "uses_extra_data": bool(method.uses_extra_data),
                       "is_verified": published.is_verified,
                       "primary_score": scores.get(spec.primary_metric), "scores": scores,
-                      "intervals": {k: v for k, v in (result.intervals or {}).items() if v is not None},
+                      "intervals": {k: v for k, v in result.scene_intervals.items() if v is not None},
                       "scorer_version": result.scorer_version, "is_paper": False,
                       "protocol": spec.protocols[0].key if spec.protocols else ""})
         return entry

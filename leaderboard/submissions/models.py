@@ -178,11 +178,18 @@ class Result(models.Model):
         constraints = [models.UniqueConstraint(fields=["submission", "scorer_version", "partition"],
                                                name="one_result_per_scorer_version_and_partition")]
 
+    @property
+    def scene_intervals(self) -> dict:
+        """The intervals that may be shown: those of a bootstrap that resampled scenes (METRICS.md,
+        "Uncertainty"). A result scored when intervals resampled questions or prompts claims more
+        certainty than it has, and shows none until it is re-scored."""
+        return dict(self.intervals or {}) if (self.bootstrap or {}).get("unit") == "scene" else {}
+
     def as_json(self) -> dict:
         return {"scorer_version": self.scorer_version, "labels_sha256": self.labels_sha256,
                 "predictions_sha256": self.predictions_sha256, "partition": self.partition,
                 "metrics": self.metrics, "breakdown": self.breakdown, "details": self.details,
-                "warnings": self.warnings, "intervals": self.intervals, "bootstrap": self.bootstrap}
+                "warnings": self.warnings, "intervals": self.scene_intervals, "bootstrap": self.bootstrap}
 
 
 def shown_result(results: Iterable[Result], split: Split) -> Result | None:

@@ -1,9 +1,11 @@
 """Bootstrap intervals: the vectorised statistics against a loop that rebuilds each resample and scores it.
 
-The reference draws the same index arrays (``bootstrap.draw_indices``, same
-seed), writes the resampled split as files (a unit drawn twice is two units
-with new ids) and scores it with the track's own scorer, intervals off. The
-intervals in the result must be the percentiles of those reference values.
+The reference draws the same scenes (``bootstrap.draw_indices`` over the
+split's scenes in sorted order, same seed), takes every unit of each drawn
+scene, writes the resampled split as files (a unit whose scene was drawn twice
+is two units with new ids, next to each other in label order) and scores it
+with the track's own scorer, intervals off. The intervals in the result must
+be the percentiles of those reference values.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from evaluation_workers.metrics import bootstrap
+from evaluation_workers.metrics import bootstrap, confidence, weighted
 from evaluation_workers.synthetic.mmscan_vg import make_data
 from evaluation_workers.tracks import get_track
 from evaluation_workers.tracks import sqa3d as sqa3d_track
@@ -44,15 +46,20 @@ def _check(result: dict[str, Any], reference: list[dict[str, float | None]]) -> 
     assert set(result["intervals"]) == set(_keys(result))
     for key, interval in result["intervals"].items():
         values = np.array([np.nan if r[key] is None else r[key] for r in reference], dtype=np.float64)
-        want = bootstrap.percentile_interval(values)
+        want = confidence.percentile_interval(values)
         if want is None:
             assert interval is None, key
         else:
             assert interval == pytest.approx(want, abs=1e-12), key
 
 
-def _indices(n: int) -> list[np.ndarray]:
-    return [np.sort(row) for block in bootstrap.draw_indices(n, RESAMPLES) for row in block]
+def _indices(scene_of: list[str]) -> list[np.ndarray]:
+    """Each resample as the units it takes, in label order: every unit of each drawn scene, as often
+    as its scene was drawn."""
+    scenes = sorted(set(scene_of))
+    index = np.array([scenes.index(s) for s in scene_of])
+    return [np.repeat(np.arange(len(scene_of)), np.bincount(row, minlength=len(scenes))[index])
+            for block in bootstrap.draw_indices(len(scenes), RESAMPLES) for row in block]
 
 
 def test_it_draws_the_same_resamples_whatever_the_block_size() -> None:
@@ -98,6 +105,7 @@ def test_sqa3d_intervals_equal_the_reference_loop(tmp_path: Path, monkeypatch: p
                     "--questions", "150", "--accuracy", "0.5"], check=True, capture_output=True)
     labels, preds = tmp_path / "d" / "labels", tmp_path / "d" / "predictions.json"
     monkeypatch.setenv("EVAL_BOOTSTRAP_RESAMPLES", str(RESAMPLES))
+    monkeypatch.setenv("EVAL_BOOTSTRAP_MIN_SCENES", "1")  # every value's interval, however few its scenes
     result = get_track("sqa3d").score(labels, preds, quiet)
     monkeypatch.setenv("EVAL_BOOTSTRAP_RESAMPLES", "0")
     questions = json.loads(next(labels.glob("v1_balanced_questions_*")).read_text())["questions"]
@@ -105,7 +113,8 @@ def test_sqa3d_intervals_equal_the_reference_loop(tmp_path: Path, monkeypatch: p
     answers = {p["question_id"]: p["answer"] for p in json.loads(preds.read_text())}
     by_id = {a["question_id"]: a for a in annotations}
     reference = []
-    for b, idx in enumerate(_indices(len(questions))):
+    assert len({q["scene_id"] for q in questions}) >= bootstrap.DEFAULT_MIN_SCENES
+    for b, idx in enumerate(_indices([q["scene_id"] for q in questions])):
         qs, ans, pred = [], [], []
         for new_id, i in enumerate(idx, start=1):
             q = questions[i]
@@ -130,12 +139,13 @@ def test_mmscan_intervals_equal_the_reference_loop(tmp_path: Path, monkeypatch: 
     (tmp_path / "labels.json").write_text(json.dumps(labels))
     (tmp_path / "preds.json").write_text(json.dumps(preds))
     monkeypatch.setenv("EVAL_BOOTSTRAP_RESAMPLES", str(RESAMPLES))
+    monkeypatch.setenv("EVAL_BOOTSTRAP_MIN_SCENES", "1")  # every value's interval, however few its scenes
     result = get_track("mmscan-vg").score(tmp_path / "labels.json", tmp_path / "preds.json", quiet)
     monkeypatch.setenv("EVAL_BOOTSTRAP_RESAMPLES", "0")
     scored = [lab for lab in labels if lab["gt_bboxes"]]
     by_id = {p["sample_id"]: p for p in preds}
     reference = []
-    for b, idx in enumerate(_indices(len(scored))):
+    for b, idx in enumerate(_indices([lab["scan_id"] for lab in scored])):
         labs, prs = [], []
         for k, i in enumerate(idx):
             sid = f"r{k}"
@@ -190,6 +200,7 @@ def test_openscan_intervals_equal_the_reference_loop(tmp_path: Path, monkeypatch
                     "--aspects", "material", "manner", "--semantic", "--missing", "1", "--format", "official"],
                    check=True, capture_output=True)
     monkeypatch.setenv("EVAL_BOOTSTRAP_RESAMPLES", str(RESAMPLES))
+    monkeypatch.setenv("EVAL_BOOTSTRAP_MIN_SCENES", "1")  # every value's interval, however few its scenes
     track = get_track("openscan")
     result = track.score(data / "labels", data / "predictions.zip", quiet)
     monkeypatch.setenv("EVAL_BOOTSTRAP_RESAMPLES", "0")
@@ -197,7 +208,7 @@ def test_openscan_intervals_equal_the_reference_loop(tmp_path: Path, monkeypatch
     with zipfile.ZipFile(data / "predictions.zip") as zf:
         members = {name: zf.read(name) for name in zf.namelist()}
     reference = []
-    for b, idx in enumerate(_indices(len(scenes))):
+    for b, idx in enumerate(_indices(scenes)):
         folder = tmp_path / f"r{b}"
         shutil.copy(data / "labels" / "vocabulary.json", folder.mkdir() or folder / "vocabulary.json")
         out: dict[str, bytes] = {}
@@ -217,24 +228,54 @@ def test_openscan_intervals_equal_the_reference_loop(tmp_path: Path, monkeypatch
     _check(result, reference)
 
 
-def _simulated_coverage(accuracy: float, n: int, repetitions: int) -> float:
-    """How often the 95 % interval of EM covers the true accuracy of the process that made the data."""
+def _scene_coverage(by_scene: bool, repetitions: int = 150, scenes: int = 67, per_scene: int = 52,
+                    icc: float = 0.09) -> float:
+    """How often the 95 % interval of EM covers the population accuracy (0.5) of splits drawn with scene
+    effects: a scene's accuracy ~ Beta(5.06, 5.06), so that questions of one scene have intra-scene
+    correlation ``icc`` (benchmarks/coverage.py runs the same at every track's shape)."""
     rng = np.random.default_rng(7)
+    a = 0.5 * (1 / icc - 1)
+    scene = np.repeat(np.arange(scenes), per_scene)
     covered = 0
-    for _ in range(repetitions):
-        em = rng.random(n) < accuracy
-        outcomes = {"em": em, "em_r": em, "type": rng.integers(0, 6, n)}
-        found = bootstrap.intervals(sqa3d_track.outcomes_statistic(outcomes), n, "question", resamples=1000)
-        assert found is not None
+    for r in range(repetitions):
+        em = rng.random(scene.shape[0]) < rng.beta(a, a, scenes)[scene]
+        outcomes = {"em": em, "em_r": em, "type": rng.integers(0, 6, scene.shape[0])}
+        found = bootstrap.intervals(sqa3d_track.outcomes_statistic(outcomes), scene.shape[0], "question",
+                                    resamples=500, seed=r + 1, scene_of=scene if by_scene else None)
+        assert found is not None and found[1]["unit"] == "scene"
         lo, hi = found[0]["EM"]  # type: ignore[misc]
-        covered += lo <= accuracy <= hi
+        covered += lo <= 0.5 <= hi
     return covered / repetitions
 
 
-def test_the_95_percent_interval_covers_the_true_accuracy_about_95_percent_of_the_time() -> None:
-    """200 synthetic splits of known accuracy; the binomial 99 % band of 200 draws at 0.95 is 0.91-0.985."""
-    coverage = _simulated_coverage(0.45, 400, 200)
-    assert 0.88 <= coverage <= 0.99, coverage
+def test_intervals_by_scene_cover_the_population_accuracy_where_intervals_by_question_do_not() -> None:
+    """SQA3D's shape (67 scenes x 52 questions, intra-scene correlation 0.09): 150 simulated splits. The
+    binomial 99 % band of 150 draws at 0.95 is 0.90-0.99; resampling questions as if they were independent
+    covers about 60 % (benchmarks/README.md, "Coverage")."""
+    assert _scene_coverage(by_scene=True) >= 0.90
+    assert _scene_coverage(by_scene=False, repetitions=60) <= 0.75
+
+
+def test_a_split_or_group_with_too_few_scenes_gets_no_interval_and_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    em = np.arange(400) % 3 == 0
+    kinds = np.where(np.arange(400) < 380, 0, 1)  # type 1 asked in the last scenes only
+    outcomes = {"em": em, "em_r": em, "type": kinds}
+    scene_of = [f"scene{i // 10:04d}_00" for i in range(400)]  # 40 scenes; type 1 in 2 of them
+    groups = {"What": kinds == 0, "Is": kinds == 1}
+    found = bootstrap.intervals(sqa3d_track.outcomes_statistic(outcomes), 400, "question", resamples=50,
+                                scene_of=scene_of, groups=groups)
+    assert found is not None
+    values, record = found
+    assert values["EM"] is not None and values["What/EM"] is not None and values["Is/EM"] is None
+    assert record["withheld"] == {"Is": 2} and record["units"] == 40 and record["scored_unit"] == "question"
+    monkeypatch.setenv("EVAL_BOOTSTRAP_MIN_SCENES", "41")
+    values, record = bootstrap.intervals(sqa3d_track.outcomes_statistic(outcomes), 400, "question",
+                                         resamples=50, scene_of=scene_of)  # type: ignore[misc]
+    assert set(values.values()) == {None} and "EM" in values and record["withheld"] == {"": 40}
+    from evaluation_workers.results import interval_notes
+
+    assert interval_notes(record) == ["No confidence intervals: 40 scenes were scored, and an interval needs at "
+                                      "least 41 (the bootstrap resamples scenes)."]
 
 
 def test_the_statistic_at_unit_counts_is_the_point_estimate(tmp_path: Path) -> None:
@@ -282,7 +323,7 @@ def test_running_sums_equal_the_sum_over_the_ranking(xp, case: str) -> None:
         unit[: 20_000] = rng.integers(0, 50, 20_000)
         ends = np.concatenate([[19_999], ends[ends > 19_999]])
     want = np.cumsum(counts[:, unit], axis=1)[:, ends]
-    running = bootstrap.RunningSums(unit, ends, n_units)
+    running = weighted.RunningSums(unit, ends, n_units)
     got = np.asarray(running(xp.asarray(counts)))
     assert np.allclose(got, want, rtol=0, atol=1e-9) if case == "fractional weights" else np.array_equal(got, want)
     # The same sums in the interleaved layout, from the (units, resamples) weights.

@@ -1,6 +1,7 @@
-"""Public/private partitions in the scoring core: each partition's result equals scoring its units
-on their own (the labels and predictions filtered to them), intervals included (same seed), for
-every track; partition results hold no counts and no per-class details."""
+"""Public/private partitions in the scoring core: a partition is drawn by scene, and each part's
+result equals scoring its scenes' units on their own (the labels and predictions filtered to them),
+intervals included (same seed, its own scenes resampled), for every track; partition results hold
+no counts and no per-class details."""
 
 from __future__ import annotations
 
@@ -55,21 +56,31 @@ def _private_parts(result: dict[str, Any], name: str) -> None:
 @pytest.fixture(autouse=True)
 def _resampling(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EVAL_BOOTSTRAP_RESAMPLES", str(RESAMPLES))
+    monkeypatch.setenv("EVAL_BOOTSTRAP_MIN_SCENES", "1")  # intervals however few the scenes: exactness here
 
 
-def test_sqa3d_partitions_score_like_their_questions_alone(tmp_path: Path) -> None:
+def _sqa3d_data(tmp_path: Path) -> tuple[Path, Path, list[dict[str, Any]], list[dict[str, Any]]]:
     subprocess.run([sys.executable, "-m", "evaluation_workers.synthetic", "sqa3d", "--out", str(tmp_path / "d"),
                     "--questions", "120", "--accuracy", "0.5"], check=True, capture_output=True)
     labels, preds = tmp_path / "d" / "labels", tmp_path / "d" / "predictions.json"
-    track = get_track("sqa3d")
     questions = json.loads(next(labels.glob("v1_balanced_questions_*")).read_text())["questions"]
     annotations = json.loads(next(labels.glob("v1_balanced_sqa_annotations_*")).read_text())["annotations"]
-    public = {q["question_id"] for i, q in enumerate(questions) if i % 3 == 0}
-    (labels / partitions.PARTITION_FILE).write_text("# public questions\n" + "\n".join(map(str, sorted(public))))
+    return labels, preds, questions, annotations
+
+
+def test_sqa3d_partitions_score_like_their_scenes_alone(tmp_path: Path) -> None:
+    labels, preds, questions, annotations = _sqa3d_data(tmp_path)
+    track = get_track("sqa3d")
+    scenes = sorted({q["scene_id"] for q in questions})
+    public = set(scenes[::3])
+    (labels / partitions.PARTITION_FILE).write_text("# public scenes\n" + "\n".join(sorted(public)))
+    scene_of = {q["question_id"]: q["scene_id"] for q in questions}
 
     public_result, private_result = partitions.score(track, labels, preds, quiet)
-    for result, name, keep in ((public_result, "public", lambda q: q in public),
-                               (private_result, "private", lambda q: q not in public)):
+    assert public_result["bootstrap"]["units"] == len(public)  # its own scenes resampled
+    assert private_result["bootstrap"]["units"] == len(scenes) - len(public)
+    for result, name, keep in ((public_result, "public", lambda q: scene_of[q] in public),
+                               (private_result, "private", lambda q: scene_of[q] not in public)):
         _private_parts(result, name)
         alone = tmp_path / name
         alone.mkdir()
@@ -86,6 +97,25 @@ def test_sqa3d_partitions_score_like_their_questions_alone(tmp_path: Path) -> No
     assert "partition" not in whole and whole["breakdown"]["What"]["count"] > 0
 
 
+def test_a_partition_of_question_ids_is_read_where_it_keeps_scenes_whole(tmp_path: Path) -> None:
+    """Partitions written before they were by scene list units: whole scenes are still read alike; a
+    partition that splits a scene is refused (a maintainer's error, never the submitter's)."""
+    labels, preds, questions, _ = _sqa3d_data(tmp_path)
+    track = get_track("sqa3d")
+    scenes = sorted({q["scene_id"] for q in questions})
+    public = set(scenes[::3])
+    (labels / partitions.PARTITION_FILE).write_text("\n".join(sorted(public)))
+    by_scene = partitions.score(track, labels, preds, quiet)
+    (labels / partitions.PARTITION_FILE).write_text("\n".join(str(q["question_id"]) for q in questions
+                                                              if q["scene_id"] in public))
+    by_unit = partitions.score(track, labels, preds, quiet)
+    drop = lambda r: {k: v for k, v in r.items() if k != "labels_sha256"}  # noqa: E731 - the file is in the checksum
+    assert [drop(r) for r in by_unit] == [drop(r) for r in by_scene]
+    (labels / partitions.PARTITION_FILE).write_text("\n".join(str(q["question_id"]) for q in questions[::2]))
+    with pytest.raises(LabelsError, match="wholly public or wholly private"):
+        partitions.score(track, labels, preds, quiet)
+
+
 def test_mmscan_partitions_score_like_their_prompts_alone(tmp_path: Path) -> None:
     labels, preds = make_data(50, seed=5, min_preds=0, max_preds=10, max_gt=4, empty_fraction=0.1,
                               objects_per_scene=6)
@@ -93,8 +123,10 @@ def test_mmscan_partitions_score_like_their_prompts_alone(tmp_path: Path) -> Non
     folder.mkdir()
     (folder / "labels.json").write_text(json.dumps(labels))
     (tmp_path / "p.json").write_text(json.dumps(preds))
-    public = {lab["sample_id"] for i, lab in enumerate(labels) if i % 2}
-    (folder / partitions.PARTITION_FILE).write_text("\n".join(sorted(public)))
+    scans = sorted({lab["scan_id"] for lab in labels})
+    public_scans = set(scans[1::2])
+    (folder / partitions.PARTITION_FILE).write_text("\n".join(sorted(public_scans)))
+    public = {lab["sample_id"] for lab in labels if lab["scan_id"] in public_scans}
     track = get_track("mmscan-vg")
     results = partitions.score(track, folder, tmp_path / "p.json", quiet)
     for result, name in zip(results, ("public", "private")):
@@ -140,11 +172,13 @@ def test_intervals_of_a_partition_are_off_when_resampling_is(tmp_path: Path, mon
     subprocess.run([sys.executable, "-m", "evaluation_workers.synthetic", "sqa3d", "--out", str(tmp_path / "d"),
                     "--questions", "40"], check=True, capture_output=True)
     labels = tmp_path / "d" / "labels"
-    ids = json.loads(next(labels.glob("v1_balanced_questions_*")).read_text())["questions"]
-    (labels / partitions.PARTITION_FILE).write_text(str(ids[0]["question_id"]))
+    questions = json.loads(next(labels.glob("v1_balanced_questions_*")).read_text())["questions"]
+    scene = questions[0]["scene_id"]
+    (labels / partitions.PARTITION_FILE).write_text(scene)
     public, private = partitions.score(get_track("sqa3d"), labels, tmp_path / "d" / "predictions.json", quiet)
     assert "intervals" not in public and "intervals" not in private
-    assert public["metrics"]["EM"] in {0.0, 1.0}  # one question
+    in_scene = sum(q["scene_id"] == scene for q in questions)
+    assert public["metrics"]["EM"] * in_scene == pytest.approx(round(public["metrics"]["EM"] * in_scene))
 
 
 def test_partitions_are_scored_when_the_intervals_are_deferred(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -154,8 +188,9 @@ def test_partitions_are_scored_when_the_intervals_are_deferred(tmp_path: Path, m
     subprocess.run([sys.executable, "-m", "evaluation_workers.synthetic", "sqa3d", "--out", str(tmp_path / "d"),
                     "--questions", "60", "--accuracy", "0.5"], check=True, capture_output=True)
     labels, preds = tmp_path / "d" / "labels", tmp_path / "d" / "predictions.json"
-    ids = json.loads(next(labels.glob("v1_balanced_questions_*")).read_text())["questions"]
-    (labels / partitions.PARTITION_FILE).write_text("\n".join(str(q["question_id"]) for q in ids[::2]))
+    scenes = sorted({q["scene_id"] for q in json.loads(next(labels.glob("v1_balanced_questions_*")).read_text())
+                     ["questions"]})
+    (labels / partitions.PARTITION_FILE).write_text("\n".join(scenes[::2]))
     inline = partitions.score(get_track("sqa3d"), labels, preds, quiet)
     monkeypatch.setenv("EVAL_BOOTSTRAP_INLINE_MAX", "1")
     kept: dict[str, Any] = {}
@@ -168,15 +203,17 @@ def test_partitions_are_scored_when_the_intervals_are_deferred(tmp_path: Path, m
 
 
 def test_check_partition_refuses_unknown_ids_and_one_sided_subsets() -> None:
-    manifest = {"question_ids": [1, 2, 3]}
-    assert partitions.check_partition("sqa3d", manifest, partitions.parse("1\n# c\n 2 # two\n")) == {"1", "2"}
-    with pytest.raises(LabelsError, match=r"1 are not \(first: '9'\)"):
-        partitions.check_partition("sqa3d", manifest, {"1", "9"})
-    with pytest.raises(LabelsError, match="some of the 3 units and not all"):
-        partitions.check_partition("sqa3d", manifest, {"1", "2", "3"})
-    with pytest.raises(LabelsError, match="some of the 3 units"):
+    manifest = {"question_ids": [1, 2, 3, 4], "scenes": ["s1", "s2", "s3"]}
+    assert partitions.check_partition("sqa3d", manifest, partitions.parse("s1\n# c\n s2 # two\n")) == {"s1", "s2"}
+    with pytest.raises(LabelsError, match=r"scene ids of the labels .* 1 are not \(first: '1'\)"):
+        partitions.check_partition("sqa3d", manifest, {"s1", "1"})
+    with pytest.raises(LabelsError, match="some of the 3 scenes and not all"):
+        partitions.check_partition("sqa3d", manifest, {"s1", "s2", "s3"})
+    with pytest.raises(LabelsError, match="some of the 3 scenes"):
         partitions.check_partition("sqa3d", manifest, set())
-    assert partitions.manifest_units("openscan", {"scenes": {"scene0001_00": 10}}) == ["scene0001_00"]
+    with pytest.raises(LabelsError, match="load them again"):
+        partitions.check_partition("sqa3d", {"question_ids": [1, 2]}, {"1"})
+    assert partitions.manifest_scenes("openscan", {"scenes": {"scene0001_00": 10}}) == ["scene0001_00"]
 
 
 def test_a_partition_mask_is_a_resample_of_weight_one_on_its_units() -> None:
@@ -186,10 +223,11 @@ def test_a_partition_mask_is_a_resample_of_weight_one_on_its_units() -> None:
 
     em = np.array([1, 0, 1, 1, 0, 0], dtype=bool)
     outcomes = {"em": em, "em_r": em, "type": np.zeros(6, dtype=np.int64)}
-    units = bootstrap.Units(statistic=outcomes_statistic(outcomes), ids=[str(i) for i in range(6)], unit="question")
+    units = bootstrap.Units(statistic=outcomes_statistic(outcomes), ids=[str(i) for i in range(6)], unit="question",
+                            scenes=[f"s{i}" for i in range(6)])
     result = {"track": "sqa3d", "metrics": {"EM": 0.5, "EM_R": 0.5}, "breakdown": {"What": {"EM": 0.5, "count": 6}},
               "details": {"answered": 6}, "warnings": []}
-    public, private = partitions.split_result(result, [units], partitions.Partition(frozenset({"0", "1", "2"})))
+    public, private = partitions.split_result(result, [units], partitions.Partition(frozenset({"s0", "s1", "s2"})))
     assert public["metrics"]["EM"] == pytest.approx(2 / 3) and private["metrics"]["EM"] == pytest.approx(1 / 3)
     assert public["breakdown"] == {"What": {"EM": pytest.approx(2 / 3)}}
     with pytest.raises(ValueError, match="name its units once"):

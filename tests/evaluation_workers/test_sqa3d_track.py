@@ -110,8 +110,11 @@ def test_it_scores_a_hand_worked_split(tmp_path: Path) -> None:
         "Which": {"EM": 0.0, "EM_R": 1.0, "count": 1}, "Others": {"EM": 0.0, "EM_R": 0.0, "count": 1}}
     assert result["details"] == {"answered": 5, "missing": 1}
     assert result["warnings"] == ["1 of 6 questions have no prediction; they count as wrong.",
-                                  "1 predictions are empty after cleaning; they count as wrong."]
-    assert result["track"] == "sqa3d" and result["scorer_version"] == "1.1.0"
+                                  "1 predictions are empty after cleaning; they count as wrong.",
+                                  "No confidence intervals: 1 scenes were scored, and an interval needs at least 20 "
+                                  "(the bootstrap resamples scenes)."]
+    assert result["intervals"] == {key: None for key in result["intervals"]} and "EM" in result["intervals"]
+    assert result["track"] == "sqa3d" and result["scorer_version"] == TRACK.scorer_version
     assert result["labels_sha256"] == sha256_tree(labels)
 
 
@@ -163,7 +166,8 @@ def test_it_never_reports_per_question_correctness(synthetic_labels: Path, tmp_p
 
 def test_it_builds_a_manifest_without_answers(tmp_path: Path) -> None:
     labels = write_official(tmp_path / "labels", list(reversed(HAND_ROWS)))
-    assert TRACK.manifest(labels) == {"track": "sqa3d", "question_ids": [11, 12, 13, 14, 15, 16], "count": 6}
+    assert TRACK.manifest(labels) == {"track": "sqa3d", "question_ids": [11, 12, 13, 14, 15, 16], "count": 6,
+                                      "scenes": ["scene0000_00"]}
 
 
 def test_it_prepares_labels_by_copying_the_official_pair_only(synthetic_labels: Path, tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ import pytest
 
 from evaluation_workers import contracts, tasks
 from evaluation_workers.synthetic import sqa3d
+from evaluation_workers.tracks import get_track
 
 
 @pytest.fixture(autouse=True)
@@ -153,10 +154,10 @@ def test_a_large_split_reports_the_score_first_and_its_intervals_from_a_follow_u
     assert names[-2:] == [contracts.RECORD_RESULT, contracts.COMPUTE_INTERVALS]
     result = queued[-2][1]["result"]
     assert "intervals" not in result and result["bootstrap"] == {"deferred": True, "resamples": 1000,
-                                                                 "unit": "question"}
+                                                                 "unit": "scene"}
     assert result["metrics"] == want["metrics"]
     _, follow_up, queue = queued[-1]
-    assert queue == "eval-cpu-sqa3d-v1.1.0-bulk"
+    assert queue == f"eval-cpu-sqa3d-v{get_track('sqa3d').scorer_version}-bulk"
     assert outcomes.load(follow_up["outcomes_key"]) is not None
     deferred_intervals.compute_intervals(**follow_up)
     name, report, reply = queued[-1]

@@ -66,9 +66,9 @@ def test_load_demo_is_idempotent(db, settings, tmp_path):
 
 def test_a_partition_is_stored_with_the_labels_for_workers_only_and_is_part_of_the_version(
         db, sqa3d_files, settings, tmp_path, capsys):
-    """``--partition``: the public subset's ids go beside the labels, never to the database."""
+    """``--partition``: the public subset's scene ids go beside the labels, never to the database."""
     questions = json.loads(next(sqa3d_files["labels"].glob("*questions*")).read_text())["questions"]
-    public = sorted(str(q["question_id"]) for q in questions[:100])
+    public = sorted({q["scene_id"] for q in questions})[::3]
     partition = tmp_path / "public.txt"
     partition.write_text("# the public third\n" + "\n".join(public) + "\n")
     call_command("load_labels", "--track", "sqa3d", "--split", "test", str(sqa3d_files["labels"]),
@@ -79,21 +79,23 @@ def test_a_partition_is_stored_with_the_labels_for_workers_only_and_is_part_of_t
     assert label_set.has_partition and (stored / "partition.txt").read_text().split() == public
     assert sha256_tree(stored) == label_set.sha256 != sha256_tree(sqa3d_files["labels"])
     assert not any(q in json.dumps(label_set.manifest) for q in ('"public"', "partition"))
+    assert label_set.manifest["scenes"] == sorted({q["scene_id"] for q in questions})  # as the questions file says
 
     call_command("load_labels", "--track", "sqa3d", "--split", "test", str(sqa3d_files["labels"]))
     assert LabelSet.objects.get(is_active=True).has_partition is False  # without it: another version
     assert LabelSet.objects.count() == 2
 
 
-def test_a_partition_with_unknown_ids_or_every_unit_is_refused(db, sqa3d_files, tmp_path):
+def test_a_partition_with_unknown_ids_or_every_scene_is_refused(db, sqa3d_files, tmp_path):
     partition = tmp_path / "public.txt"
-    partition.write_text("123\n")
-    with pytest.raises(CommandError, match=r"1 are not \(first: '123'\)"):
+    questions = json.loads(next(sqa3d_files["labels"].glob("*questions*")).read_text())["questions"]
+    partition.write_text(f"{questions[0]['question_id']}\n")  # a question id: partitions are drawn by scene
+    with pytest.raises(CommandError, match=rf"scene ids of the labels .* 1 are not \(first: '{questions[0]['question_id']}'\)"):
         call_command("load_labels", "--track", "sqa3d", "--split", "test", str(sqa3d_files["labels"]),
                      "--partition", str(partition))
-    questions = json.loads(next(sqa3d_files["labels"].glob("*questions*")).read_text())["questions"]
-    partition.write_text("\n".join(str(q["question_id"]) for q in questions))
-    with pytest.raises(CommandError, match="some of the 300 units and not all"):
+    scenes = sorted({q["scene_id"] for q in questions})
+    partition.write_text("\n".join(scenes))
+    with pytest.raises(CommandError, match=f"some of the {len(scenes)} scenes and not all"):
         call_command("load_labels", "--track", "sqa3d", "--split", "test", str(sqa3d_files["labels"]),
                      "--partition", str(partition))
     assert not LabelSet.objects.exists()

@@ -105,7 +105,7 @@ def test_a_challenge_with_a_public_subset_scores_both_parts_and_reveals_the_priv
 
     questions = json.loads(next(sqa3d_files["labels"].glob("*questions*")).read_text())["questions"]
     partition = tmp_path / "public.txt"
-    partition.write_text("\n".join(str(q["question_id"]) for q in questions[::3]))
+    partition.write_text("\n".join(sorted({q["scene_id"] for q in questions})[::3]))
     labels, _ = do_load_labels(sqa3d_split, sqa3d_files["labels"], partition=partition)
     now = timezone.now()
     Split.objects.filter(pk=sqa3d_split.pk).update(freeze_at=now + timedelta(hours=1),

@@ -64,6 +64,7 @@ def manifest(labels: Path) -> Manifest:
         "samples": len(data.sample_ids),
         "scored_samples": int(scored.sum()),
         "groups": {g: int((scored & (data.group == i)).sum()) for i, g in enumerate(GROUPS)},
+        "scenes": sorted({scan for scan, count in zip(data.scan_ids, data.gt_count) if count > 0}),
         "max_boxes_per_prompt": MAX_BOXES_PER_PROMPT,
     }
 
@@ -127,16 +128,19 @@ def _score(labels: Path, predictions: Path, progress: Progress,
     per_prompt: dict[str, Any] = {}
     values = score_arrays(labels_data, preds, xp, GPU_CHUNK_PAIRS if gpu else DEFAULT_CHUNK_PAIRS, progress,
                           GPU_BLOCK_PAIRS if gpu else BLOCK_PAIRS, per_prompt)
+    progress(0.95, "confidence intervals")
+    scored = labels_data.gt_count > 0
+    scans = [scan for scan, keep in zip(labels_data.scan_ids, scored) if keep]
+    per_prompt["scene"] = bootstrap.scene_index(scans)[1]
     if outcomes is not None:
         outcomes.update(per_prompt)
-    progress(0.95, "confidence intervals")
-    scored = [sid for sid, count in zip(labels_data.sample_ids, labels_data.gt_count) if count > 0]
     later = bootstrap.deferred(intervals.entries(per_prompt))
     # Deferred or not, the units are named: a partition's exact results come from the statistic
     # (``partitions``); resampling waits for the follow-up.
     uncertainty = bootstrap.intervals(
         intervals.statistic(per_prompt), intervals.units_of(per_prompt), intervals.UNIT, xp=xp,
-        width=intervals.width(per_prompt), unit_ids=scored, resamples=0 if later else None)
+        width=intervals.width(per_prompt), unit_ids=[s for s, keep in zip(labels_data.sample_ids, scored) if keep],
+        scene_of=scans, groups=intervals.groups_of(per_prompt), resamples=0 if later else None)
     warnings = list(preds.warnings)
     if preds.missing:
         warnings.append(
@@ -146,7 +150,7 @@ def _score(labels: Path, predictions: Path, progress: Progress,
     progress(1.0, "done")
     return {"metrics": values["metrics"], "breakdown": values["breakdown"], "details": values["details"],
             "warnings": warnings, "uncertainty": uncertainty,
-            "deferred": {"resamples": bootstrap.resamples_setting(), "unit": intervals.UNIT} if later else None}
+            "deferred": {"resamples": bootstrap.resamples_setting(), "unit": "scene"} if later else None}
 
 
 # This service's IoU is exact; numbers printed by the devkit (its README's tables) used
@@ -162,7 +166,7 @@ PROTOCOLS = (
 TRACK = Track(
     name="mmscan-vg",
     title="MMScan visual grounding",
-    scorer_version="1.1.0",
+    scorer_version="1.2.0",
     metrics=METRICS,
     primary_metric="gTop-1@0.25",
     groups=GROUPS,
@@ -187,4 +191,6 @@ TRACK = Track(
     statistic=intervals.statistic,
     units_of=intervals.units_of,
     width=intervals.width,
+    scenes_of=intervals.scenes_of,
+    groups_of=intervals.groups_of,
 )

@@ -18,7 +18,7 @@ the statistic takes running sums of the copies' weights along the ranking:
 - recall is over the weighted ground-truth boxes of the category.
 
 The running sums of all predictions are needed only at the true positives
-(``bootstrap.RunningSums``: one sparse product per category, over its R pooled
+(``weighted.RunningSums``: one sparse product per category, over its R pooled
 predictions up to its last true positive, ``score._outcomes``), those of the
 true positives all along. Both, and the envelope, are computed with the
 resamples side by side in ``metrics.interleaved``'s layout: element-wise steps
@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from evaluation_workers._xp import array_namespace, contiguous, into
-from evaluation_workers.metrics import bootstrap
+from evaluation_workers.metrics import bootstrap, weighted
 from evaluation_workers.metrics.interleaved import Interleaved
 from evaluation_workers.tracks.mmscan_vg.labels import GROUPS
 from evaluation_workers.tracks.mmscan_vg.score import PER_SAMPLE_KEYS, POOLED, THRESHOLDS
@@ -44,6 +44,17 @@ UNIT = "prompt"
 
 def units_of(outcomes: dict[str, np.ndarray]) -> int:
     return int(outcomes["group"].shape[0])
+
+
+def scenes_of(outcomes: dict[str, np.ndarray]) -> np.ndarray | None:
+    """Each prompt's scan (``bootstrap.scene_index``); None in outcomes kept before scans were."""
+    scenes = outcomes.get("scene")
+    return None if scenes is None else np.asarray(scenes, dtype=np.int64)
+
+
+def groups_of(outcomes: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The prompts of each category (an interval per category needs enough scans)."""
+    return {g: outcomes["group"] == gi for gi, g in enumerate(GROUPS)}
 
 
 def entries(outcomes: dict[str, np.ndarray]) -> int:
@@ -75,7 +86,7 @@ def statistic(outcomes: dict[str, np.ndarray]) -> bootstrap.Statistic:
         sample = outcomes["pool_sample"][rows]
         hits = np.flatnonzero(tp.any(axis=1))  # where the running sum of all predictions is needed
         at_hits = Interleaved(int(hits.shape[0]))
-        seen = bootstrap.RunningSums(sample, hits, n)
+        seen = weighted.RunningSums(sample, hits, n)
         per_t = []
         for t in range(len(THRESHOLDS)):
             tp_rows = np.flatnonzero(tp[:, t])
@@ -94,7 +105,7 @@ def statistic(outcomes: dict[str, np.ndarray]) -> bootstrap.Statistic:
         overall = counts @ xp.asarray(values_h) / total[:, None]
         sizes = counts @ xp.asarray(onehot_h)  # (b, G) prompts per category
         per_group = xp.reshape(counts @ xp.asarray(by_group_h), (b, len(GROUPS), n_keys))
-        per_group = bootstrap.weighted_ratio(xp, per_group, sizes[:, :, None])
+        per_group = weighted.weighted_ratio(xp, per_group, sizes[:, :, None])
         for k, key in enumerate(PER_SAMPLE_KEYS):
             out[key] = overall[:, k]
             for gi, g in enumerate(GROUPS):
@@ -102,7 +113,7 @@ def statistic(outcomes: dict[str, np.ndarray]) -> bootstrap.Statistic:
         n_gt = counts @ xp.asarray(gt_h)  # (b, G) ground-truth boxes per category
         # The true positives' weights gathered and summed as integers where they are whole (draws);
         # prompts by resamples, so that a gather copies rows (``interleaved``).
-        ints = bootstrap.as_int32(counts, longest)
+        ints = weighted.as_int32(counts, longest)
         weights = contiguous(xp.permute_dims(counts if ints is None else ints, (1, 0)))  # (S, b)
         pooled = {f"{m}@{t}": xp.zeros((b,), dtype=xp.float64) for m in POOLED for t in THRESHOLDS}
         for gi, (running, at_hits, per_t) in enumerate(pools):
@@ -146,7 +157,7 @@ def _pooled(xp: Any, layout: Interleaved, weights: Any, seen: Any, tp_prompt: An
     precision = layout.set_padding(into("divide", found, so_far, so_far), 0)
     envelope = layout.running_max_reverse(precision)
     # Summed in ranking order, as one resample's row: the same bits as the plain computation.
-    ap = bootstrap.weighted_ratio(xp, xp.sum(layout.to_positions(into("multiply", w_float, envelope, envelope)),
+    ap = weighted.weighted_ratio(xp, xp.sum(layout.to_positions(into("multiply", w_float, envelope, envelope)),
                                              axis=1), n_gt)
-    ar = bootstrap.weighted_ratio(xp, xp.astype(found[layout.last_row, :], xp.float64), n_gt)
+    ar = weighted.weighted_ratio(xp, xp.astype(found[layout.last_row, :], xp.float64), n_gt)
     return ap, ar

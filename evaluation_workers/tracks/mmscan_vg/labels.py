@@ -51,6 +51,7 @@ class Labels:
         gt_boxes: (M, 9) float64, grouped by sample in file order.
         sub_class: (S_all,) int index into SUB_CLASSES, or None (labels built
             without it: no per-sub-class results).
+        scan_ids: (S_all,) the scan (scene) of each sample: the bootstrap's resampling unit.
     """
 
     sample_ids: list[str]
@@ -58,6 +59,7 @@ class Labels:
     gt_count: np.ndarray
     gt_boxes: np.ndarray
     sub_class: np.ndarray | None = None
+    scan_ids: list[str] = field(default_factory=list)
 
     @property
     def index(self) -> dict[str, int]:
@@ -105,7 +107,8 @@ def labels_file(path: Path) -> Path:
 
 CACHE_FILE = Path(".cache") / "mmscan_vg_labels.npz"
 # 2: the sub-classes (the drill-down) are kept too; a version-1 copy lacks them and is parsed again.
-CACHE_VERSION = 2
+# 3: the scans (the bootstrap resamples them).
+CACHE_VERSION = 3
 
 
 def load_labels(path: Path) -> Labels:
@@ -131,7 +134,8 @@ def _stats(file: Path) -> list[list[Any]]:
 
 def _to_arrays(labels: Labels) -> dict[str, np.ndarray]:
     arrays = {"sample_ids": np.array(labels.sample_ids, dtype=str), "group": labels.group,
-              "gt_count": labels.gt_count, "gt_boxes": labels.gt_boxes}
+              "gt_count": labels.gt_count, "gt_boxes": labels.gt_boxes,
+              "scan_ids": np.array(labels.scan_ids, dtype=str)}
     if labels.sub_class is not None:
         arrays["sub_class"] = labels.sub_class
     return arrays
@@ -139,7 +143,8 @@ def _to_arrays(labels: Labels) -> dict[str, np.ndarray]:
 
 def _from_arrays(arrays: dict[str, np.ndarray]) -> Labels:
     return Labels(sample_ids=arrays["sample_ids"].tolist(), group=arrays["group"], gt_count=arrays["gt_count"],
-                  gt_boxes=arrays["gt_boxes"], sub_class=arrays.get("sub_class"))
+                  gt_boxes=arrays["gt_boxes"], sub_class=arrays.get("sub_class"),
+                  scan_ids=arrays["scan_ids"].tolist())
 
 
 def _loads(data: bytes) -> Any:
@@ -161,6 +166,7 @@ def parse_labels(file: Path) -> Labels:
     if not isinstance(raw, list):
         raise LabelsError(f"{file}: expected a JSON list of samples, but got {type(raw).__name__}")
     ids: list[str] = []
+    scans: list[str] = []
     group = np.zeros(len(raw), dtype=np.int64)
     sub_class = np.zeros(len(raw), dtype=np.int64)
     counts = np.zeros(len(raw), dtype=np.int64)
@@ -180,7 +186,12 @@ def parse_labels(file: Path) -> Labels:
         gt = item.get("gt_bboxes")
         if not isinstance(gt, list):
             raise LabelsError(f"{file}: sample {sid}: expected `gt_bboxes` to be a list")
+        scan = item.get("scan_id")
+        if not isinstance(scan, str) or not scan:
+            raise LabelsError(f"{file}: sample {sid}: expected `scan_id` to be a scan id (the confidence "
+                              f"intervals resample scans), but got {scan!r:.60}")
         ids.append(sid)
+        scans.append(scan)
         group[i] = group_index[SUB_CLASS_GROUP[sub]]
         sub_class[i] = SUB_CLASSES.index(sub)
         counts[i] = len(gt)
@@ -199,4 +210,5 @@ def parse_labels(file: Path) -> Labels:
             f"{file}: sample {ids[sample]}: a box in `gt_bboxes` is not finite "
             f"or has a size <= 0: {gt_boxes[row].tolist()}"
         )
-    return Labels(sample_ids=ids, group=group, gt_count=counts, gt_boxes=gt_boxes, sub_class=sub_class)
+    return Labels(sample_ids=ids, group=group, gt_count=counts, gt_boxes=gt_boxes, sub_class=sub_class,
+                  scan_ids=scans)

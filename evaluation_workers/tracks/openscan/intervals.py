@@ -19,7 +19,7 @@ the order ``average_precision_distinct`` sorts it:
 Semantic IoU and Acc come from the confusion's per-class sums, which add up
 over scenes. Cost: per aspect, a matrix product (b, scenes) x (scenes, 3 P)
 with P its points holding a true positive, or, with many scenes, one gather
-of (b, E) weights, E its entries (``bootstrap.RunningSums``).
+of (b, E) weights, E its entries (``weighted.RunningSums``).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from evaluation_workers._xp import array_namespace, segment_sums
-from evaluation_workers.metrics import bootstrap
+from evaluation_workers.metrics import bootstrap, weighted
 from evaluation_workers.metrics.instance_ap import AP25_INDEX, AP50_INDEX, AP_SLICE, IOU_THRESHOLDS
 
 UNIT = "scene"
@@ -108,20 +108,20 @@ def statistic(outcomes: dict[str, dict[str, np.ndarray]]) -> bootstrap.Statistic
             class_ap = xp.mean(ap[:, AP_SLICE, :], axis=1)
             values = {"AP": class_ap, "AP50": ap[:, AP50_INDEX, :], "AP25": ap[:, AP25_INDEX, :]}
             for key, v in values.items():
-                out[f"{aspect}/{key}"] = bootstrap.nanmean_last(xp, v)
+                out[f"{aspect}/{key}"] = weighted.nanmean_last(xp, v)
             all_ap.append(xp.stack([class_ap, values["AP50"], values["AP25"]]))
             if o.get("semantic") is not None:
                 iou, acc = _semantic(xp, counts, o["semantic"])
-                out[f"{aspect}/mIoU"], out[f"{aspect}/mAcc"] = (bootstrap.nanmean_last(xp, x) for x in (iou, acc))
+                out[f"{aspect}/mIoU"], out[f"{aspect}/mAcc"] = (weighted.nanmean_last(xp, x) for x in (iou, acc))
                 all_iou.append(iou)
                 all_acc.append(acc)
         if all_ap:
             stacked = xp.concat(all_ap, axis=2)
             for i, key in enumerate(("AP", "AP50", "AP25")):
-                out[key] = bootstrap.nanmean_last(xp, stacked[i])
+                out[key] = weighted.nanmean_last(xp, stacked[i])
         if all_iou:
-            out["mIoU"] = bootstrap.nanmean_last(xp, xp.concat(all_iou, axis=1))
-            out["mAcc"] = bootstrap.nanmean_last(xp, xp.concat(all_acc, axis=1))
+            out["mIoU"] = weighted.nanmean_last(xp, xp.concat(all_iou, axis=1))
+            out["mAcc"] = weighted.nanmean_last(xp, xp.concat(all_acc, axis=1))
         return out
 
     return stat
@@ -141,15 +141,15 @@ def _plan(c: dict[str, np.ndarray], n_units: int, n_classes: int) -> dict[str, A
     plan: dict[str, Any] = {"curve_starts": first, "curve_column": column}
     p = int(curve.shape[0])
     if p and n_units * 4 * p <= DENSE_ELEMENTS:
-        seen = bootstrap.entries_up_to(_dummy_first(c["unit"]), c["wanted"], n_units + 1)[1:]
-        true = bootstrap.entries_up_to(_dummy_first(c["true_unit"]), c["true_wanted"], n_units + 1)[1:]
+        seen = weighted.entries_up_to(_dummy_first(c["unit"]), c["wanted"], n_units + 1)[1:]
+        true = weighted.entries_up_to(_dummy_first(c["true_unit"]), c["true_wanted"], n_units + 1)[1:]
         true = true[:, c["true_of_wanted"]]
         s0, t0 = seen[:, c["at_start"]], true[:, c["at_start"]]
         plan["sums"] = np.concatenate([seen[:, c["at_end"]] - s0, true[:, c["at_end"]] - t0,
                                        seen[:, c["at_above"]] - s0, true[:, c["at_above"]] - t0], axis=1)
     elif p:
-        plan["seen"] = bootstrap.RunningSums(_dummy_first(c["unit"]), c["wanted"], n_units + 1)
-        plan["true"] = bootstrap.RunningSums(_dummy_first(c["true_unit"]), c["true_wanted"], n_units + 1)
+        plan["seen"] = weighted.RunningSums(_dummy_first(c["unit"]), c["wanted"], n_units + 1)
+        plan["true"] = weighted.RunningSums(_dummy_first(c["true_unit"]), c["true_wanted"], n_units + 1)
     return plan
 
 
@@ -212,4 +212,4 @@ def _semantic(xp: Any, counts: Any, per_scene: np.ndarray) -> tuple[Any, Any]:
     sums = xp.reshape(counts @ xp.asarray(per_scene.reshape(s, 3 * k).astype(np.float64)), (-1, 3, k))
     tp, positives, predicted = sums[:, 0, :], sums[:, 1, :], sums[:, 2, :]
     union = positives + predicted - tp
-    return bootstrap.weighted_ratio(xp, tp, union), bootstrap.weighted_ratio(xp, tp, positives)
+    return weighted.weighted_ratio(xp, tp, union), weighted.weighted_ratio(xp, tp, positives)

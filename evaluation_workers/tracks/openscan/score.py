@@ -39,7 +39,7 @@ from evaluation_workers.tracks.openscan.common import Proposals
 from evaluation_workers.tracks.openscan.labels import AspectLabels, load_labels, load_vocabulary
 from evaluation_workers.tracks.openscan.reader import open_predictions
 
-SCORER_VERSION = "1.1.0"
+SCORER_VERSION = "1.2.0"
 _SHOWN = 5
 
 
@@ -265,7 +265,7 @@ def _results(xp: Any, states: dict[str, _AspectState], reader: Any, n_scenes: in
         },
         warnings=warnings,
         uncertainty=uncertainty,
-        deferred={"resamples": bootstrap.resamples_setting(), "unit": intervals.UNIT} if later else None,
+        deferred={"resamples": bootstrap.resamples_setting(), "unit": "scene"} if later else None,
     )
 
 

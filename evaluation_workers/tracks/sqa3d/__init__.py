@@ -14,7 +14,7 @@ import numpy as np
 
 from evaluation_workers._xp import array_namespace
 from evaluation_workers.errors import LabelsError
-from evaluation_workers.metrics import bootstrap
+from evaluation_workers.metrics import bootstrap, weighted
 from evaluation_workers.metrics.answers import QUESTION_TYPES, clean_answer, match_answer
 from evaluation_workers.results import make_result, sha256_file, sha256_tree
 from evaluation_workers.tracks.base import Manifest, Progress, Result, ScoringProtocol, Track
@@ -66,6 +66,17 @@ def units_of(outcomes: dict[str, np.ndarray]) -> int:
     return int(outcomes["em"].shape[0])
 
 
+def scenes_of(outcomes: dict[str, np.ndarray]) -> np.ndarray | None:
+    """Each question's scene (``bootstrap.scene_index``); None in outcomes kept before scenes were."""
+    scenes = outcomes.get("scene")
+    return None if scenes is None else np.asarray(scenes, dtype=np.int64)
+
+
+def _groups(type_index: np.ndarray) -> dict[str, np.ndarray]:
+    """The questions of each question type (an interval per type needs enough scenes)."""
+    return {group: type_index == g for g, group in enumerate(QUESTION_TYPES)}
+
+
 def outcomes_statistic(outcomes: dict[str, np.ndarray]) -> bootstrap.Statistic:
     """EM and EM_R, overall and per type, of a resample given as (b, n) question counts.
 
@@ -86,7 +97,7 @@ def outcomes_statistic(outcomes: dict[str, np.ndarray]) -> bootstrap.Statistic:
         overall = counts @ hits / total  # (b, 2)
         per_type = counts @ onehot  # (b, 6)
         type_hits = xp.reshape(counts @ by_type, (counts.shape[0], len(QUESTION_TYPES), 2))
-        ratio = bootstrap.weighted_ratio(xp, type_hits, per_type[:, :, None])
+        ratio = weighted.weighted_ratio(xp, type_hits, per_type[:, :, None])
         out = {"EM": overall[:, 0], "EM_R": overall[:, 1]}
         for g, group in enumerate(QUESTION_TYPES):
             out[f"{group}/EM"], out[f"{group}/EM_R"] = ratio[:, g, 0], ratio[:, g, 1]
@@ -132,12 +143,14 @@ def score(labels: Path, predictions: Path, progress: Progress, outcomes: dict[st
         for g, group in enumerate(QUESTION_TYPES)
     }
     progress(0.95, "confidence intervals")
-    per_question = {"em": em, "em_r": em_r, "type": type_index}
+    _, scenes = bootstrap.scene_index(truth.scene_ids)
+    per_question = {"em": em, "em_r": em_r, "type": type_index, "scene": scenes}
     if outcomes is not None:
         outcomes.update(per_question)
     later = bootstrap.deferred(n)
     # Deferred or not, the units are named: a partition's exact results come from the statistic (``partitions``).
     uncertainty = bootstrap.intervals(outcomes_statistic(per_question), n, UNIT, unit_ids=truth.question_ids,
+                                      scene_of=truth.scene_ids, groups=_groups(type_index),
                                       resamples=0 if later else None)
     missing = n - len(answers)
     warnings = notes + _missing_warning(missing, n)
@@ -154,7 +167,7 @@ def score(labels: Path, predictions: Path, progress: Progress, outcomes: dict[st
         details={"answered": len(answers), "missing": missing},
         warnings=warnings,
         uncertainty=uncertainty,
-        deferred={"resamples": bootstrap.resamples_setting(), "unit": UNIT} if later else None,
+        deferred={"resamples": bootstrap.resamples_setting(), "unit": "scene"} if later else None,
     )
 
 
@@ -184,7 +197,7 @@ PROTOCOLS = (
 TRACK = Track(
     name="sqa3d",
     title="SQA3D",
-    scorer_version="1.1.0",
+    scorer_version="1.2.0",
     metrics=("EM", "EM_R"),
     primary_metric="EM",
     groups=QUESTION_TYPES,
@@ -201,4 +214,6 @@ TRACK = Track(
     unit=UNIT,
     statistic=outcomes_statistic,
     units_of=units_of,
+    scenes_of=scenes_of,
+    groups_of=lambda outcomes: _groups(outcomes["type"]),
 )

@@ -33,11 +33,13 @@ class SQA3DLabels:
         question_ids: (Q,) question ids.
         types: (Q,) question types, each one of ``QUESTION_TYPES``.
         answers: (Q,) cleaned ground-truth answers of each question.
+        scene_ids: (Q,) the ScanNet scene of each question: the bootstrap's resampling unit.
     """
 
     question_ids: list[int]
     types: list[str]
     answers: list[tuple[str, ...]]
+    scene_ids: list[str]
 
 
 def label_files(folder: Path) -> tuple[Path, Path]:
@@ -108,26 +110,33 @@ def load_labels(folder: Path) -> SQA3DLabels:
 
     ids: list[int] = []
     types: list[str] = []
+    scenes: list[str] = []
     for i, entry in enumerate(questions):
         qid = _label_id(questions_path, i, entry)
         if not isinstance(entry.get("question"), str):
             raise LabelsError(f"{questions_path}: question {qid}: Expected `question` to be a string, "
                               f"but got {_show(entry.get('question'))}")
+        if not isinstance(entry.get("scene_id"), str) or not entry["scene_id"]:
+            raise LabelsError(f"{questions_path}: question {qid}: Expected `scene_id` to be a scene id "
+                              f"(the confidence intervals resample scenes), but got {_show(entry.get('scene_id'))}")
         ids.append(qid)
         types.append(question_type(entry["question"]))
+        scenes.append(entry["scene_id"])
     if len(set(ids)) != len(ids):
         raise LabelsError(f"{questions_path}: some question ids appear twice")
     if set(ids) != set(answers_by_id):
         raise LabelsError(f"{folder}: Expected the same question ids in both files, but "
                           f"{len(set(ids) - set(answers_by_id))} questions have no annotation and "
                           f"{len(set(answers_by_id) - set(ids))} annotations have no question")
-    return SQA3DLabels(question_ids=ids, types=types, answers=[answers_by_id[q] for q in ids])
+    return SQA3DLabels(question_ids=ids, types=types, answers=[answers_by_id[q] for q in ids], scene_ids=scenes)
 
 
 def manifest(labels: Path) -> Manifest:
-    """The public manifest: the split's question ids, nothing about answers."""
-    ids = sorted(load_labels(labels).question_ids)
-    return {"track": "sqa3d", "question_ids": ids, "count": len(ids)}
+    """The public manifest: the split's question ids and scenes (as the public questions file has
+    them), nothing about answers."""
+    truth = load_labels(labels)
+    ids = sorted(truth.question_ids)
+    return {"track": "sqa3d", "question_ids": ids, "count": len(ids), "scenes": sorted(set(truth.scene_ids))}
 
 
 def prepare_labels(source: Path, dest: Path) -> Manifest:

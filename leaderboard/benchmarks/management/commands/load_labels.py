@@ -17,10 +17,12 @@ class Command(BaseCommand):
         parser.add_argument("--split", required=True)
         parser.add_argument("source", type=Path)
         parser.add_argument("--partition", type=Path, default=None, metavar="FILE",
-                            help="The public subset: a text file of unit ids (SQA3D question ids, MMScan "
-                                 "sample ids, OpenScan scene ids), one a line. Each submission is then scored "
-                                 "on it (shown during the challenge) and on the private rest (revealed at the "
-                                 "deadline). Stored with the labels, for workers only.")
+                            help="The public subset: a text file of scene ids (SQA3D's scene_id, MMScan's "
+                                 "scan_id, OpenScan's scene files), one a line: a scene is wholly public or "
+                                 "wholly private, so that each part's intervals resample its own scenes. Each "
+                                 "submission is then scored on it (shown during the challenge) and on the "
+                                 "private rest (revealed at the deadline). Stored with the labels, for workers "
+                                 "only.")
 
     def handle(self, track, split, source, partition=None, **options):
         do_sync_benchmarks()
