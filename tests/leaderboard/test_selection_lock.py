@@ -1,7 +1,8 @@
 """The final selection is locked (issue 25): from a split's freeze on (or, on a partitioned split
 without dates, from the maintainers' reveal) publishing, withdrawing and republishing cannot change
 which submissions represent a team, through the API, the pages and `lb publish`; a submission sent
-before the freeze that finished scoring after it may still be published until the reveal.
+before the freeze that finished scoring after it may still be published until the reveal; a
+maintainer can change it on the team's behalf, audited.
 
 The dates move instead of the clock (as in ``test_challenge_phases``); a submission's sending and
 its first result are dated by ``entry`` where the test needs them before the freeze.
@@ -21,6 +22,7 @@ from evaluation_workers.tracks import get_track
 from leaderboard.accounts.services import do_create_token
 from leaderboard.benchmarks import phases
 from leaderboard.benchmarks.models import LabelSet, Split
+from leaderboard.moderation.models import AuditEntry
 from leaderboard.submissions import lifecycle, services
 from leaderboard.submissions.models import Result, Submission
 from leaderboard_cli.main import main
@@ -253,6 +255,43 @@ def test_a_partitioned_split_without_dates_locks_when_a_maintainer_reveals_it(cl
     LabelSet.objects.filter(split=split, is_active=True).update(has_partition=False)
     split = Split.objects.get(pk=split.pk)
     assert phases.selection_locked_since(split) is None
+
+
+def test_a_maintainer_can_change_the_selection_on_the_teams_behalf_audited(client, owner, maintainer, split,
+                                                                           sqa3d_files, scored):
+    schedule(split, freeze_at=HOUR, deadline=2 * HOUR)
+    first = entry(owner, "QNet", sqa3d_files, scored, public=0.60, private=0.50)
+    fixed = entry(owner, "QNet", sqa3d_files, scored, public=0.55, private=0.70)
+    services.check_publish(owner, first)
+    client.force_login(maintainer)
+    page = client.post(f"/moderation/submissions/{fixed.pk}/publish/", {"on": "1", "reason": "too early"},
+                       follow=True).content.decode()
+    assert "is not locked" in page and published(owner) == {first.pk}  # before the lock it is the team's act
+
+    schedule(split, freeze_at=-2 * HOUR, deadline=-timedelta(seconds=1))
+    review = client.get(f"/moderation/submissions/{fixed.pk}/").content.decode()
+    assert "Publish on the team's behalf" in review  # a literal of the template: not escaped
+    page = client.post(f"/moderation/submissions/{fixed.pk}/publish/", {"on": "1"}, follow=True).content.decode()
+    assert "A reason is required" in page and published(owner) == {first.pk}
+    client.force_login(owner)  # the team cannot use the desk's override
+    assert client.post(f"/moderation/submissions/{fixed.pk}/publish/", {"on": "1", "reason": "x"}).status_code == 403
+
+    client.force_login(maintainer)
+    reason = f"The upload of #{first.pk} was truncated by a storage fault of ours (ticket 41)."
+    page = client.post(f"/moderation/submissions/{fixed.pk}/publish/", {"on": "1", "reason": reason},
+                       follow=True).content.decode()
+    assert escape("published on the team's behalf") in page
+    assert published(owner) == {fixed.pk}
+    assert board(client) == [("QNet", 0.70)]
+    audit = AuditEntry.objects.get(action="publish_for_team")
+    assert (audit.actor, audit.reason, audit.submission_id, audit.split) == (maintainer, reason, fixed.pk, "test")
+    assert audit.details == {"team": owner.username, "method": "QNet", "was_published": [first.pk]}
+
+    client.post(f"/moderation/submissions/{fixed.pk}/publish/", {"on": "0", "reason": "withdrawn at their request"})
+    assert published(owner) == set() and board(client) == []
+    assert AuditEntry.objects.get(action="withdraw_for_team").details["was_published"] == [fixed.pk]
+    log = client.get("/moderation/audit/").content.decode()
+    assert "Withdraw For Team" in log and "withdrawn at their request" in log and "Publish For Team" in log
 
 
 def test_lb_publish_shows_the_same_refusal(live_server, owner, lb_config, split, sqa3d_files, scored, capsys):
