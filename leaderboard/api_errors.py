@@ -33,7 +33,10 @@ CODES = {400: "invalid_request", 401: "unauthorized", 403: "forbidden", 404: "no
 EXTRA_CODES = {"invalid_file": "The predictions file was refused; the message names the problem",
                "submission_failed": "The submission could not be scored; the message says why",
                "phase_closed": "The split's challenge accepts no submission now (not started, frozen or "
-                               "past its deadline); the message says until when"}
+                               "past its deadline); the message says until when",
+               "selection_locked": "Publishing or withdrawing would change the team's final selection on the "
+                                   "split (from its freeze on); the message says since when and what is still "
+                                   "allowed"}
 
 
 def api_error(message: str, status: int, code: str | None = None,

@@ -119,7 +119,10 @@ PATHS: dict[str, dict[str, Any]] = {
             "schema": {"$ref": "#/components/schemas/PublishOptions"}}}},
         "responses": _responses({"200": {"description": "Published"}}, (401, 403, 404, 409),
                                 e409="Not publishable yet: not finished, or the method is not described; or it "
-                                     "cannot be anonymous (public under its team, or revealed)")}},
+                                     "cannot be anonymous (public under its team, or revealed); or "
+                                     "selection_locked: from the split's freeze on the team's selection is final "
+                                     "(only a submission sent before the freeze that finished scoring after it "
+                                     "may still be published, until the reveal)")}},
     "/api/v1/me": {"get": _get("Who the token belongs to, and their teams", auth=True, tag="accounts")},
     "/api/v1/quota": {"get": _get(
         "Your team's and your own limits on a split, and when the next submission is allowed",

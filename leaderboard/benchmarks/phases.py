@@ -19,6 +19,22 @@
 A split without any of the dates is open for ever; if its labels hold a
 partition, only the public subset's scores show until a maintainer reveals
 it. ``accepting_submissions`` is the maintainers' separate pause switch.
+
+**The final selection is locked** from the freeze on (frozen, closed,
+revealed), or, on a partitioned split without dates, from the maintainers'
+reveal (``selection_locked_since``): publishing, withdrawing or republishing
+cannot change which submissions represent a team on the split, so what was
+published at the freeze is what is revealed, and nobody picks their entry
+after seeing the private scores. One exception, open until the reveal while
+the private scores are still hidden (``late_publishing_open``): a submission
+sent before the freeze that finished scoring after it may still be published,
+as if it had finished in time. The rule is enforced by refusing every other
+change (``submissions.services.selection_refusal``), not by a snapshot: from
+the freeze on nothing else writes ``is_published``, so the selection at the
+freeze *is* the selection now, less what the exception added and what a
+maintainer changed on a team's behalf (audited). Moving the freeze later
+lifts the lock again; moving it earlier does not undo changes made meanwhile.
+Reopening a split after its deadline accepts submissions for scoring only.
 """
 
 from __future__ import annotations
@@ -75,8 +91,55 @@ def shown_partitions(split: Any, now: datetime | None = None) -> tuple[str, ...]
     return ("", "private") if is_revealed(split, now) else ("", "public")
 
 
-def _when(moment: datetime) -> str:
+def in_utc(moment: datetime) -> str:
+    """``2026-12-31 23:59 UTC``: a moment as refusals and notes say it."""
     return f"{moment.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+
+
+def selection_locked_since(split: Any, now: datetime | None = None) -> datetime | None:
+    """When the teams' selection on ``split`` became final, or None while it may change.
+
+    The freeze (or, without one, the deadline; or the maintainers' reveal if it came first). A
+    split that is no challenge (no dates) locks only when its labels hold a partition and a
+    maintainer reveals it: revealing a plain split changes nothing anyone sees.
+    """
+    now = _now(now)
+    if phase_of(split, now) not in {FROZEN, CLOSED, REVEALED}:
+        return None
+    if not is_challenge(split) and not split.has_partition:
+        return None
+    passed = [m for m in (split.freeze_at, split.deadline, split.revealed_at) if m is not None and m <= now]
+    return min(passed, default=split.revealed_at)
+
+
+def lock_cause(split: Any, since: datetime) -> str:
+    """What locked the selection at ``since``: ``the freeze``, ``the deadline`` or ``the maintainers revealed it``."""
+    if since == split.freeze_at:
+        return "the freeze"
+    if since == split.deadline:
+        return "the deadline"
+    return "the maintainers revealed it"
+
+
+def late_publishing_open(split: Any, now: datetime | None = None) -> bool:
+    """Whether a submission sent before the lock that finished scoring after it may still be published:
+    from the lock until the reveal, while the private scores are still hidden."""
+    return selection_locked_since(split, now) is not None and not is_revealed(split, now)
+
+
+def selection_note(split: Any, now: datetime | None = None) -> str:
+    """What the leaderboard's phase note says of the lock; "" while the selection may change."""
+    now = _now(now)
+    since = selection_locked_since(split, now)
+    if since is None:
+        return ""
+    cause = lock_cause(split, since)
+    note = (f"Each team's selection is final since {cause}, {in_utc(since)}: publishing or withdrawing cannot "
+            "change which submissions represent it")
+    if late_publishing_open(split, now):
+        return note + (f"; only a submission sent before {cause} that finished scoring after it may still be "
+                       "published until the reveal.")
+    return note + "."
 
 
 def refusal(split: Any, now: datetime | None = None) -> str | None:
@@ -84,15 +147,15 @@ def refusal(split: Any, now: datetime | None = None) -> str | None:
     now = _now(now)
     phase = phase_of(split, now)
     if phase == UPCOMING:
-        return f"{split} opens for submissions at {_when(split.starts_at)} (in {_left(split.starts_at, now)})."
+        return f"{split} opens for submissions at {in_utc(split.starts_at)} (in {_left(split.starts_at, now)})."
     if phase == FROZEN:
-        end = f" until the deadline at {_when(split.deadline)}" if split.deadline else ""
-        return f"{split} is frozen since {_when(split.freeze_at)}: no new submission is accepted{end}."
+        end = f" until the deadline at {in_utc(split.deadline)}" if split.deadline else ""
+        return f"{split} is frozen since {in_utc(split.freeze_at)}: no new submission is accepted{end}."
     if phase in {CLOSED, REVEALED} and is_challenge(split) and not split.reopened:
         if split.deadline and now >= split.deadline:
-            return f"{split} closed at its deadline, {_when(split.deadline)}; no submission is accepted."
+            return f"{split} closed at its deadline, {in_utc(split.deadline)}; no submission is accepted."
         if split.revealed_at:
-            return f"{split} was revealed at {_when(split.revealed_at)}; no submission is accepted."
+            return f"{split} was revealed at {in_utc(split.revealed_at)}; no submission is accepted."
     return None
 
 
@@ -146,4 +209,5 @@ def describe(split: Any, now: datetime | None = None) -> dict[str, Any]:
     following = next_change(split, now)
     return {"phase": phase_of(split, now), "label": LABELS[phase_of(split, now)], "challenge": is_challenge(split),
             "next": LABELS[following[0]] if following else "", "next_at": following[1] if following else None,
-            "left": _left(following[1], now) if following else "", "refusal": refusal(split, now)}
+            "left": _left(following[1], now) if following else "", "refusal": refusal(split, now),
+            "selection": selection_note(split, now)}

@@ -39,6 +39,9 @@ class AuditEntry(models.Model):
         REVEAL = "reveal"
         # A team's own act on anonymity (its actor is a member, not a maintainer).
         ANONYMIZE = "anonymize"
+        # A maintainer changing a team's locked final selection on its behalf (``details.was_published``).
+        PUBLISH_FOR_TEAM = "publish_for_team"
+        WITHDRAW_FOR_TEAM = "withdraw_for_team"
 
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+")
     actor_name = models.CharField(max_length=150)

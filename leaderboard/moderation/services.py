@@ -10,12 +10,14 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
+from leaderboard.benchmarks import phases
 from leaderboard.benchmarks.models import Benchmark, Split
 from leaderboard.benchmarks.permissions import is_maintainer
 from leaderboard.lib.pagecache import bump
 from leaderboard.moderation.models import AuditEntry
 from leaderboard.rankings.services import do_refresh_split, do_reveal, refresh_entry
 from leaderboard.submissions import lifecycle
+from leaderboard.submissions import services as submission_services
 from leaderboard.submissions.models import Submission
 
 Action = AuditEntry.Action
@@ -28,7 +30,7 @@ TOGGLES = {
 }
 # Actions whose reason is shown publicly or to the submitter must give one.
 NEEDS_REASON = {Action.HIDE, Action.DISQUALIFY, Action.FLAG, Action.RESCORE_ALL, Action.PAUSE,
-                Action.SET_LABELS_PUBLIC}
+                Action.SET_LABELS_PUBLIC, Action.PUBLISH_FOR_TEAM, Action.WITHDRAW_FOR_TEAM}
 
 
 class ModerationError(Exception):
@@ -62,6 +64,37 @@ def check_toggle(user: Any, submission: Submission, kind: str, on: bool, reason:
             fields[reason_field] = reason.strip() if on else ""
         Submission.objects.filter(pk=submission.pk).update(**fields)
         refresh_entry(submission.method, submission.split)
+
+
+def check_publish_for_team(user: Any, submission: Submission, publish: bool, reason: str) -> None:
+    """Publish a submission as its method's row (or withdraw it) on its team's behalf, once the team's
+    selection is locked (``benchmarks.phases``); with a reason, audited.
+
+    Before the lock, what goes public is the team's own decision; hiding and disqualifying stay the
+    desk's tools for rows that must go. ``details.was_published``: the method's row before.
+    """
+    check_maintainer(user, submission.split.benchmark)
+    split = submission.split
+    if phases.selection_locked_since(split) is None:
+        raise ModerationError(f"The selection on {split} is not locked (it locks at the freeze, or at the reveal "
+                              "of a split without dates): until then the team publishes and withdraws its own "
+                              "submissions.")
+    with transaction.atomic():
+        submission = (Submission.objects.select_for_update().select_related("method", "team", "split__benchmark")
+                      .get(pk=submission.pk))
+        was = submission_services.published_ids(submission)
+        if was == ([submission.pk] if publish else []) or (not publish and not submission.is_published):
+            raise ModerationError(f"Submission #{submission.pk} is {'already' if publish else 'not'} published.")
+        if publish:
+            try:
+                submission_services.check_publishable(submission)
+            except submission_services.SubmissionRejected as exc:
+                raise ModerationError(str(exc)) from None
+        _audit(user, Action.PUBLISH_FOR_TEAM if publish else Action.WITHDRAW_FOR_TEAM, split=split,
+               submission=submission, target=f"submission #{submission.pk} ({submission.method.name}) of team "
+                                             f"{submission.team.name}",
+               reason=reason, team=submission.team.slug, method=submission.method.name, was_published=was)
+        submission_services.do_publish(submission, publish)
 
 
 def check_rescore(user: Any, submission: Submission, reason: str = "") -> None:

@@ -82,7 +82,8 @@ def submission(request: HttpRequest, pk: int) -> HttpResponse:
     services.check_maintainer(request.user, sub.split.benchmark)
     return render(request, "moderation/submission.html", {
         "submission": sub, "result": sub.latest_result, "results": sub.results.order_by("-created_at"),
-        "audit": AuditEntry.objects.filter(submission_id=sub.pk)})
+        "audit": AuditEntry.objects.filter(submission_id=sub.pk),
+        "selection_locked_since": phases.selection_locked_since(sub.split)})
 
 
 # What each action did and what it means, said after it succeeded ({name}: the method).
@@ -106,6 +107,9 @@ def done_message(sub: Submission, action: str, on: bool = True) -> str:
                "version."
     if action == "cancel":
         return f"{what} is cancelled: scoring stopped and it does not count against the team's quota."
+    if action == "publish":
+        return (f"{what} is published on the team's behalf: it is its method's row on {sub.split} now." if on else
+                f"{what} is withdrawn on the team's behalf: its method has no row on {sub.split} now.")
     return f"{what} {TOGGLE_DONE[(action, on)]}"
 
 
@@ -131,6 +135,10 @@ def act(request: HttpRequest, pk: int, action: str) -> HttpResponse:
         _done(request, lambda: services.check_rescore(request.user, sub, reason), done_message(sub, action))
     elif action == "cancel":
         _done(request, lambda: services.check_cancel(request.user, sub, reason), done_message(sub, action))
+    elif action == "publish":
+        on = request.POST.get("on", "1") == "1"
+        _done(request, lambda: services.check_publish_for_team(request.user, sub, on, reason),
+              done_message(sub, action, on))
     else:
         return HttpResponse(status=404)
     next_url = request.POST.get("next", "")

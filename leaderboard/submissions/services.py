@@ -5,18 +5,21 @@ or ``uploads.check_start_upload`` … ``check_complete_upload`` for files in par
 ``lifecycle.do_enqueue`` (send ``SCORE_SUBMISSION`` after commit) → the worker
 reports through ``tasks.py`` to ``lifecycle.record_*`` → ``check_publish`` puts
 it on the leaderboard (``rankings.services.refresh_entry``) once its method is
-described. Status changes, sends and refunds all live in ``lifecycle``.
+described, unless the team's selection on the split is locked (from the freeze
+on: ``selection_refusal``). Status changes, sends and refunds all live in ``lifecycle``.
 """
 
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 from typing import IO
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
+from django.db.models import Min
 from django.http import Http404
 from django.utils import timezone
 from django.utils.text import get_valid_filename
@@ -64,6 +67,13 @@ class PhaseClosed(SubmissionRejected):
 
     status = 403
     code = "phase_closed"
+
+
+class SelectionLocked(SubmissionRejected):
+    """Publishing or withdrawing would change a team's final selection on a split (from the freeze on; HTTP 409)."""
+
+    status = 409
+    code = "selection_locked"
 
 
 def user_can_see(user: AbstractBaseUser, submission: Submission) -> bool:
@@ -235,35 +245,123 @@ def check_publish(user: AbstractBaseUser, submission: Submission, publish: bool 
                   anonymous: bool = False) -> None:
     """Make ``submission`` its method's public entry on its split (or withdraw it).
 
-    ``anonymous``: publish it as "Anonymous (under review)": the method's rows and
-    pages name no team, authors, paper or code until a member reveals it
-    (``check_reveal``). Anonymity belongs to the method (its page spans its
-    splits), so a method that is public under its team, or was revealed, cannot
-    become anonymous. Publishing without it keeps an anonymous method anonymous.
+    From the freeze on the team's selection is final (``selection_refusal``: the
+    one message the page, the API and ``lb publish`` show). ``anonymous``: publish
+    it as "Anonymous (under review)": the method's rows and pages name no team,
+    authors, paper or code until a member reveals it (``check_reveal``). Anonymity
+    belongs to the method (its page spans its splits), so a method that is public
+    under its team, or was revealed, cannot become anonymous. Publishing without
+    it keeps an anonymous method anonymous.
     """
-    # Team members only, staff included: what goes public is the team's decision.
+    # Team members only, staff included: what goes public is the team's decision (maintainers
+    # change a locked selection through the audited desk, ``moderation.services``).
     if not submission.team.members.filter(pk=user.pk).exists():
         raise PermissionDenied(f"Only a member of the team {submission.team.name} can publish or withdraw "
                                f"#{submission.pk}.")
     with transaction.atomic():
-        submission = Submission.objects.select_for_update().select_related("method").get(pk=submission.pk)
-        if publish and (submission.status != Status.FINISHED or not submission.results.exists()):
-            raise SubmissionRejected("Only a finished submission with scores can be published.")
-        missing = submission.method.missing_metadata if settings.PUBLISH_NEEDS_METHOD_DETAILS else []
-        if publish and missing:
-            raise SubmissionRejected(
-                f"Describe the method {submission.method.name!r} before publishing: missing "
-                f"{', '.join(str(m) for m in missing)} (on its page, or with `lb method set`).")
+        submission = (Submission.objects.select_for_update()
+                      .select_related("method", "team", "split__benchmark").get(pk=submission.pk))
+        if publish:
+            check_publishable(submission)
         method = Method.objects.select_for_update().get(pk=submission.method_id)
+        if (locked := selection_refusal(submission, publish)) is not None:
+            raise SelectionLocked(locked)
         if publish and anonymous and not method.is_anonymous:
             _check_can_go_anonymous(method)
             Method.objects.filter(pk=method.pk).update(is_anonymous=True)
             _audit_anonymity(user, method, AuditEntry.Action.ANONYMIZE, [submission.split],
                              f"published #{submission.pk} as {ANONYMOUS_LABEL}")
-        Submission.objects.filter(method=submission.method, split=submission.split,
-                                  is_published=True).update(is_published=False)
-        Submission.objects.filter(pk=submission.pk).update(is_published=publish)
-        refresh_entry(submission.method, submission.split)
+        do_publish(submission, publish)
+
+
+def check_publishable(submission: Submission) -> None:
+    """Refuse to publish a submission without scores, or of a method not described yet."""
+    if submission.status != Status.FINISHED or not submission.results.exists():
+        raise SubmissionRejected("Only a finished submission with scores can be published.")
+    missing = submission.method.missing_metadata if settings.PUBLISH_NEEDS_METHOD_DETAILS else []
+    if missing:
+        raise SubmissionRejected(
+            f"Describe the method {submission.method.name!r} before publishing: missing "
+            f"{', '.join(str(m) for m in missing)} (on its page, or with `lb method set`).")
+
+
+def published_ids(submission: Submission) -> list[int]:
+    """The published submission of ``submission``'s method on its split, as a list of ids (none or one)."""
+    return list(Submission.objects.filter(method_id=submission.method_id, split_id=submission.split_id,
+                                          is_published=True).values_list("pk", flat=True))
+
+
+def do_publish(submission: Submission, publish: bool) -> None:
+    """Make ``submission`` its method's row on its split, or withdraw the method's row; no checks."""
+    Submission.objects.filter(method_id=submission.method_id, split_id=submission.split_id,
+                              is_published=True).update(is_published=False)
+    Submission.objects.filter(pk=submission.pk).update(is_published=publish)
+    refresh_entry(submission.method, submission.split)
+
+
+def _finished_scoring_at(submission: Submission) -> datetime | None:
+    """When its first result arrived: a re-score since moves ``finished_at``, not this."""
+    first: datetime | None = submission.results.aggregate(first=Min("created_at"))["first"]
+    return first
+
+
+def is_late_finisher(submission: Submission, since: datetime) -> bool:
+    """Sent before the lock at ``since`` and first scored after it (``phases``: may be published until the reveal)."""
+    finished = _finished_scoring_at(submission)
+    return submission.created_at < since and finished is not None and finished >= since
+
+
+def selection_refusal(submission: Submission, publish: bool, now: datetime | None = None) -> str | None:
+    """Why publishing (or withdrawing) ``submission`` may not change its team's selection now; None if it may.
+
+    The rule is in ``benchmarks.phases`` ("The final selection is locked"): from the lock on, a
+    change of which submission is its method's row is refused, unless it publishes a submission
+    sent before the lock that finished scoring after it, before the reveal. Publishing what is
+    published (or withdrawing where nothing is) changes nothing and passes. The text says what
+    is locked, since when, and what is still allowed.
+    """
+    split, now = submission.split, now or timezone.now()
+    since = phases.selection_locked_since(split, now)
+    if since is None or published_ids(submission) == ([submission.pk] if publish else []):
+        return None
+    late_open = phases.late_publishing_open(split, now)
+    if publish and late_open and is_late_finisher(submission, since):
+        return None
+    cause = phases.lock_cause(split, since)
+    text = (f"The selection on {split} is final since {cause}, {phases.in_utc(since)}: publishing or withdrawing "
+            f"cannot change which submissions represent {submission.team.name} any more, so #{submission.pk} "
+            f"({submission.method.name}) cannot be {'published' if publish else 'withdrawn'}.")
+    if late_open:
+        text += (f" Until the reveal, only a submission sent before {cause} that finished scoring after it may "
+                 "still be published")
+        finished = _finished_scoring_at(submission)
+        if not publish:
+            text += "; nothing can be withdrawn."
+        elif submission.created_at >= since:
+            text += f"; #{submission.pk} was sent at {phases.in_utc(submission.created_at)}, after {cause}."
+        else:
+            when = f" at {phases.in_utc(finished)}" if finished else ""
+            text += f"; #{submission.pk} finished scoring{when}, before {cause}."
+    else:
+        text += " Once the board is revealed nothing more can be published or withdrawn."
+    return text + " Only a maintainer can change it now, on the team's behalf (audited)."
+
+
+def selection_notice(submission: Submission) -> dict[str, str]:
+    """What the submission page's publish area says of the lock: ``refused``, why its button would be
+    refused, or ``late``, why it may still be published; empty while the selection may change."""
+    since = phases.selection_locked_since(submission.split)
+    if since is None:
+        return {}
+    publish = not submission.is_published
+    if (refused := selection_refusal(submission, publish)) is not None:
+        return {"refused": refused}
+    if publish and is_late_finisher(submission, since):
+        cause = phases.lock_cause(submission.split, since)
+        return {"late": f"The selection on {submission.split} is final since {cause}, {phases.in_utc(since)}, but "
+                        f"#{submission.pk} was sent before {cause} and finished scoring after it: it may still be "
+                        f"published until the reveal, as the row of {submission.method.name}."}
+    return {}
 
 
 def _check_can_go_anonymous(method: Method) -> None:

@@ -128,7 +128,7 @@ def detail(request: HttpRequest, pk: int) -> HttpResponse:
     spec = submission.split.benchmark.spec
     return render(request, "submissions/detail.html", {
         "submission": submission, "result": result, "spec": spec,
-        "status_json": submission_as_json(submission)})
+        "status_json": submission_as_json(submission), "selection": services.selection_notice(submission)})
 
 
 @login_required
@@ -216,6 +216,6 @@ def api_publish(request: HttpRequest, pk: int) -> JsonResponse:
     try:
         services.check_publish(request.user, submission, anonymous=_flag(request, "anonymous"))
     except services.SubmissionRejected as exc:
-        return api_error(str(exc), 409)
+        return api_error(str(exc), 409, exc.code)
     submission.refresh_from_db()
     return JsonResponse(submission_as_json(submission))

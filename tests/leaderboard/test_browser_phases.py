@@ -33,7 +33,7 @@ def test_the_leaderboard_shows_each_phase_and_the_time_left(page, live_server, b
     from evaluation_workers.tracks import get_track
     from leaderboard.benchmarks.models import LabelSet
     from leaderboard.submissions import lifecycle, services
-    from leaderboard.submissions.models import Method
+    from leaderboard.submissions.models import Method, Submission
 
     LabelSet.objects.filter(split=sqa3d_split, is_active=True).update(has_partition=True)
     url = f"{live_server.url}/benchmarks/sqa3d/?paper=0"
@@ -54,6 +54,8 @@ def test_the_leaderboard_shows_each_phase_and_the_time_left(page, live_server, b
         assert says in text and next_label in text, text
         assert "public subset" in text
         shoot(page, f"leaderboard-phase-{phase}")
+    lock = page.inner_text("#selection-lock")  # frozen: the final selection, and the one exception
+    assert "selection is final since the freeze" in lock and "may still be published until the reveal" in lock
 
     # Frozen: a late entry is held back.
     result = get_track("sqa3d").score(sqa3d_files["labels"], sqa3d_files["predictions"], lambda f, m="": None)
@@ -62,6 +64,8 @@ def test_the_leaderboard_shows_each_phase_and_the_time_left(page, live_server, b
                                             file=io.BytesIO(sqa3d_files["predictions"].read_bytes()),
                                             file_name="p.json")
     schedule(sqa3d_split, starts_at=-50 * HOUR, freeze_at=-HOUR, deadline=23 * HOUR)  # frozen: scored, published
+    # Sent before the freeze the dates just moved to, finished after it: publishable until the reveal.
+    Submission.objects.filter(pk=late.pk).update(created_at=timezone.now() - 2 * HOUR)
     lifecycle.record_result(submission_id=late.pk, attempt=1, result=result)
     Method.objects.filter(name="GammaQA").update(description="Late.", authors="L. Ate", uses_extra_data=False)
     services.check_publish(owner, late)

@@ -126,7 +126,9 @@ def test_open_then_frozen_holds_new_rows_back_until_the_reveal(client, owner, ou
     with pytest.raises(services.PhaseClosed, match="is frozen since .* no new submission is accepted until the "
                                                    "deadline"):
         create(owner, good)
-    publish(outsider, late, scored)  # scored and published after the freeze: held back
+    # Sent while open: before the freeze that the dates just moved to (the clock stays).
+    Submission.objects.filter(pk=late.pk).update(created_at=timezone.now() - 2 * HOUR)
+    publish(outsider, late, scored)  # scored and published after the freeze (allowed until the reveal): held back
     rescored = dict(scored, metrics={**scored["metrics"], "EM": 0.99})
     lifecycle.do_enqueue(early.pk)
     lifecycle.record_result(submission_id=early.pk, attempt=2, result=rescored)  # re-scored: not shown yet
@@ -163,7 +165,8 @@ def test_a_deadline_without_automatic_reveal_is_closed_until_a_maintainer_reveal
     Split.objects.filter(pk=sqa3d_split.pk).update(reveal_at_deadline=False)
     entry = create(owner, good)
     schedule(sqa3d_split, freeze_at=-2 * HOUR, deadline=-HOUR)
-    publish(owner, entry, scored)
+    Submission.objects.filter(pk=entry.pk).update(created_at=timezone.now() - 3 * HOUR)  # sent before the freeze
+    publish(owner, entry, scored)  # finished after it: publishable until the reveal
     assert board(client)["phase"] == "closed" and board(client)["rows"] == []
     assert 'data-phase="closed"' in client.get("/benchmarks/sqa3d/").content.decode()
 
