@@ -37,6 +37,7 @@ from leaderboard.rankings.services import reveal_if_due
 from leaderboard.submissions.models import Method
 
 MAX_EXPORT_ROWS = 10_000
+MAX_ID = 2**63 - 1  # a BigAutoField's largest value
 # A spreadsheet runs a cell starting with one of these as a formula (OWASP "CSV injection").
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
@@ -200,8 +201,19 @@ def bibtex(request: HttpRequest, pk: int) -> HttpResponse:
     return HttpResponse(f"@misc{{{key},\n{body}\n}}\n", content_type="application/x-bibtex; charset=utf-8")
 
 
+def _entry_ids(values: list[str]) -> list[int]:
+    """The ``e`` parameters as entry ids; 404 for one that no row can have (not a whole number, or
+    beyond the largest id a database holds: it reached the database as a 500)."""
+    ids = []
+    for value in values:
+        if not (value.isascii() and value.isdigit() and len(value) <= 19 and 0 < int(value) <= MAX_ID):
+            raise Http404(f"Expected e to be entry ids (whole numbers from 1 to {MAX_ID}), but got {value[:30]!r}.")
+        ids.append(int(value))
+    return ids
+
+
 def _compare_entries(request: HttpRequest, split: Split) -> list[LeaderboardEntry]:
-    ids = [int(i) for i in request.GET.getlist("e") if i.isdigit()][:4]
+    ids = _entry_ids(request.GET.getlist("e"))[:4]
     by_id = {e.pk: e for e in LeaderboardEntry.objects.filter(split=split, pk__in=ids).select_related("result")}
     return _visible_entries(request, [by_id[i] for i in ids if i in by_id])
 
