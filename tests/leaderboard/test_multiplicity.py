@@ -1,4 +1,5 @@
-"""Holm's adjustment against a slow, obvious reference (the closure principle)."""
+"""Holm's adjustment against a slow, obvious reference (the closure principle), and the paired
+bootstrap with Holm on methods of one population: significant no more often than the level."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import itertools
 import numpy as np
 import pytest
 
-from leaderboard.rankings.multiplicity import holm
+from evaluation_workers.metrics import paired
+from evaluation_workers.tracks import sqa3d as sqa3d_track
+from leaderboard.rankings.multiplicity import LEVEL, holm
 
 
 def closed_bonferroni(p_values: list[float]) -> list[float]:
@@ -37,3 +40,23 @@ def test_holm_of_the_edge_cases() -> None:
     # A test not computed yet counts as p = 1: it can only raise the others' adjusted values.
     assert holm([0.01, 0.02, 1.0]) == pytest.approx([0.03, 0.04, 1.0])
     assert holm([0.01, 0.02]) == pytest.approx([0.02, 0.02])
+
+
+def test_pairs_of_one_population_are_rarely_called_different_after_holm() -> None:
+    """Four methods with the same chance of being right on each question (independent
+    questions) on the compare page: of its six pairs, tested by the paired bootstrap, some
+    pair is "significant" on far more than LEVEL of the pages before adjustment, and on at most
+    about LEVEL after Holm's; a single test errs about LEVEL of the time."""
+    rng = np.random.default_rng(11)
+    pages, n, single, any_raw, any_holm = 150, 120, 0, 0, 0
+    kinds = rng.integers(0, 6, n)
+    for _ in range(pages):
+        methods = [{"em": e, "em_r": e, "type": kinds} for e in rng.random((4, n)) < 0.5]
+        p = [paired.paired_bootstrap(sqa3d_track.outcomes_statistic(u), sqa3d_track.outcomes_statistic(v), n,
+                                     200)["EM"]["p_value"] for i, u in enumerate(methods) for v in methods[i + 1:]]
+        single += p[0] < LEVEL
+        any_raw += any(v < LEVEL for v in p)
+        any_holm += any(v < LEVEL for v in holm(p))
+    assert 0.01 <= single / pages <= 0.1
+    assert any_raw / pages >= 0.1
+    assert any_holm / pages <= 0.07
