@@ -253,14 +253,16 @@ def test_every_metric_view_marks_its_own_neighbours_on_its_own_column(client, pu
     assert api["significance"]["key"] == "What/EM" and api["rows"][1]["adjusted_p_value"] == 0.3
 
 
-def test_a_board_adjusts_the_p_values_of_its_adjacent_pairs_together(client, published, answer):
+def test_a_board_adjusts_the_p_values_of_its_adjacent_pairs_together(client, published, answer,
+                                                                      django_assert_max_num_queries):
     entries = [published(n, flip=f) for n, f in (("A", 0), ("B", 30), ("C", 60))]
     em = {e.pk: LeaderboardEntry.objects.get(pk=e.pk).scores["EM"] for e in entries}
     ranked = sorted(entries, key=lambda e: -em[e.pk])
     tests = {(t.result_a_id, t.result_b_id): t for t in PairedTest.objects.all()}
     for (u, v), p in zip(zip(ranked, ranked[1:]), (0.03, 0.04)):
         answer(tests[paired_tests.pair_of(u.result_id, v.result_id)], findings(p=p))
-    rows = client.get("/api/v1/leaderboards/sqa3d?split=test&paper=0").json()
+    with django_assert_max_num_queries(7):  # the page's queries, and one for its tests
+        rows = client.get("/api/v1/leaderboards/sqa3d?split=test&paper=0").json()
     assert [r["entry_id"] for r in rows["rows"]] == [e.pk for e in ranked]
     assert [r["adjusted_p_value"] for r in rows["rows"]] == [None, pytest.approx(0.06), pytest.approx(0.06)]
     assert [r["no_significant_difference_from_entry_id"] for r in rows["rows"]] == [None, ranked[0].pk,
@@ -340,7 +342,11 @@ def test_nothing_says_tied_on_pages_api_or_exports(client, owner, published, ans
     assert "no significant difference (p = 0.500)" in texts[f"/benchmarks/sqa3d/compare/?{pair}"]
 
 
-def test_the_exports_carry_each_row_s_adjusted_test_against_the_row_above(client, published, answer):
+@pytest.mark.parametrize("named", [100, 0])
+def test_the_exports_carry_each_row_s_adjusted_test_against_the_row_above(client, published, answer, monkeypatch,
+                                                                          named):
+    """``named`` 0: the tests read for the whole split, as for an export of more than 100 rows."""
+    monkeypatch.setattr(paired_tests, "_PAIRS_NAMED", named)
     published("Upper"), published("Lower", flip=20)
     answer(PairedTest.objects.get(), findings(p=0.001, What_EM=0.25))
     body = client.get("/benchmarks/sqa3d/export.json?split=test&paper=0&sort=What/EM").json()
