@@ -114,9 +114,10 @@ class WorkerInfo(TypedDict):
     seen_at: float
 
 
-# Paired significance tests (issue 13). The site asks for one by name; a scoring
-# worker loads both submissions' per-unit outcomes (worker-only storage, keyed by
-# ``outcomes_key``) and answers with the p-value and the paired interval only.
+# Paired significance tests (issue 13). The site asks for one per pair of results; a
+# scoring worker loads both submissions' per-unit outcomes (worker-only storage, keyed by
+# ``outcomes_key``) and answers, for every metric overall and per group at once, with the
+# difference, the raw p-value and the paired interval only.
 PAIRED_TEST = "evaluation.paired_test"
 RECORD_PAIRED_TEST = "rankings.record_paired_test"
 
@@ -127,29 +128,37 @@ def outcomes_key(track: str, labels_sha256: str, predictions_sha256: str, scorer
 
 
 class PairedTestRequest(TypedDict):
-    """Keyword arguments of ``PAIRED_TEST``: the outcomes of A and B, and the metric compared (A - B)."""
+    """Keyword arguments of ``PAIRED_TEST``: the outcomes of A and B (every key is compared, A - B)."""
 
     schema: int
     test_id: int
     track: str
-    metric: str
     outcomes_a: str
     outcomes_b: str
     reply_queue: str
 
 
-class PairedTestReport(TypedDict):
-    """What ``RECORD_PAIRED_TEST`` receives: aggregates only, never a unit's outcome.
+class PairedFinding(TypedDict):
+    """One key's test (a metric overall, or ``<group>/<metric>``): ``test`` names it
+    ("paired-bootstrap-by-scene"); ``difference`` is A - B as scored, ``p_value`` two-sided and not
+    adjusted for multiplicity, ``interval`` the paired 95 % interval of A - B; each None
+    where undefined (a group neither result has)."""
 
-    ``error`` is "" or a reason in words ("outcomes unavailable"); ``test`` names
-    the test ("mcnemar-exact", "paired-bootstrap").
-    """
-
-    test_id: int
     test: str
     difference: float | None
     p_value: float | None
     interval: list[float] | None
+
+
+class PairedTestReport(TypedDict):
+    """What ``RECORD_PAIRED_TEST`` receives: aggregates only, never a unit's outcome.
+
+    ``findings`` maps each score key to its ``PairedFinding`` (empty on an error);
+    ``error`` is "" or a reason in words ("outcomes unavailable").
+    """
+
+    test_id: int
+    findings: dict[str, PairedFinding]
     resamples: int
     error: str
 

@@ -1,19 +1,19 @@
-"""The paired-test task: is A's metric different from B's on the same split?
+"""The paired-test task: how do A's scores differ from B's on the same split?
 
 The site asks by name (``contracts.PAIRED_TEST``) with the two results'
 outcome keys; this task loads both submissions' per-unit outcomes
-(``outcomes``, worker-only), runs the test and reports only aggregates
-(``contracts.PairedTestReport``: the observed difference, the p-value, the
-paired interval) to the site queue. SQA3D's EM and EM_R are means of
-per-question hits: McNemar's exact test gives their p-value; every other
-metric gets the paired bootstrap's. The interval is always the paired
-bootstrap's.
+(``outcomes``, worker-only), runs the paired bootstrap once for every metric
+overall and per group (``metrics.paired``), resampling the split's scenes, and reports only aggregates
+(``contracts.PairedTestReport``: per key the observed difference, the raw
+p-value and the paired interval) to the site queue.
 """
 
 from __future__ import annotations
 
 import logging
 from typing import Any
+
+import numpy as np
 
 from evaluation_workers import contracts, outcomes
 from evaluation_workers.app import app
@@ -23,13 +23,9 @@ from evaluation_workers.tracks import get_track
 
 log = logging.getLogger(__name__)
 
-# Metrics that are means of a per-unit hit, by track: the outcome array holding the hits.
-HITS = {"sqa3d": {"EM": "em", "EM_R": "em_r"}}
 
-
-def compare(track_name: str, a: dict[str, Any], b: dict[str, Any], metric: str,
-            resamples: int | None = None) -> dict[str, Any]:
-    """The test of A - B on ``metric`` from both submissions' outcomes (``PairedTestReport`` less the ids)."""
+def compare(track_name: str, a: dict[str, Any], b: dict[str, Any], resamples: int | None = None) -> dict[str, Any]:
+    """Every key's test of A - B from both submissions' outcomes (``PairedTestReport`` less the id)."""
     track = get_track(track_name)
     assert track.statistic is not None and track.units_of is not None
     n = track.units_of(a)
@@ -38,18 +34,19 @@ def compare(track_name: str, a: dict[str, Any], b: dict[str, Any], metric: str,
     resamples = bootstrap.resamples_setting() if resamples is None else resamples
     if resamples <= 0:
         return _failed("resampling is turned off")
+    scenes = track.scenes_of(a) if track.scenes_of else None
+    if track.scenes_of and (scenes is None or not np.array_equal(scenes, track.scenes_of(b))):
+        # Resampling units of one scene as independent claims more certainty than there is.
+        return _failed("the outcomes name no scenes (kept by an older scorer), or not the same ones")
     width = max(track.width(a), track.width(b)) if track.width else 1
-    found = paired.paired_bootstrap(track.statistic(a), track.statistic(b), n, metric, resamples, width=width)
-    hits = HITS.get(track_name, {}).get(metric)
-    if hits is not None:
-        exact = paired.mcnemar(a[hits], b[hits])
-        found = {**found, "test": exact["test"], "p_value": exact["p_value"]}
-    return {"test": found["test"], "difference": found["difference"], "p_value": found["p_value"],
-            "interval": found["interval"], "resamples": resamples, "error": ""}
+    # The same scenes drawn for both: the resamples of the intervals (bootstrap.replicates, same seed).
+    findings = paired.paired_bootstrap(track.statistic(a), track.statistic(b), n, resamples, width=width,
+                                       scenes=scenes)
+    return {"findings": findings, "resamples": resamples, "error": ""}
 
 
 def _failed(reason: str) -> dict[str, Any]:
-    return {"test": "", "difference": None, "p_value": None, "interval": None, "resamples": 0, "error": reason}
+    return {"findings": {}, "resamples": 0, "error": reason}
 
 
 @app.task(name=contracts.PAIRED_TEST, acks_late=True, soft_time_limit=600, time_limit=660, ignore_result=True)
@@ -62,7 +59,7 @@ def paired_test(**request: Any) -> None:
         if a is None or b is None:
             report = _failed("outcomes unavailable")
         else:
-            report = compare(request["track"], a, b, request["metric"])
+            report = compare(request["track"], a, b)
     except Exception:
         # Never the message: it could quote an outcome.
         log.exception("Paired test %s failed", request.get("test_id"))

@@ -88,9 +88,15 @@ PATHS: dict[str, dict[str, Any]] = {
     "/api/v1/tracks": {"get": _get("Tracks, their splits, metrics and upload limits", tag="tracks")},
     "/api/v1/leaderboards/{track}": {"get": _get(
         "Ranked rows of one leaderboard view (same parameters as the page)", TRACK, *VIEW, errors=(400,))},
-    "/api/v1/leaderboards/{track}/compare": {"get": _get(
-        "2-4 entries side by side", TRACK, SPLIT,
-        _param("e", "query", "Entry id (repeat 2-4 times)", {"type": "integer"}, required=True))},
+    "/api/v1/leaderboards/{track}/compare": {"get": {
+        **_get("2-4 entries side by side, with the paired test of each pair on the metric (Holm-adjusted "
+               "together). Read anonymously, it shows what is computed; with a token it also asks a worker for "
+               "the pairs nobody asked yet, at most PAIRED_TESTS_PER_USER_HOUR an hour",
+               TRACK, SPLIT, _param("metric", "query", "One of the track's metrics (default: primary)"),
+               _param("e", "query", "Entry id (repeat 2-4 times)", {"type": "integer", "minimum": 1,
+                                                                     "maximum": 2**63 - 1}, required=True),
+               errors=(401, 404)),
+        "security": [{}, {"token": []}]}},
     "/api/v1/leaderboards/{track}/progress": {"get": _get("Best primary score over time", TRACK, SPLIT)},
     "/api/v1/methods/{id}": {"get": _get("A method's metadata and public results",
                                          _param("id", "path", "Method id", {"type": "integer"}))},

@@ -55,12 +55,25 @@ INTERVALS = {"type": "object",
                             "is absent where there is none (paper rows have none)"}
 PAIRED_TEST = _obj({
     "a": INT, "b": INT, "metric": STR,
-    "status": {"type": "string", "enum": ["done", "pending", "unavailable"]}, "reason": STR,
-    "test": {"type": "string", "description": "mcnemar-exact or paired-bootstrap; empty unless done"},
-    "difference": nullable(NUM), "p_value": nullable(NUM),
+    "status": {"type": "string", "enum": ["done", "pending", "not_requested", "unavailable"],
+               "description": "pending: a scoring worker computes it; not_requested: nobody asked yet (a signed-in "
+                              "request asks, within PAIRED_TESTS_PER_USER_HOUR; 'notice' says when it may not)"},
+    "reason": STR,
+    "test": {"type": "string", "description": "How it was computed (paired-bootstrap-by-scene); empty unless done"},
+    "difference": nullable(NUM),
+    "p_value": {**nullable(NUM), "description": "Two-sided, before adjustment"},
+    "adjusted_p_value": {**nullable(NUM), "description": "Holm-adjusted over the answer's 'significance' family"},
     "interval": nullable({"type": "array", "items": NUM, "minItems": 2, "maxItems": 2}),
-    "significant": nullable(BOOL)},
+    "significant": {**nullable(BOOL), "description": "adjusted_p_value below the level; false means no "
+                                                     "significant difference, not equality"}},
     description="Entry a against entry b (a - b) on the metric, paired on the split's units; only aggregates")
+SIGNIFICANCE = _obj({
+    "adjustment": {"type": "string", "enum": ["holm"]},
+    "key": {"type": "string", "description": "The score key tested: the sorted column, or the compared metric"},
+    "over": {"type": "string", "description": "The tests adjusted together, in words"},
+    "pairs": {"type": "integer", "description": "How many tests the adjustment is over"},
+    "not_computed": {"type": "integer", "description": "Of them, not answered yet (counted as p = 1)"},
+    "level": NUM}, description="How the p-values shown together were adjusted for multiplicity")
 
 SCHEMAS: dict[str, dict[str, Any]] = {
     "Result": _obj({
@@ -99,20 +112,30 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "published_at": {"type": "string", "format": "date-time",
                          "description": "Published here; for a paper row, the paper's publication date"},
         "scores": SCORES, "intervals": INTERVALS,
-        "tied_with_entry_id": {"anyOf": [INT, {"type": "null"}],
-                               "description": "The row above when a paired test finds no significant difference"}}),
+        "no_significant_difference_from_entry_id": {
+            **nullable(INT), "description": "The row above, when the paired test of the two on the sorted column "
+                                            "finds no significant difference (adjusted_p_value at least the level); "
+                                            "not a claim that the two are equal"},
+        "adjusted_p_value": {**nullable(NUM), "description": "The paired test against the row above on the sorted "
+                                                             "column, Holm-adjusted over the page's 'significance' "
+                                                             "family; null when the pair is not tested or not "
+                                                             "computed yet"}}),
     "Leaderboard": _obj({
         "track": STR, "split": STR, "primary_metric": STR, "metrics": {"type": "array", "items": STR},
         "groups": {"type": "array", "items": STR}, "sort": STR, "order": {"type": "string", "enum": ["asc", "desc"]},
         "scorer_version": STR, "page": INT, "pages": INT, "count": INT, "results_embargoed": BOOL, **PHASE,
         "scores_of": {"type": "string", "enum": ["all", "public", "private"],
                       "description": "The units the rows' scores cover"},
+        "significance": nullable(SIGNIFICANCE),
         "rows": {"type": "array", "items": ref("LeaderboardRow")}}),
     "Compare": _obj({"track": STR, "split": STR, "columns": {"type": "array", "items": STR}, "metric": STR,
                      "entries": {"type": "array", "items": _obj({"entry_id": INT, "method": STR,
                                                                  "reported_in_paper": BOOL, "scores": SCORES,
                                                                  "intervals": INTERVALS})},
-                     "tests": {"type": "array", "items": PAIRED_TEST}}),
+                     "tests": {"type": "array", "items": PAIRED_TEST}, "significance": SIGNIFICANCE,
+                     "notice": {"type": "string", "description": "Why some pairs were not asked for (the "
+                                                                 "hourly bound of a signed-in user); empty "
+                                                                 "otherwise"}}),
     "Progress": _obj({"track": STR, "split": STR, "metric": STR,
                       "points": {"type": "array", "items": _obj({"date": DATE, "best": NUM, "method": STR})}}),
     "PublicMethod": _obj({

@@ -272,6 +272,12 @@ PAGE_CACHE_SECONDS = envint("PAGE_CACHE_SECONDS", 600)
 # per-sub-class result is shown only for groups of at least this many instances or prompts, and
 # never with its count (rankings.drilldown).
 DRILLDOWN_MIN_GROUP_SIZE = envint("DRILLDOWN_MIN_GROUP_SIZE", 50)
+# Paired tests (rankings.paired_tests): a signed-in user's compare page asks a worker for at
+# most this many new pairs an hour (each can take minutes of a worker); the pairs a board shows
+# are asked when its rows change, whoever reads it. A test still unanswered after
+# PAIRED_TEST_RESEND_SECONDS (the broker lost it, or was down) is sent again at the next change.
+PAIRED_TESTS_PER_USER_HOUR = envint("PAIRED_TESTS_PER_USER_HOUR", 30)
+PAIRED_TEST_RESEND_SECONDS = envint("PAIRED_TEST_RESEND_SECONDS", 6 * 3600)
 # Retention of prediction files (submissions.retention), off unless RETENTION_DAYS is set:
 # every method keeps its published submission and its RETENTION_KEEP_LAST latest per split;
 # the others' files are deleted RETENTION_DAYS after upload, except files whose scores could

@@ -1,23 +1,23 @@
 """Is the difference between two submissions on the same split significant?
 
-Two tests, both paired on the split's units (the same questions, prompts or
-scenes scored for both submissions, labels checksum equal):
+One test for every metric of every track, paired on the split's units (the
+same questions, prompts or scenes scored for both submissions, labels
+checksum equal): ``paired_bootstrap``. The bootstrap's resamples of scenes
+(``bootstrap.replicates``, the same draws as the intervals), each drawn once
+and applied to both submissions, give the distribution of the difference
+A - B of every key of the track's statistic (each metric overall and per
+group), recomputed exactly on the resample. One pass answers every key.
+Each key's interval is its percentile interval at ``bootstrap.LEVEL``; its
+two-sided p-value is ``min(1, 2 (k + 1) / (B + 1))`` with k the number of
+resamples on the far side of 0 (``<= 0`` or ``>= 0``, the smaller) and B the
+resamples where the difference is defined: the add-one rule keeps a p-value
+from being 0 with finitely many resamples (Davison and Hinkley, "Bootstrap
+Methods and their Application", section 4.4).
 
-- ``paired_bootstrap``: the bootstrap's resamples (``bootstrap.replicates``,
-  same seed and blocks as the intervals), each drawn once and applied to both
-  submissions, give the distribution of the difference A - B of a metric's
-  exact value. The interval is its percentile interval at ``bootstrap.LEVEL``;
-  the two-sided p-value is ``min(1, 2 (k + 1) / (B + 1))`` with k the number
-  of resamples on the far side of 0 (``<= 0`` or ``>= 0``, the smaller) and B
-  the resamples where the difference is defined: the add-one rule keeps a
-  p-value from being 0 with finitely many resamples (Davison and Hinkley,
-  "Bootstrap Methods and their Application", section 4.4).
-- ``mcnemar``: for a metric that is a mean of per-unit hits (SQA3D's EM), the
-  exact McNemar test: of the n units where exactly one submission is right,
-  A is right on k; under "equally good" k ~ Binomial(n, 1/2); the two-sided
-  p-value is ``min(1, 2 P(K <= min(k, n - k)))``, computed with integers.
-
-``SIGNIFICANCE`` is the level below which a difference counts as significant.
+The p-values are raw: the site adjusts those it shows together for
+multiplicity (``leaderboard.rankings.multiplicity``). McNemar's exact test,
+once used for SQA3D's EM, is gone: it assumes independent questions, and
+questions come in scenes.
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ import numpy as np
 
 from evaluation_workers.metrics import bootstrap, confidence
 
-SIGNIFICANCE = 0.05
+TEST = "paired-bootstrap-by-scene"
+"""The name a finding carries (``contracts.PairedFinding``): how the resamples were drawn."""
 
 
 def bootstrap_p_value(differences: np.ndarray) -> float | None:
@@ -42,45 +43,32 @@ def bootstrap_p_value(differences: np.ndarray) -> float | None:
 
 
 def paired_bootstrap(
-    statistic_a: bootstrap.Statistic, statistic_b: bootstrap.Statistic, n_units: int, metric: str,
-    resamples: int, seed: int = bootstrap.SEED, xp: Any = None, width: int = 1,
-) -> dict[str, Any]:
-    """A - B of ``metric`` on the same resamples of ``n_units`` units.
+    statistic_a: bootstrap.Statistic, statistic_b: bootstrap.Statistic, n_units: int, resamples: int,
+    seed: int = bootstrap.SEED, xp: Any = None, width: int = 1, **draw: Any,
+) -> dict[str, dict[str, Any]]:
+    """A - B of every key both statistics give, on the same resamples of ``n_units`` units.
+
+    Args:
+        draw: passed on to ``bootstrap.replicates`` (how the resamples are drawn).
 
     Returns:
-        {"test": "paired-bootstrap", "difference": observed A - B (None if undefined),
-         "p_value", "interval": [lo, hi] or None, "resamples"}.
+        {key: {"test": TEST, "difference": observed A - B (None if undefined),
+        "p_value" (None if no resample defines it), "interval": [lo, hi] or None}}.
     """
     def difference(counts: Any) -> dict[str, Any]:
-        return {"d": statistic_a(counts)[metric] - statistic_b(counts)[metric]}
+        a, b = statistic_a(counts), statistic_b(counts)
+        return {key: a[key] - b[key] for key in a if key in b}
 
     observed = _at_unit_counts(difference, n_units, xp)
-    values = bootstrap.replicates(difference, n_units, resamples, seed, xp, width)["d"]
-    return {"test": "paired-bootstrap", "difference": observed, "p_value": bootstrap_p_value(values),
-            "interval": confidence.percentile_interval(values), "resamples": resamples}
+    values = bootstrap.replicates(difference, n_units, resamples, seed, xp, width, **draw)
+    return {key: {"test": TEST, "difference": observed[key], "p_value": bootstrap_p_value(values[key]),
+                  "interval": confidence.percentile_interval(values[key])} for key in observed}
 
 
-def _at_unit_counts(difference: bootstrap.Statistic, n_units: int, xp: Any) -> float | None:
+def _at_unit_counts(difference: bootstrap.Statistic, n_units: int, xp: Any) -> dict[str, float | None]:
+    """Every key of ``difference`` on the data as it is (each unit once); None where undefined."""
     from evaluation_workers._xp import backend, to_device, to_numpy
 
-    value = float(to_numpy(difference(to_device(np.ones((1, n_units)), xp or backend()))["d"])[0])
-    return None if math.isnan(value) else value
-
-
-def mcnemar(hits_a: np.ndarray, hits_b: np.ndarray) -> dict[str, Any]:
-    """Exact McNemar test of two submissions' per-unit hits ((n,) bool each, the same units).
-
-    Returns:
-        {"test": "mcnemar-exact", "difference": mean(a) - mean(b), "p_value",
-         "only_a": units only A got right, "only_b": units only B got right}.
-    """
-    a, b = np.asarray(hits_a, dtype=bool), np.asarray(hits_b, dtype=bool)
-    only_a, only_b = int((a & ~b).sum()), int((~a & b).sum())
-    n = only_a + only_b
-    if n == 0:
-        p = 1.0
-    else:
-        tail = sum(math.comb(n, i) for i in range(min(only_a, only_b) + 1))
-        p = min(1.0, 2 * tail / 2**n)  # integers until the one division: exact for any n
-    return {"test": "mcnemar-exact", "difference": float(a.mean() - b.mean()) if a.size else None,
-            "p_value": p, "only_a": only_a, "only_b": only_b}
+    found = difference(to_device(np.ones((1, n_units)), xp or backend()))
+    values = {key: float(to_numpy(v)[0]) for key, v in found.items()}
+    return {key: None if math.isnan(v) else v for key, v in values.items()}

@@ -28,10 +28,9 @@ class LeaderboardEntryAdmin(admin.ModelAdmin):
 
 @admin.register(PairedTest)
 class PairedTestAdmin(admin.ModelAdmin):
-    """Read-only: tests are asked and answered by the site and the workers (``rankings.ties``)."""
+    """Read-only: tests are asked and answered by the site and the workers (``rankings.paired_tests``)."""
 
-    list_display = ("metric", "result_a", "result_b", "test", "p_value", "error", "requested_at", "computed_at")
-    list_filter = ("metric", "test")
+    list_display = ("result_a", "result_b", "requested_by", "requested_at", "sent_at", "computed_at", "error")
 
     def has_add_permission(self, request: Any) -> bool:
         return False

@@ -5,6 +5,7 @@ import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
@@ -90,10 +91,6 @@ class LeaderboardEntry(models.Model):
     scores = models.JSONField(default=dict)
     # 95 % bootstrap intervals of ``scores`` ({"<key>": [lo, hi]}); empty for paper rows.
     intervals = models.JSONField(default=dict, blank=True)
-    # The row above in the default ranking when a paired test found no significant
-    # difference between the two (``rankings.ties``); its p-value either way.
-    tied_with = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
-    tie_p_value = models.FloatField(null=True, blank=True)
     scorer_version = models.CharField(max_length=40, blank=True)
     # The export columns of ``scores`` as written into export.json and
     # export.csv, kept with the row: decoding and re-encoding every score of a
@@ -126,30 +123,34 @@ class LeaderboardEntry(models.Model):
 
 
 class PairedTest(models.Model):
-    """The outcome of a paired significance test of two results on one metric (A - B).
+    """The paired bootstrap of two results, every score key at once (A - B).
 
-    Asked of a scoring worker (``contracts.PAIRED_TEST``) when a compare page
-    or a change of ranking needs it; only the aggregates come back. Pending
-    while ``computed_at`` is empty; ``error`` says why there is no answer.
-    ``result_a`` has the smaller id, so each pair is asked once.
+    Asked of a scoring worker (``contracts.PAIRED_TEST``) when a change of the
+    split's rows makes the pair neighbours on one of its boards, or when a
+    signed-in user compares the two (``rankings.paired_tests``); only
+    aggregates come back: ``findings`` maps each score key ("EM", "What/EM")
+    to ``contracts.PairedFinding`` (``test``, ``difference``, the raw
+    ``p_value``, ``interval``). Pending while ``computed_at`` is empty;
+    ``error`` says why there is no answer. ``result_a`` has the smaller id, so
+    each pair is asked once. ``requested_by``: the user whose compare page
+    asked for it (counted against their hourly bound), None when a board
+    change did; ``sent_at``: when it was last handed to the broker.
     """
 
     result_a = models.ForeignKey(Result, on_delete=models.CASCADE, related_name="+")
     result_b = models.ForeignKey(Result, on_delete=models.CASCADE, related_name="+")
-    metric = models.CharField(max_length=100)
-    test = models.CharField(max_length=40, blank=True)
-    difference = models.FloatField(null=True, blank=True)
-    p_value = models.FloatField(null=True, blank=True)
-    interval_lo = models.FloatField(null=True, blank=True)
-    interval_hi = models.FloatField(null=True, blank=True)
+    findings = models.JSONField(default=dict, blank=True)
     resamples = models.PositiveIntegerField(default=0)
     error = models.CharField(max_length=200, blank=True)
-    requested_at = models.DateTimeField(auto_now_add=True)
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+                                     related_name="+")
+    requested_at = models.DateTimeField(default=timezone.now)
+    sent_at = models.DateTimeField(null=True, blank=True)
     computed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["result_a", "result_b", "metric"],
-                                               name="one_paired_test_per_pair_and_metric")]
+        constraints = [models.UniqueConstraint(fields=["result_a", "result_b"], name="one_paired_test_per_pair")]
+        indexes = [models.Index(fields=["requested_by", "requested_at"])]
 
     def __str__(self) -> str:
-        return f"{self.metric}: result {self.result_a_id} vs {self.result_b_id}"
+        return f"result {self.result_a_id} vs {self.result_b_id}"

@@ -32,6 +32,7 @@ from leaderboard.rankings.models import (
     export_columns,
     export_texts,
 )
+from leaderboard.rankings.paired_tests import Family, Rung, Verdict, board_verdicts, testable_units
 
 PAGE_SIZE = 50
 
@@ -128,16 +129,25 @@ def ordered_entries(view: LeaderboardView) -> QuerySet[LeaderboardEntry]:
             .order_by(direction, F("primary_score").desc(nulls_last=True), "published_at", "id"))
 
 
+def with_units(entries: QuerySet[LeaderboardEntry]) -> QuerySet[LeaderboardEntry]:
+    """``entries`` with what tells whether two rows can be tested against each other
+    (``paired_tests.testable_units``): their results' labels, scorer and partition."""
+    return entries.annotate(test_labels=F("result__labels_sha256"), test_scorer=F("result__scorer_version"),
+                            test_partition=F("result__partition"))
+
+
 @dataclass
 class RankedRow:
     """``cells``: the view's columns' values; ``bounds``: their intervals ([lo, hi] or None);
-    ``tied``: whether the row is statistically tied with the row just above it."""
+    ``versus_above``: the paired test against the row just above on the sorted column (None:
+    the page's first row, or a pair that is not tested), ``above_id`` that row's entry id."""
 
     rank: int | None
     entry: LeaderboardEntry
     cells: list[Any]
     bounds: list[Any] = field(default_factory=list)
-    tied: bool = False
+    versus_above: Verdict | None = None
+    above_id: int | None = None
 
     @property
     def pairs(self) -> list[tuple[Any, Any]]:
@@ -146,10 +156,13 @@ class RankedRow:
 
 @dataclass
 class Page:
+    """``significance``: the paired tests of the page's adjacent rows, adjusted together."""
+
     rows: list[RankedRow]
     number: int
     count: int
     page_size: int
+    significance: Family | None = None
 
     @property
     def pages(self) -> int:
@@ -157,15 +170,14 @@ class Page:
 
 
 def leaderboard_page(view: LeaderboardView, page_size: int = PAGE_SIZE) -> Page:
-    """One page of ranked rows: three queries (count, rank of the page's first value, rows)."""
+    """One page of ranked rows: three queries (count, rank of the page's first value, rows), and
+    one more for the paired tests of its adjacent rows on the sorted column when it has any."""
     entries = ordered_entries(view)
     count = entries.count()
     number = min(view.page, max(1, -(-count // page_size)))
     offset = (number - 1) * page_size
-    page_entries = list(entries[offset:offset + page_size])
+    page_entries = list(with_units(entries)[offset:offset + page_size])
     rows: list[RankedRow] = []
-    # Ties were tested along the default ranking (the primary metric, best first): shown only there.
-    default_order = view.sort == view.split.benchmark.spec.primary_metric and not view.ascending
     for i, entry in enumerate(page_entries):
         value = entry.sort_value
         if value is None:
@@ -179,10 +191,24 @@ def leaderboard_page(view: LeaderboardView, page_size: int = PAGE_SIZE) -> Page:
         else:
             rank = offset + i + 1
         rows.append(RankedRow(rank=rank, entry=entry, cells=[entry.scores.get(c) for c in view.columns],
-                              bounds=[entry.intervals.get(c) for c in view.columns],
-                              tied=default_order and bool(rows) and entry.tied_with_id is not None
-                              and entry.tied_with_id == rows[-1].entry.pk))
-    return Page(rows=rows, number=number, count=count, page_size=page_size)
+                              bounds=[entry.intervals.get(c) for c in view.columns]))
+    verdicts, family = board_verdicts([_rung(e.pk, e.result_id, e.test_labels, e.test_scorer, e.test_partition,
+                                             e.sort_value) for e in page_entries], view.sort, view.split.pk, "shown")
+    for above, row, verdict in zip([None, *rows], rows, verdicts):
+        row.versus_above, row.above_id = verdict, above.entry.pk if above and verdict else None
+    return Page(rows=rows, number=number, count=count, page_size=page_size, significance=family)
+
+
+def _rung(entry_id: int, result_id: int | None, labels: str | None, scorer: str | None, partition: str | None,
+          value: Any) -> Rung:
+    return Rung(entry_id, result_id, testable_units(labels, scorer, partition), value is not None)
+
+
+def significance_json(verdict: Verdict | None, above_id: int | None) -> dict[str, Any]:
+    """A row's paired test against the row above (entry ``above_id``), as the API and the exports give it."""
+    return {"no_significant_difference_from_entry_id":
+            above_id if verdict is not None and verdict.no_significant_difference else None,
+            "adjusted_p_value": verdict.adjusted_p_value if verdict is not None else None}
 
 
 def entry_as_json(row: RankedRow, columns: list[str]) -> dict[str, Any]:
@@ -194,7 +220,7 @@ def entry_as_json(row: RankedRow, columns: list[str]) -> dict[str, Any]:
             "verified": e.is_verified, "scorer_version": e.scorer_version, "submission_id": e.submission_id,
             "published_at": e.published_at.isoformat(), "scores": {c: e.scores.get(c) for c in columns},
             "intervals": {c: e.intervals[c] for c in columns if e.intervals.get(c) is not None},
-            "tied_with_entry_id": e.tied_with_id}
+            **significance_json(row.versus_above, row.above_id)}
 
 
 @dataclass(frozen=True)
@@ -264,9 +290,10 @@ class ExportRow:
     scores: str
 
 
-def export_rows(view: LeaderboardView, limit: int, fmt: str) -> list[ExportRow]:
+def export_rows(view: LeaderboardView, limit: int, fmt: str) -> tuple[list[ExportRow], Family]:
     """Every row of the view (up to ``limit``), ranked as ``leaderboard_page`` ranks them,
-    with their scores as stored for ``fmt`` ("json" or "csv").
+    with their scores as stored for ``fmt`` ("json" or "csv"), and each row's paired test
+    against the row above, adjusted over the adjacent pairs of the export's rows.
 
     Two queries of plain values and the rows' stored export texts: building
     thousands of model instances and re-encoding each score was most of an
@@ -279,9 +306,13 @@ def export_rows(view: LeaderboardView, limit: int, fmt: str) -> list[ExportRow]:
     # The texts are read apart, unsorted: carried through the sort they made it several times slower.
     texts = dict(filtered_entries(view).values_list("pk", text_field))
     rows: list[ExportRow] = []
+    rungs: list[Rung] = []
     stale: dict[int, ExportRow] = {}
     previous, rank = None, None
-    for i, (*fields, value) in enumerate(ordered_entries(view).values_list(*EXPORT_FIELDS, "sort_value")[:limit]):
+    listed = with_units(ordered_entries(view)).values_list(*EXPORT_FIELDS, "sort_value", "result_id", "test_labels",
+                                                           "test_scorer", "test_partition")[:limit]
+    for i, (*fields, value, result_id, labels, scorer, partition) in enumerate(listed):
+        rungs.append(_rung(fields[0], result_id, labels, scorer, partition, value))
         if value is None:
             rank = None
         elif not i or value != previous:
@@ -297,7 +328,10 @@ def export_rows(view: LeaderboardView, limit: int, fmt: str) -> list[ExportRow]:
     for pk, scores, bounds in (LeaderboardEntry.objects.filter(pk__in=stale).values_list("pk", "scores", "intervals")
                                if stale else ()):
         stale[pk].scores = export_texts(scores, columns, bounds)[fmt == "csv"][TAG_LENGTH:]
-    return rows
+    verdicts, family = board_verdicts(rungs, view.sort, view.split.pk, "in this file")
+    for above, row, verdict in zip([None, *rows], rows, verdicts):
+        row.fields.update(significance_json(verdict, above.fields["entry_id"] if above else None))
+    return rows, family
 
 
 def group_profile(split: Split, metric: str) -> dict[str, dict[str, float | None]]:

@@ -28,7 +28,7 @@ def flatten_scores(metrics: dict[str, Any], breakdown: dict[str, dict[str, Any]]
     return flat
 
 
-def refresh_entry(method: Any, split: Split) -> LeaderboardEntry | None:
+def refresh_entry(method: Any, split: Split, *, ask_tests: bool = True) -> LeaderboardEntry | None:
     """Rewrite the row of ``method`` on ``split`` from its published submission (or drop it).
 
     The row shows the result the public may see now (``shown_result``: the
@@ -36,6 +36,8 @@ def refresh_entry(method: Any, split: Split) -> LeaderboardEntry | None:
     While the split is frozen (``phases.board_is_held``) a row is never added
     or changed, only dropped (withdrawn, hidden, disqualified): what is
     published or re-scored meanwhile appears at the reveal (``do_refresh_split``).
+    Once it commits, the paired tests the split's boards now show are asked
+    (``paired_tests.do_ask_board_tests``) unless ``ask_tests`` is off (the caller asks once for many rows).
     """
     from leaderboard.submissions.models import Result, Submission, shown_result
 
@@ -45,8 +47,8 @@ def refresh_entry(method: Any, split: Split) -> LeaderboardEntry | None:
         published = (Submission.objects.filter(method=method, split=split, is_published=True)
                      .select_related("team").first())
         result = shown_result(Result.objects.filter(submission=published), split) if published else None
-        # The tie marks follow the ranking: rewritten once the change is committed (``ties``).
-        transaction.on_commit(lambda: _refresh_ties(split.pk))
+        if ask_tests:
+            transaction.on_commit(lambda: ask_board_tests(split.pk), robust=True)
         if published is None or result is None or published.is_hidden or published.is_disqualified:
             LeaderboardEntry.objects.filter(method=method, split=split).delete()
             return None
@@ -73,11 +75,11 @@ def refresh_entry(method: Any, split: Split) -> LeaderboardEntry | None:
         return entry
 
 
-def _refresh_ties(split_id: int) -> None:
-    from leaderboard.rankings.ties import do_refresh_ties
+def ask_board_tests(split_id: int) -> None:
+    """Ask for the paired tests the boards of a split show now (after a change of its rows commits)."""
+    from leaderboard.rankings.paired_tests import do_ask_board_tests
 
-    with transaction.atomic():
-        do_refresh_ties(Split.objects.select_related("benchmark").get(pk=split_id))
+    do_ask_board_tests(Split.objects.select_related("benchmark").get(pk=split_id))
 
 
 def do_refresh_split(split: Split) -> int:
@@ -87,7 +89,8 @@ def do_refresh_split(split: Split) -> int:
     methods = Method.objects.filter(Q(submissions__split=split, submissions__is_published=True)
                                     | Q(entries__split=split)).distinct()
     for method in methods:
-        refresh_entry(method, split)
+        refresh_entry(method, split, ask_tests=False)
+    transaction.on_commit(lambda: ask_board_tests(split.pk), robust=True)
     return LeaderboardEntry.objects.filter(split=split, is_paper=False).count()
 
 

@@ -9,7 +9,7 @@ from celery import shared_task
 from django.db import DatabaseError, InterfaceError
 
 from evaluation_workers import contracts
-from leaderboard.rankings import services, ties
+from leaderboard.rankings import paired_tests, services
 
 
 @shared_task(name="rankings.reveal_due", ignore_result=True)
@@ -22,4 +22,4 @@ def reveal_due() -> int:
              retry_backoff_max=60, retry_jitter=True, max_retries=20, acks_late=True, reject_on_worker_lost=True,
              ignore_result=True)
 def record_paired_test(**report: Any) -> None:
-    ties.record_paired_test(**report)
+    paired_tests.record_paired_test(**report)

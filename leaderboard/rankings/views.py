@@ -8,18 +8,18 @@ import json
 from typing import Any
 
 import orjson
-from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 
+from leaderboard.accounts.auth import api_auth
 from leaderboard.api_errors import api_error
 from leaderboard.benchmarks import phases
 from leaderboard.benchmarks.models import Split
 from leaderboard.benchmarks.permissions import results_embargoed
 from leaderboard.benchmarks.selectors import get_split
 from leaderboard.lib.pagecache import cache_until, cached_page
-from leaderboard.rankings import charts, ties
+from leaderboard.rankings import charts, paired_tests
 from leaderboard.rankings.drilldown import Drilldown, drilldown
 from leaderboard.rankings.models import ANONYMOUS_LABEL, LeaderboardEntry, interval_columns
 from leaderboard.rankings.selectors import (
@@ -37,6 +37,7 @@ from leaderboard.rankings.services import reveal_if_due
 from leaderboard.submissions.models import Method
 
 MAX_EXPORT_ROWS = 10_000
+MAX_ID = 2**63 - 1  # a BigAutoField's largest value
 # A spreadsheet runs a cell starting with one of these as a formula (OWASP "CSV injection").
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
@@ -46,6 +47,13 @@ def _csv_cell(value: Any) -> Any:
     if isinstance(value, str) and value.startswith(_FORMULA_START):
         return "'" + value
     return value
+
+
+def _significance_cells(fields: dict[str, Any]) -> tuple[Any, Any]:
+    """The CSV's ``adjusted_p_value`` and ``no_significant_difference_from_row_above`` (True/False);
+    both empty where the row was not tested against the row above."""
+    p = fields["adjusted_p_value"]
+    return ("", "") if p is None else (p, fields["no_significant_difference_from_entry_id"] is not None)
 
 
 def _embargoed(request: HttpRequest, split: Split) -> bool:
@@ -88,13 +96,14 @@ def export(request: HttpRequest, track: str, fmt: str) -> HttpResponse:
     if fmt not in {"csv", "json"}:
         raise Http404("Exports are .csv or .json.")
     view = _view(request, track)
-    rows = export_rows(view, MAX_EXPORT_ROWS, fmt)
+    rows, significance = export_rows(view, MAX_EXPORT_ROWS, fmt)
     name = f"{track}-{view.split.name}-{view.metric}"
     if fmt == "json":
         # The rows' scores are stored as JSON text; the document is assembled around them.
         head = json.dumps({"track": track, "split": view.split.name, "sort": view.sort,
                            "scorer_version": view.split.benchmark.spec.scorer_version,
-                           "columns": view.all_columns, "interval_level": 0.95})
+                           "columns": view.all_columns, "interval_level": 0.95,
+                           "significance": significance.as_json()})
         if request.GET.get("drilldown") == "1":  # per attribute / sub-class, as the split's labels allow
             details = dict(LeaderboardEntry.objects.filter(pk__in=[r.fields["entry_id"] for r in rows])
                            .values_list("pk", "result__details"))
@@ -109,6 +118,7 @@ def export(request: HttpRequest, track: str, fmt: str) -> HttpResponse:
         buffer = io.StringIO()
         csv.writer(buffer).writerow(["rank", "method", "team", "reported_in_paper", "uses_extra_data", "verified",
                                      "scorer_version", "published_at", "venue", "paper_url", "protocol",
+                                     "adjusted_p_value", "no_significant_difference_from_row_above",
                                      *view.all_columns, *interval_columns(view.all_columns)])
         # Each row's fields end in a comma, then come its stored score cells.
         writer = csv.writer(buffer, lineterminator=",")
@@ -118,7 +128,7 @@ def export(request: HttpRequest, track: str, fmt: str) -> HttpResponse:
             writer.writerow([_csv_cell(v) for v in (f["rank"], f["method"], team, f["reported_in_paper"],
                                                     f["uses_extra_data"], f["verified"], f["scorer_version"],
                                                     f["published_at"].isoformat(), f["venue"], f["paper_url"],
-                                                    f["protocol"])])
+                                                    f["protocol"], *_significance_cells(f))])
             buffer.write(r.scores)  # numbers only, stored as CSV cells when the row was written
             buffer.write("\r\n")
         response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
@@ -200,8 +210,19 @@ def bibtex(request: HttpRequest, pk: int) -> HttpResponse:
     return HttpResponse(f"@misc{{{key},\n{body}\n}}\n", content_type="application/x-bibtex; charset=utf-8")
 
 
+def _entry_ids(values: list[str]) -> list[int]:
+    """The ``e`` parameters as entry ids; 404 for one that no row can have (not a whole number, or
+    beyond the largest id a database holds: it reached the database as a 500)."""
+    ids = []
+    for value in values:
+        if not (value.isascii() and value.isdigit() and len(value) <= 19 and 0 < int(value) <= MAX_ID):
+            raise Http404(f"Expected e to be entry ids (whole numbers from 1 to {MAX_ID}), but got {value[:30]!r}.")
+        ids.append(int(value))
+    return ids
+
+
 def _compare_entries(request: HttpRequest, split: Split) -> list[LeaderboardEntry]:
-    ids = [int(i) for i in request.GET.getlist("e") if i.isdigit()][:4]
+    ids = _entry_ids(request.GET.getlist("e"))[:4]
     by_id = {e.pk: e for e in LeaderboardEntry.objects.filter(split=split, pk__in=ids).select_related("result")}
     return _visible_entries(request, [by_id[i] for i in ids if i in by_id])
 
@@ -222,17 +243,20 @@ def compare(request: HttpRequest, track: str) -> HttpResponse:
         if len(entries) >= 2 else ""
     candidates = list(ordered_entries(view)[:200])
     names = {e.pk: e.name for e in entries}
-    tests = [{**t, "a_name": names[t["a"]], "b_name": names[t["b"]]} for t in _pair_tests(entries, view.metric)]
+    tests, family, notice = _pair_tests(request, track, entries, view.metric)
     return render(request, "rankings/compare.html", {
         "benchmark": view.split.benchmark, "split": view.split, "view": view, "spec": spec, "entries": entries,
         "rows": rows, "chart": chart, "candidates": candidates, "selected": {e.pk for e in entries},
-        "tests": tests})
+        "tests": [{**t, "a_name": names[t["a"]], "b_name": names[t["b"]]} for t in tests],
+        "family": family, "notice": notice})
 
 
-def _pair_tests(entries: list[LeaderboardEntry], metric: str) -> list[dict[str, Any]]:
-    """Each pair's paired test on ``metric`` (asked of a worker the first time it is needed)."""
-    with transaction.atomic():
-        return [ties.pair_summary(x, y, metric) for i, x in enumerate(entries) for y in entries[i + 1:]]
+def _pair_tests(request: HttpRequest, track: str, entries: list[LeaderboardEntry],
+                metric: str) -> tuple[list[dict[str, Any]], paired_tests.Family, str]:
+    """Each pair's paired test on ``metric``, adjusted together; a signed-in user's request asks
+    for the pairs nobody asked yet (bounded per user: the notice says so); a visitor's asks nothing."""
+    asker = request.user if request.user.is_authenticated else None
+    return paired_tests.compare_verdicts(entries, metric, track, asker=asker)
 
 
 # API (read anonymously)
@@ -253,6 +277,7 @@ def api_leaderboard(request: HttpRequest, track: str) -> JsonResponse:
                          "results_embargoed": view.embargoed, **phases.phase_json(view.split),
                          "public_subset": view.split.has_partition,
                          "scores_of": _scores_of(view.split),
+                         "significance": page.significance.as_json() if page.significance else None,
                          "rows": [entry_as_json(row, view.all_columns) for row in page.rows]})
 
 
@@ -284,9 +309,11 @@ def api_method(request: HttpRequest, pk: int) -> JsonResponse:
 
 
 @cached_page("track")
+@api_auth(required=False)
 def api_compare(request: HttpRequest, track: str) -> JsonResponse:
     view = _view(request, track)
     entries = _compare_entries(request, view.split)
+    tests, family, notice = _pair_tests(request, track, entries, view.metric)
     return JsonResponse({"track": track, "split": view.split.name, "columns": view.all_columns,
                          "metric": view.metric,
                          "entries": [{"entry_id": e.pk, "method": e.name, "reported_in_paper": e.is_paper,
@@ -294,7 +321,7 @@ def api_compare(request: HttpRequest, track: str) -> JsonResponse:
                                       "intervals": {c: e.intervals[c] for c in view.all_columns
                                                     if e.intervals.get(c) is not None}}
                                      for e in entries],
-                         "tests": _pair_tests(entries, view.metric)})
+                         "tests": tests, "significance": family.as_json(), "notice": notice})
 
 
 @cached_page("track")

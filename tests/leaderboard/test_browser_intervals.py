@@ -1,5 +1,5 @@
-"""Intervals and ties in a real browser: the ± toggle (a link, no script needed), the
-"tied" marker, the compare page's verdicts and the method chart's error bars.
+"""Intervals and paired tests in a real browser: the ± toggle (a link, no script needed), the
+"no significant difference" mark, the compare page's verdicts and the method chart's error bars.
 Screenshots go to test-artifacts/pages/."""
 
 from __future__ import annotations
@@ -12,15 +12,14 @@ from tests.leaderboard.test_browser_pages import board, shoot  # noqa: F401  (fi
 pytestmark = [pytest.mark.browser]
 
 
-def test_plus_minus_toggle_tied_marker_and_error_bars(page, live_server, board):  # noqa: F811
-    from leaderboard.rankings import ties
+def test_plus_minus_toggle_no_significant_difference_mark_and_error_bars(page, live_server, board):  # noqa: F811
+    from leaderboard.rankings import paired_tests
     from leaderboard.rankings.models import LeaderboardEntry, PairedTest
 
     [test] = PairedTest.objects.all()  # asked when BetaQA was published under AlphaQA
-    ties.record_paired_test(test_id=test.pk, test="mcnemar-exact", difference=0.05, p_value=0.42,
-                            interval=[-0.01, 0.11], resamples=1000, error="")
+    paired_tests.record_paired_test(test_id=test.pk, resamples=1000, error="", findings={
+        "EM": {"test": "paired-bootstrap-by-scene", "difference": 0.05, "p_value": 0.42, "interval": [-0.01, 0.11]}})
     alpha, beta = (LeaderboardEntry.objects.get(name=n) for n in ("AlphaQA", "BetaQA"))
-    assert beta.tied_with_id == alpha.pk
 
     page.goto(f"{live_server.url}/benchmarks/sqa3d/?split=test")
     assert page.locator(".pm").count() == 0
@@ -36,13 +35,15 @@ def test_plus_minus_toggle_tied_marker_and_error_bars(page, live_server, board):
 
     page.goto(f"{live_server.url}/benchmarks/sqa3d/?split=test&paper=0&ci=1")
     beta_row = page.locator("tr", has_text="BetaQA")
-    assert beta_row.locator(".badge.tied").is_visible()
+    mark = beta_row.locator(".badge.no-sig-diff")
+    assert mark.is_visible() and mark.inner_text() == "no significant difference (p = 0.420)"
     assert [page.locator("tbody tr td.rank").nth(i).inner_text().split()[0] for i in range(2)] == ["1", "2"]
-    shoot(page, "leaderboard-tied")
+    assert "Holm-adjusted over the 1 adjacent pair" in page.locator("#significance-note").inner_text()
+    shoot(page, "leaderboard-no-significant-difference")
 
     page.goto(f"{live_server.url}/benchmarks/sqa3d/compare/?split=test&e={alpha.pk}&e={beta.pk}")
     verdict = page.locator("#significance tbody tr").first.inner_text()
-    assert "statistically tied" in verdict and "0.420" in verdict
+    assert "no significant difference (p = 0.420)" in verdict and "tied" not in verdict
     shoot(page, "compare-significance")
 
     page.goto(f"{live_server.url}/methods/{alpha.method_id}/")

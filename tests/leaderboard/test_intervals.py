@@ -1,5 +1,5 @@
 """Intervals on the site: stored with the result and the row, shown as ± (a toggle), in the
-exports and the method charts; paired tests asked of a worker, cached, and the tie marks."""
+exports and the method charts (the paired tests between rows: ``test_paired_tests``)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,8 @@ import json
 
 import pytest
 
-from evaluation_workers import contracts
 from evaluation_workers.tracks import get_track
-from leaderboard.rankings import ties
-from leaderboard.rankings.models import LeaderboardEntry, PairedTest
-from leaderboard.rankings.services import refresh_entry
+from leaderboard.rankings.models import LeaderboardEntry
 from leaderboard.submissions import lifecycle, services
 from leaderboard.submissions.models import Result
 from tests.leaderboard.conftest import describe_method
@@ -113,112 +110,6 @@ def test_a_paper_row_page_draws_no_error_bar(client, sqa3d_split):
     assert "error-bar" not in page and 'class="pm">&nbsp;<' in page
 
 
-@pytest.fixture
-def answer(django_capture_on_commit_callbacks):
-    """A worker's answer to a paired test, recorded as the site task records it (cached pages move on)."""
-    def record(test: PairedTest, p: float, difference: float = 0.01) -> None:
-        with django_capture_on_commit_callbacks(execute=True):
-            ties.record_paired_test(test_id=test.pk, test="mcnemar-exact", difference=difference, p_value=p,
-                                    interval=[difference - 0.02, difference + 0.02], resamples=1000, error="")
-    return record
-
-
-def test_a_change_of_the_rows_asks_a_worker_for_the_test_of_neighbours_by_keys(two_rows, sent_tasks,
-                                                                               django_capture_on_commit_callbacks):
-    upper, lower, _ = two_rows
-    sent_tasks.clear()
-    with django_capture_on_commit_callbacks(execute=True):
-        ties.do_refresh_ties(upper.split)
-    [sent] = [t for t in sent_tasks if t["name"] == contracts.PAIRED_TEST]
-    test = PairedTest.objects.get()
-    a, b = Result.objects.get(pk=test.result_a_id), Result.objects.get(pk=test.result_b_id)
-    assert sent["queue"].endswith("-sqa3d-v1.1.0-bulk")
-    assert sent["kwargs"] == {
-        "schema": contracts.SCHEMA_VERSION, "test_id": test.pk, "track": "sqa3d", "metric": "EM",
-        "outcomes_a": contracts.outcomes_key("sqa3d", a.labels_sha256, a.predictions_sha256, "1.1.0"),
-        "outcomes_b": contracts.outcomes_key("sqa3d", b.labels_sha256, b.predictions_sha256, "1.1.0"),
-        "reply_queue": "site"}
-    with django_capture_on_commit_callbacks(execute=True):
-        ties.do_refresh_ties(upper.split)
-    assert len([t for t in sent_tasks if t["name"] == contracts.PAIRED_TEST]) == 1, "asked once"
-
-
-def test_a_row_not_significantly_different_from_the_one_above_is_marked_tied(client, two_rows, answer):
-    upper, lower, _ = two_rows
-    ties.do_refresh_ties(upper.split)
-    test = PairedTest.objects.get()
-    assert "tied</span>" not in client.get("/benchmarks/sqa3d/?split=test&paper=0").content.decode()
-    answer(test, 0.31)
-    lower.refresh_from_db()
-    assert lower.tied_with_id == upper.pk and lower.tie_p_value == 0.31
-    page = client.get("/benchmarks/sqa3d/?split=test&paper=0").content.decode()
-    assert page.count('class="badge tied"') == 1 and "p = 0.310" in page
-    ranks = [r["rank"] for r in client.get("/api/v1/leaderboards/sqa3d?split=test&paper=0").json()["rows"]]
-    assert ranks == [1, 2], "ranks stay competition ranks"
-    # Sorted by another column the rows above are others: no mark.
-    assert 'class="badge tied"' not in client.get("/benchmarks/sqa3d/?split=test&paper=0&sort=What/EM").content.decode()
-
-
-def test_a_significant_difference_leaves_no_mark(two_rows, answer):
-    upper, lower, _ = two_rows
-    ties.do_refresh_ties(upper.split)
-    answer(PairedTest.objects.get(), 0.002)
-    lower.refresh_from_db()
-    assert lower.tied_with_id is None and lower.tie_p_value == 0.002
-
-
-def test_the_compare_page_says_pending_then_significant_with_the_interval(client, two_rows, sent_tasks, answer):
-    upper, lower, _ = two_rows
-    url = f"/benchmarks/sqa3d/compare/?split=test&e={lower.pk}&e={upper.pk}"
-    assert "being computed by a scoring worker" in client.get(url).content.decode()
-    test = PairedTest.objects.get()
-    flipped = test.result_a_id != lower.result_id  # the page asks lower - upper
-    answer(test, 0.004, difference=0.05)
-    page = client.get(url).content.decode()
-    assert "significant" in page and "McNemar, exact" in page and "0.004" in page
-    api = client.get(f"/api/v1/leaderboards/sqa3d/compare?split=test&e={lower.pk}&e={upper.pk}").json()
-    [found] = api["tests"]
-    sign = -1 if flipped else 1
-    assert found["difference"] == pytest.approx(sign * 0.05) and found["significant"] is True
-    assert found["interval"] == pytest.approx(sorted([sign * 0.03, sign * 0.07]))
-
-
-def test_paper_rows_are_not_tested(client, two_rows):
-    from leaderboard.rankings.services import do_seed_paper_rows
-
-    upper, _, _ = two_rows
-    do_seed_paper_rows("sqa3d")
-    paper = LeaderboardEntry.objects.filter(is_paper=True).first()
-    api = client.get(f"/api/v1/leaderboards/sqa3d/compare?split=test&e={upper.pk}&e={paper.pk}").json()
-    assert api["tests"][0]["status"] == "unavailable" and "paper" in api["tests"][0]["reason"]
-    assert not PairedTest.objects.exists()
-
-
-def test_rows_scored_on_a_public_subset_are_never_tested(client, two_rows, sent_tasks,
-                                                         django_capture_on_commit_callbacks):
-    """The kept outcomes cover every unit: a test of two public-subset rows would mix the private
-    remainder into the public board, so none is asked and compare says why."""
-    upper, lower, _ = two_rows
-    Result.objects.filter(pk__in=[upper.result_id, lower.result_id]).update(partition="public")
-    sent_tasks.clear()
-    with django_capture_on_commit_callbacks(execute=True):
-        ties.do_refresh_ties(upper.split)
-    api = client.get(f"/api/v1/leaderboards/sqa3d/compare?split=test&e={upper.pk}&e={lower.pk}").json()
-    assert api["tests"][0]["status"] == "unavailable" and "public subset" in api["tests"][0]["reason"]
-    assert not PairedTest.objects.exists() and not [t for t in sent_tasks if t["name"] == contracts.PAIRED_TEST]
-
-
-def test_a_withdrawn_row_drops_its_mark(owner, two_rows, answer):
-    upper, lower, _ = two_rows
-    ties.do_refresh_ties(upper.split)
-    answer(PairedTest.objects.get(), 0.5)
-    services.check_publish(owner, upper.submission, publish=False)
-    refresh_entry(lower.method, lower.split)
-    ties.do_refresh_ties(lower.split)
-    lower.refresh_from_db()
-    assert lower.tied_with_id is None
-
-
 def test_intervals_that_follow_the_score_reach_the_result_and_the_row(client, owner, sqa3d_split, sqa3d_files,
                                                                       sent_tasks, monkeypatch):
     monkeypatch.setenv("EVAL_BOOTSTRAP_INLINE_MAX", "1")
@@ -229,7 +120,7 @@ def test_intervals_that_follow_the_score_reach_the_result_and_the_row(client, ow
     monkeypatch.setenv("EVAL_BOOTSTRAP_INLINE_MAX", "2000000000")
     full = get_track("sqa3d").score(sqa3d_files["labels"], sqa3d_files["labels"].parent / "Later.json",
                                     lambda f, m="": None)
-    report = {"submission_id": entry.submission_id, "scorer_version": "1.1.0", "intervals": full["intervals"],
+    report = {"submission_id": entry.submission_id, "scorer_version": full["scorer_version"], "intervals": full["intervals"],
               "bootstrap": full["bootstrap"]}
     assert lifecycle.record_intervals(**report)
     entry.refresh_from_db()

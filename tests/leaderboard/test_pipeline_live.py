@@ -171,8 +171,7 @@ def test_two_published_methods_are_tested_by_a_worker_and_only_aggregates_reach_
 
     import numpy as np
 
-    from evaluation_workers import contracts
-    from evaluation_workers.metrics import paired
+    from evaluation_workers import contracts, significance
     from leaderboard.rankings.models import LeaderboardEntry, PairedTest
 
     call_command("issue_token", "tester", "--create-user")
@@ -193,9 +192,10 @@ def test_two_published_methods_are_tested_by_a_worker_and_only_aggregates_reach_
         assert time.monotonic() < deadline, "no answer from the worker"
         time.sleep(0.2)
     test = PairedTest.objects.get()
-    assert test.error == "" and test.test == "mcnemar-exact" and test.resamples == 1000
+    assert test.error == "" and test.resamples == 1000
+    assert {f["test"] for f in test.findings.values()} == {"paired-bootstrap-by-scene"}
 
-    # The same numbers as the worker-side computation from the outcomes kept by the worker.
+    # The same numbers, every key, as the worker-side computation from the outcomes kept by the worker.
     def kept(done: dict) -> dict:
         key = contracts.outcomes_key("sqa3d", done["result"]["labels_sha256"],
                                      done["result"]["predictions_sha256"], done["result"]["scorer_version"])
@@ -203,14 +203,20 @@ def test_two_published_methods_are_tested_by_a_worker_and_only_aggregates_reach_
             return {k: data[k] for k in data.files}
 
     better, worse_hits = kept(first), kept(second)
-    exact = paired.mcnemar(better["em"], worse_hits["em"])
     a_is_better = test.result_a.submission_id == first["id"]
-    assert test.p_value == pytest.approx(exact["p_value"])
-    assert test.difference == pytest.approx(exact["difference"] * (1 if a_is_better else -1))
+    want = significance.compare("sqa3d", *((better, worse_hits) if a_is_better else (worse_hits, better)))
+    assert set(test.findings) == set(want["findings"])
+    for key, found in test.findings.items():
+        for field in ("difference", "p_value", "interval"):
+            expected = want["findings"][key][field]
+            assert found[field] == (None if expected is None else pytest.approx(expected)), (key, field)
+    assert (test.findings["EM"]["difference"] > 0) == a_is_better
     lower = LeaderboardEntry.objects.get(name="Worse")
     upper = LeaderboardEntry.objects.get(name="Better")
-    assert lower.tie_p_value == pytest.approx(exact["p_value"])
-    assert (lower.tied_with_id == upper.pk) == (exact["p_value"] >= 0.05)
+    rows = client.get("/api/v1/leaderboards/sqa3d?split=test").json()["rows"]
+    shown = next(r for r in rows if r["entry_id"] == lower.pk)
+    assert shown["adjusted_p_value"] == pytest.approx(want["findings"]["EM"]["p_value"])  # the only pair: unadjusted
+    assert (shown["no_significant_difference_from_entry_id"] == upper.pk) == (shown["adjusted_p_value"] >= 0.05)
 
     # Nothing of a single question reaches the site: not a page, not the API, not a database row.
     n = better["em"].shape[0]
@@ -225,7 +231,7 @@ def test_two_published_methods_are_tested_by_a_worker_and_only_aggregates_reach_
         for found in _json_lists(text):
             # The manifest's public question ids are a list that long; hits would be booleans or 0/1.
             assert len(found) < n or not all(v in (0, 1) for v in found), "per-question hits"
-    assert "statistically tied" in pages[1] or "significant" in pages[1]
+    assert "significant difference (p = " in pages[1] and "tied" not in pages[1]
 
 
 def _json_lists(text: str) -> list[list]:

@@ -1,0 +1,405 @@
+"""Paired tests between leaderboard rows: asked when results change, read by the pages.
+
+The site never holds per-unit outcomes: it asks a scoring worker by name
+(``contracts.PAIRED_TEST``, on the track's bulk queue, so a test never delays
+a new submission) with the two results' outcome keys; the worker runs one
+paired bootstrap for every score key and sends back aggregates
+(``record_paired_test``, a site-queue task), kept in ``PairedTest``, one row
+per pair of results.
+
+Who asks:
+
+- a change of a split's rows (publish, withdraw, re-score, reveal, hide:
+  ``rankings.services.refresh_entry``, once it commits): every pair of scored
+  rows that are neighbours on one of the split's boards (``list_board_pairs``)
+  and were not asked yet;
+- a signed-in user's compare page: the pairs it shows that nobody asked yet, at
+  most ``PAIRED_TESTS_PER_USER_HOUR`` an hour per user (``check_ask_pairs``).
+
+Reading a page never asks: a visitor sees what is computed and which pairs are not yet.
+
+What pages say (``board_verdicts``, ``compare_verdicts``): p-values shown
+together are Holm-adjusted over a named family (``multiplicity``): on a board,
+the adjacent pairs of the rows shown, on the sorted column; on the compare
+page, every pair of the selected rows, on the shown metric. A pair whose
+adjusted p-value is at least ``LEVEL`` shows "no significant difference
+(p = ...)": that is not evidence that the two are equal. Ranks do not change.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.db.models import FloatField, Q
+from django.db.models.fields.json import KeyTextTransform, KeyTransform
+from django.db.models.functions import Cast
+from django.utils import timezone
+
+from evaluation_workers import contracts, queues
+from leaderboard.benchmarks.models import Split
+from leaderboard.lib.pagecache import bump
+from leaderboard.rankings.models import LeaderboardEntry, PairedTest, export_columns
+from leaderboard.rankings.multiplicity import LEVEL, holm
+from leaderboard.submissions.models import Result
+
+log = logging.getLogger(__name__)
+
+Pair = tuple[int, int]
+"""Two result ids, the smaller first (as ``PairedTest`` stores them)."""
+
+# Above this many pairs a read fetches the split's tests rather than naming each pair.
+_PAIRS_NAMED = 100
+_HOUR = timedelta(hours=1)
+
+
+def pair_of(x: int, y: int) -> Pair:
+    return (x, y) if x < y else (y, x)
+
+
+def testable_units(labels_sha256: str | None, scorer_version: str | None, partition: str | None) -> tuple[str, str] | None:
+    """What two results must share to be tested: the labels and the scorer (then they score the
+    same units); None for a row that is never tested (reported in a paper, or a partition's
+    result: the kept outcomes cover every unit, so a test would mix the private remainder
+    into the public board, and the reverse)."""
+    if not labels_sha256 or partition:
+        return None
+    return (labels_sha256, scorer_version or "")
+
+
+@dataclass(frozen=True)
+class Rung:
+    """What the verdicts along a ranking need of one row."""
+
+    entry_id: int
+    result_id: int | None
+    units: tuple[str, str] | None  # ``testable_units``
+    valued: bool  # has a value in the ranked column
+
+
+def _testable(upper: Rung, lower: Rung) -> bool:
+    return (upper.units is not None and upper.units == lower.units and upper.valued and lower.valued
+            and upper.result_id is not None and lower.result_id is not None)
+
+
+# Asking
+
+
+def list_board_pairs(split: Split) -> set[Pair]:
+    """Every pair of scored rows that are neighbours on a board of ``split``: sorted by any column
+    (each metric overall and per group), either way, with or without the training-data filter.
+
+    Paper rows are never tested, so the neighbours of the scored rows alone are enough: two
+    scored rows adjacent on a board that shows paper rows are adjacent among scored rows too.
+    The order is ``selectors.ordered_entries``'s (value, then primary metric best first, then
+    earlier publication, then id); rows without the column's value are not tested on it.
+    """
+    primary = split.benchmark.spec.primary_metric
+    rows = [(pk, result_id, testable_units(labels, scorer, partition), scores, published_at, extra)
+            for pk, result_id, labels, scorer, partition, scores, published_at, extra in
+            LeaderboardEntry.objects.filter(split=split, is_paper=False, result__isnull=False).values_list(
+                "pk", "result_id", "result__labels_sha256", "result__scorer_version", "result__partition",
+                "scores", "published_at", "uses_extra_data")]
+    rows = [r for r in rows if r[2] is not None]
+    subsets = [rows, [r for r in rows if not r[5]], [r for r in rows if r[5]]]
+    pairs: set[Pair] = set()
+    for column in export_columns(split.benchmark.spec):
+        for subset in subsets:
+            valued = [r for r in subset if r[3].get(column) is not None]
+            for sign in (-1, 1):
+                def order(r: Any, sign: int = sign, column: str = column) -> tuple[Any, ...]:
+                    best = r[3].get(primary)
+                    return (sign * r[3][column], best is None, -(best or 0.0), r[4], r[0])
+
+                ranked = sorted(valued, key=order)
+                pairs.update(pair_of(u[1], v[1]) for u, v in zip(ranked, ranked[1:]) if u[2] == v[2])
+    return pairs
+
+
+def do_ask_board_tests(split: Split) -> int:
+    """Ask for the tests the boards of ``split`` show that nobody asked yet (and send again those
+    unanswered for ``PAIRED_TEST_RESEND_SECONDS``); returns how many will be sent on commit."""
+    return len(_ask(list_board_pairs(split), requested_by=None))
+
+
+def _ask(pairs: Iterable[Pair], requested_by: Any) -> list[int]:
+    """Create the tests of ``pairs`` not asked yet and send them, with the stale ones, once the
+    transaction commits; returns the ids to be sent."""
+    wanted = set(pairs)
+    if not wanted:
+        return []
+    stale_before = timezone.now() - timedelta(seconds=settings.PAIRED_TEST_RESEND_SECONDS)
+    with transaction.atomic():
+        known = {(a, b): (pk, computed_at, sent_at) for pk, a, b, computed_at, sent_at in PairedTest.objects.filter(
+            result_a_id__in={a for a, _ in wanted}, result_b_id__in={b for _, b in wanted}).values_list(
+            "pk", "result_a_id", "result_b_id", "computed_at", "sent_at") if (a, b) in wanted}
+        ids = [pk for pk, computed_at, sent_at in known.values()
+               if computed_at is None and (sent_at is None or sent_at < stale_before)]
+        for a, b in sorted(wanted - set(known)):
+            test, created = PairedTest.objects.get_or_create(result_a_id=a, result_b_id=b,
+                                                             defaults={"requested_by": requested_by})
+            if created:
+                ids.append(test.pk)
+        if ids:
+            transaction.on_commit(lambda: _send_all(ids), robust=True)
+    return ids
+
+
+def _send_all(ids: list[int]) -> None:
+    # The first refusal stops the round: with the broker down each send waits for its retries, and a
+    # new row may bring dozens of pairs. What is left unsent goes at the next change of the split.
+    for pk in ids:
+        if not do_send_test(pk):
+            return
+
+
+def check_ask_pairs(user: Any, pairs: Sequence[Pair], track: str) -> tuple[list[Pair], str]:
+    """A signed-in user's compare page asks for ``pairs`` (none asked yet), within the user's
+    bound of ``PAIRED_TESTS_PER_USER_HOUR``; returns the pairs asked and, when some were not,
+    why (in words, for the page)."""
+    limit = settings.PAIRED_TESTS_PER_USER_HOUR
+    with transaction.atomic():
+        # One request of a user at a time counts (PostgreSQL; SQLite writes one at a time anyway).
+        list(get_user_model().objects.select_for_update().filter(pk=user.pk).values_list("pk"))
+        since = timezone.now() - _HOUR
+        recent = PairedTest.objects.filter(requested_by=user, requested_at__gte=since)
+        used = recent.count()
+        asked = list(pairs[:max(0, limit - used)])
+        if asked:
+            _ask(asked, requested_by=user)
+            bump(track)  # cached copies of the page say "pending" from now on
+        if len(asked) == len(pairs):
+            return asked, ""
+        first = recent.order_by("requested_at").values_list("requested_at", flat=True).first()
+        again = (first + _HOUR) if first else timezone.now()
+        left = len(pairs) - len(asked)
+        return asked, (f"You asked for {used + len(asked)} paired tests in the past hour, the most allowed "
+                       f"({limit} an hour), so {left} pair{'s' if left != 1 else ''} here "
+                       f"{'are' if left != 1 else 'is'} not computed yet. Reload after "
+                       f"{again:%H:%M} UTC to ask for {'them' if left != 1 else 'it'}.")
+
+
+def do_send_test(test_id: int) -> bool:
+    """Publish the request of a pending test; False (logged) only when the broker is unreachable:
+    the next change of the split sends it again (``PAIRED_TEST_RESEND_SECONDS``)."""
+    from leaderboard.celery import app as celery_app
+
+    test = (PairedTest.objects.select_related("result_a__submission__split__benchmark", "result_b")
+            .filter(pk=test_id, computed_at__isnull=True).first())
+    if test is None:  # answered or gone meanwhile: nothing to send
+        return True
+    track = test.result_a.submission.split.benchmark.track
+    request = contracts.PairedTestRequest(
+        schema=contracts.SCHEMA_VERSION, test_id=test.pk, track=track,
+        outcomes_a=_outcomes_key(track, test.result_a), outcomes_b=_outcomes_key(track, test.result_b),
+        reply_queue=settings.SITE_QUEUE)
+    try:
+        celery_app.send_task(contracts.PAIRED_TEST, kwargs=dict(request),
+                             queue=_queue(track, test.result_a.scorer_version),
+                             retry=True, retry_policy=settings.SEND_RETRY_POLICY)
+    except Exception as exc:  # the broker's errors are many; the test stays unsent
+        log.warning("Could not send paired test %s (%s)", test.pk, exc)
+        return False
+    PairedTest.objects.filter(pk=test.pk).update(sent_at=timezone.now())
+    return True
+
+
+def _outcomes_key(track: str, result: Result) -> str:
+    return contracts.outcomes_key(track, result.labels_sha256, result.predictions_sha256, result.scorer_version)
+
+
+def _queue(track: str, scorer_version: str) -> str:
+    # The bulk twin of the track's scoring queue (as submissions.lifecycle.queue_for names it).
+    base = settings.EVAL_QUEUE_GPU if track in settings.EVAL_GPU_TRACKS else settings.EVAL_QUEUE_CPU
+    return queues.queue_name(base, track, scorer_version, bulk=True)
+
+
+# Recording
+
+
+def record_paired_test(*, test_id: int, findings: dict[str, Any], resamples: int, error: str) -> None:
+    """A worker's answer (``contracts.PairedTestReport``): store it; cached pages move on."""
+    kept = {str(key)[:100]: _finding(found) for key, found in (findings or {}).items() if isinstance(found, dict)}
+    with transaction.atomic():
+        row = PairedTest.objects.select_related("result_a__submission__split__benchmark").filter(pk=test_id).first()
+        if row is None:  # a result deleted meanwhile
+            return
+        PairedTest.objects.filter(pk=test_id).update(findings=kept, resamples=int(resamples), error=str(error)[:200],
+                                                     computed_at=timezone.now())
+        bump(row.result_a.submission.split.benchmark.track)
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
+
+
+def _finding(found: dict[str, Any]) -> dict[str, Any]:
+    """One key's ``contracts.PairedFinding``, numbers only."""
+    interval = found.get("interval")
+    bounds = [_number(v) for v in interval] if isinstance(interval, list) and len(interval) == 2 else None
+    p = _number(found.get("p_value"))
+    return {"test": str(found.get("test", ""))[:40], "difference": _number(found.get("difference")),
+            "p_value": None if p is None else min(1.0, max(0.0, p)),
+            "interval": bounds if bounds is not None and None not in bounds else None}
+
+
+# Reading: what pages say
+
+
+@dataclass
+class Verdict:
+    """One pair's test on one key as a page shows it (x - y): ``status`` "done", "pending" (asked,
+    not answered), "not_requested" or "unavailable" (``reason`` says why); ``p_value`` raw,
+    ``adjusted_p_value`` Holm's over the page's family; ``significant`` when that is below LEVEL."""
+
+    status: str
+    reason: str = ""
+    test: str = ""
+    difference: float | None = None
+    p_value: float | None = None
+    adjusted_p_value: float | None = None
+    interval: list[float] | None = None
+    significant: bool | None = None
+
+    @property
+    def no_significant_difference(self) -> bool:
+        return self.status == "done" and self.significant is False
+
+
+@dataclass(frozen=True)
+class Family:
+    """The tests whose p-values a page adjusts together: ``pairs`` of them on ``key``, of which
+    ``not_computed`` are not answered yet (counted as p = 1); ``over`` names them in words."""
+
+    key: str
+    over: str
+    pairs: int
+    not_computed: int
+
+    def as_json(self) -> dict[str, Any]:
+        return {"adjustment": "holm", "key": self.key, "over": self.over, "pairs": self.pairs,
+                "not_computed": self.not_computed, "level": LEVEL}
+
+
+def _adjust(verdicts: Sequence[Verdict | None]) -> tuple[int, int]:
+    """Holm over the verdicts that are tests (done with a p-value, pending or not asked yet):
+    fills ``adjusted_p_value`` and ``significant`` of the done ones; returns (tests, not computed)."""
+    family = [v for v in verdicts if v is not None and v.status in ("done", "pending", "not_requested")]
+    adjusted = holm([v.p_value if v.status == "done" and v.p_value is not None else 1.0 for v in family])
+    for verdict, p in zip(family, adjusted):
+        if verdict.status == "done":
+            verdict.adjusted_p_value, verdict.significant = p, p < LEVEL
+    return len(family), sum(v.status != "done" for v in family)
+
+
+def _p_values(pairs: set[Pair], key: str, split_id: int) -> dict[Pair, tuple[bool, str, float | None]]:
+    """(computed, error, raw p-value on ``key``) of each of ``pairs`` that was asked, reading the one
+    number from each stored test (a board's export may span thousands of tests)."""
+    if not pairs:
+        return {}
+    p_value = Cast(KeyTextTransform("p_value", KeyTransform(key, "findings")), FloatField())
+    tests = PairedTest.objects.annotate(p=p_value)
+    if len(pairs) <= _PAIRS_NAMED:
+        named = Q()
+        for a, b in pairs:
+            named |= Q(result_a_id=a, result_b_id=b)
+        tests = tests.filter(named)
+    else:
+        tests = tests.filter(result_a__submission__split_id=split_id)
+    return {(a, b): (computed_at is not None, error, p)
+            for a, b, computed_at, error, p in tests.values_list("result_a_id", "result_b_id", "computed_at",
+                                                                   "error", "p") if (a, b) in pairs}
+
+
+def board_verdicts(rungs: Sequence[Rung], key: str, split_id: int, over: str) -> tuple[list[Verdict | None], Family]:
+    """Each row's verdict against the row above it on ``key`` (None: the first row, or a pair that
+    is not tested), adjusted together; ``over`` names the rows in words ("shown", "in this file")."""
+    pairs = [pair_of(u.result_id, v.result_id) if _testable(u, v) and u.result_id and v.result_id else None
+             for u, v in zip(rungs, rungs[1:])]
+    found = _p_values({p for p in pairs if p is not None}, key, split_id)
+    verdicts: list[Verdict | None] = [None]
+    for pair in pairs:
+        if pair is None:
+            verdicts.append(None)
+            continue
+        computed, error, p = found.get(pair, (False, "", None))
+        if pair not in found:
+            verdicts.append(Verdict("not_requested"))
+        elif not computed:
+            verdicts.append(Verdict("pending"))
+        elif error or p is None:
+            verdicts.append(Verdict("unavailable", reason=error or "undefined on these results"))
+        else:
+            verdicts.append(Verdict("done", p_value=p))
+    tests, not_computed = _adjust(verdicts)
+    return verdicts, Family(key=key, over=f"the adjacent pairs of scored rows {over}", pairs=tests,
+                            not_computed=not_computed)
+
+
+def compare_verdicts(entries: Sequence[LeaderboardEntry], key: str, track: str,
+                     asker: Any = None) -> tuple[list[dict[str, Any]], Family, str]:
+    """Every pair of ``entries`` (rows of ``track``; x before y: x - y) on ``key``, adjusted
+    together. ``asker``, a signed-in user, asks for the pairs nobody asked yet
+    (``check_ask_pairs``); the notice says why some were not. ``entries`` have their ``result``
+    loaded."""
+    listed: list[tuple[LeaderboardEntry, LeaderboardEntry, Pair | None, str]] = []
+    for i, x in enumerate(entries):
+        for y in entries[i + 1:]:
+            listed.append((x, y, *_compare_pair(x, y)))
+    wanted = {pair for *_, pair, _ in listed if pair is not None}
+    tests = {(t.result_a_id, t.result_b_id): t for t in _named_tests(wanted)}
+    notice = ""
+    if asker is not None and wanted - set(tests):
+        asked, notice = check_ask_pairs(asker, sorted(wanted - set(tests)), track)
+        tests.update({(t.result_a_id, t.result_b_id): t for t in _named_tests(set(asked))})
+    verdicts = [_compare_verdict(x, tests.get(pair), key, reason) if pair else Verdict("unavailable", reason=reason)
+                for x, _, pair, reason in listed]
+    size, not_computed = _adjust(verdicts)
+    family = Family(key=key, over="every pair of the selected rows that can be tested", pairs=size,
+                    not_computed=not_computed)
+    return ([{"a": x.pk, "b": y.pk, "metric": key, **asdict(v)} for (x, y, _, _), v in zip(listed, verdicts)],
+            family, notice)
+
+
+def _named_tests(pairs: set[Pair]) -> list[PairedTest]:
+    if not pairs:
+        return []
+    named = Q()
+    for a, b in pairs:
+        named |= Q(result_a_id=a, result_b_id=b)
+    return list(PairedTest.objects.filter(named))
+
+
+def _compare_pair(x: LeaderboardEntry, y: LeaderboardEntry) -> tuple[Pair | None, str]:
+    """The pair of results to test, or None and why not."""
+    if x.result is None or y.result is None:
+        return None, "reported in a paper: no per-unit results to test"
+    if x.result.partition or y.result.partition:
+        return None, "scored on a public subset or its private remainder: no paired test yet"
+    units = [testable_units(r.labels_sha256, r.scorer_version, r.partition) for r in (x.result, y.result)]
+    if units[0] != units[1]:
+        return None, "scored against different labels or by different scorers"
+    return pair_of(x.result.pk, y.result.pk), ""
+
+
+def _compare_verdict(x: LeaderboardEntry, test: PairedTest | None, key: str, reason: str) -> Verdict:
+    if test is None:
+        return Verdict("not_requested")
+    if test.computed_at is None:
+        return Verdict("pending")
+    found = test.findings.get(key)
+    if test.error or not found or found.get("p_value") is None:
+        return Verdict("unavailable", reason=test.error or "undefined on these results")
+    # Stored as the smaller result id minus the other: turned round when x is the other.
+    sign = 1.0 if x.result_id == test.result_a_id else -1.0
+    interval = found.get("interval")
+    return Verdict("done", test=found.get("test", ""), p_value=found["p_value"],
+                   difference=None if found.get("difference") is None else sign * found["difference"],
+                   interval=None if interval is None else sorted([sign * interval[0], sign * interval[1]]))
