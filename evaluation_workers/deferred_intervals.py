@@ -36,7 +36,8 @@ def compute(track_name: str, kept: dict[str, Any]) -> tuple[dict[str, Any], dict
         raise ValueError(f"The kept {track_name} outcomes name no scenes (kept by an older scorer): no intervals")
     found = bootstrap.intervals(track.statistic(kept), track.units_of(kept), track.unit, xp=backend(),
                                 width=track.width(kept) if track.width else 1, scenes=scenes,
-                                groups=track.groups_of(kept) if track.groups_of else None)
+                                groups=track.groups_of(kept) if track.groups_of else None,
+                                min_scenes=track.min_scenes)
     return None if found is None else (_clean(found[0]), _clean(found[1]))
 
 

@@ -108,7 +108,7 @@ def partition_result(result: Mapping[str, Any], units: bootstrap.Units, scenes: 
     if "intervals" in result:
         uncertainty = bootstrap.intervals(units.statistic, len(units.ids), units.unit, resamples=resamples,
                                           xp=units.xp, width=units.width, subset=np.flatnonzero(scenes),
-                                          scenes=scene_of, groups=units.groups)
+                                          scenes=scene_of, groups=units.groups, min_scenes=units.min_scenes)
         if uncertainty is not None:
             out["intervals"] = dict(uncertainty[0])
             out["bootstrap"] = uncertainty[1]

@@ -156,8 +156,9 @@ def interval_notes(record: Mapping[str, Any] | None) -> list[str]:
     least = (record or {}).get("min_scenes")
     out = []
     if "" in withheld:
-        out.append(f"No confidence intervals: {withheld['']} scenes were scored, and an interval needs at least "
-                    f"{least} (the bootstrap resamples scenes).")
+        scored = withheld[""]
+        out.append(f"No confidence intervals: {scored} scene{'' if scored == 1 else 's'} scored, and an interval "
+                   f"needs at least {least} (the bootstrap resamples scenes).")
     groups = [f"{g} ({k})" for g, k in withheld.items() if g]
     if groups:
         out.append(f"No confidence interval for groups with fewer than {least} scenes: {', '.join(groups)}.")

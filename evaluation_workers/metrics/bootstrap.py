@@ -299,9 +299,10 @@ def observed(statistic: Statistic, n_units: int, xp: Any = None, subset: np.ndar
     return {key: float(np.asarray(to_numpy(v), dtype=np.float64)[0]) for key, v in found.items()}
 
 
-def min_scenes_setting() -> int:
-    """``EVAL_BOOTSTRAP_MIN_SCENES``: a split or group with fewer scenes gets no interval (20 by default)."""
-    raw = os.environ.get("EVAL_BOOTSTRAP_MIN_SCENES", str(DEFAULT_MIN_SCENES))
+def min_scenes_setting(default: int = DEFAULT_MIN_SCENES) -> int:
+    """``EVAL_BOOTSTRAP_MIN_SCENES``: a split or group with fewer scenes gets no interval (by default
+    ``default``, the track's: where its simulated coverage reaches 90 %, benchmarks/coverage.py)."""
+    raw = os.environ.get("EVAL_BOOTSTRAP_MIN_SCENES", str(default))
     try:
         value = int(raw)
     except ValueError:
@@ -315,7 +316,7 @@ def intervals(
     statistic: Statistic, n_units: int, unit: str, resamples: int | None = None, seed: int = SEED,
     xp: Any = None, width: int = 1, unit_ids: Sequence[Any] | None = None, subset: np.ndarray | None = None,
     scene_of: Sequence[Any] | None = None, groups: Mapping[str, np.ndarray] | None = None,
-    method: str = METHOD, scenes: np.ndarray | None = None,
+    method: str = METHOD, scenes: np.ndarray | None = None, min_scenes: int = DEFAULT_MIN_SCENES,
 ) -> tuple[dict[str, list[float] | None], dict[str, Any]] | None:
     """95 % intervals of every value of ``statistic`` by resampling scenes, and the record of how.
 
@@ -326,7 +327,8 @@ def intervals(
     ``subset``: resample only those scene indices (of
     ``scene_index``'s order). ``groups``: {group: (n,) bool} the units of each breakdown group, whose
     values ("<group>/<metric>") get no interval when the group spans fewer than
-    ``min_scenes_setting()`` scenes; a split (or subset) with fewer scenes gets none at all. What was
+    ``min_scenes_setting(min_scenes)`` scenes (``min_scenes``: the track's default); a split (or
+    subset) with fewer scenes gets none at all. What was
     withheld, and why, is in the record's ``withheld`` (``results.interval_notes`` words it).
 
     Returns None when resampling is off (``resamples`` 0, or no unit to draw).
@@ -337,13 +339,14 @@ def intervals(
     if unit_ids is not None and collected is not None:
         ids = [str(u) for u in unit_ids]
         collected.append(Units(statistic=statistic, ids=ids, unit=unit, xp=xp, width=width,
-                               scenes=None if scene_of is None else [str(s) for s in scene_of], groups=groups))
+                               scenes=None if scene_of is None else [str(s) for s in scene_of], groups=groups,
+                               min_scenes=min_scenes))
     resamples = resamples_setting() if resamples is None else resamples
     n_scenes = _scene_count(n_units, scenes)
     drawn = n_scenes if subset is None else int(subset.shape[0])
     if resamples <= 0 or drawn <= 0:
         return None
-    least = min_scenes_setting()
+    least = min_scenes_setting(min_scenes)
     record: dict[str, Any] = {"resamples": resamples, "seed": seed, "unit": "scene", "units": drawn,
                               "scored_unit": unit, "level": LEVEL, "method": method, "block": BLOCK,
                               "min_scenes": least}
@@ -389,6 +392,7 @@ class Units:
     width: int = 1
     scenes: list[str] | None = None  # each unit's scene id; None: the units are the scenes
     groups: Mapping[str, np.ndarray] | None = None  # the units of each breakdown group
+    min_scenes: int = DEFAULT_MIN_SCENES  # the track's default minimum of scenes for an interval
 
 
 _collected: ContextVar[list[Units] | None] = ContextVar("bootstrap_units", default=None)

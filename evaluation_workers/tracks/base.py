@@ -78,6 +78,9 @@ class Track:
             absent (None) for a track whose units are its scenes.
         groups_of: ``(outcomes) -> {group: (n,) bool}`` the units of each
             breakdown group (an interval per group needs enough scenes).
+        min_scenes: the fewest scenes an interval is given for, unless
+            ``EVAL_BOOTSTRAP_MIN_SCENES`` says otherwise: where the track's
+            simulated coverage reaches 90 % (benchmarks/coverage.py).
     """
 
     name: str
@@ -103,6 +106,7 @@ class Track:
     width: Callable[[Any], int] | None = None
     scenes_of: Callable[[Any], Any] | None = None
     groups_of: Callable[[Any], dict[str, Any]] | None = None
+    min_scenes: int = 20  # as bootstrap.DEFAULT_MIN_SCENES (the core's tracks module imports no numpy)
 
     def protocol(self, key: str) -> ScoringProtocol | None:
         """The declared protocol called ``key`` (None for an unknown or empty key)."""

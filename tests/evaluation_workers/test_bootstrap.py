@@ -274,7 +274,7 @@ def test_a_split_or_group_with_too_few_scenes_gets_no_interval_and_says_why(monk
     assert set(values.values()) == {None} and "EM" in values and record["withheld"] == {"": 40}
     from evaluation_workers.results import interval_notes
 
-    assert interval_notes(record) == ["No confidence intervals: 40 scenes were scored, and an interval needs at "
+    assert interval_notes(record) == ["No confidence intervals: 40 scenes scored, and an interval needs at "
                                       "least 41 (the bootstrap resamples scenes)."]
 
 

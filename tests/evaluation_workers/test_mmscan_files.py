@@ -67,7 +67,7 @@ def test_it_scores_a_perfect_submission(tmp_path: Path, labels: Path) -> None:
     preds = [_entry(), _entry("scene0000_00__1", [LABELS[1]["gt_bboxes"][1], BOX], [0.9, 0.8])]
     result = TRACK.score(labels, _preds(tmp_path, preds), lambda f, m="": None)
     assert all(v == 1.0 for v in result["metrics"].values())
-    assert result["warnings"] == ["No confidence intervals: 1 scenes were scored, and an interval needs at least 20 "
+    assert result["warnings"] == ["No confidence intervals: 1 scene scored, and an interval needs at least 20 "
                                   "(the bootstrap resamples scenes)."]
     assert result["breakdown"]["ST-attr"]["count"] == 1
     assert result["track"] == "mmscan-vg"

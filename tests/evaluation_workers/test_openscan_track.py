@@ -21,7 +21,7 @@ from evaluation_workers.tracks.openscan import TRACK, class_keys, score, validat
 from evaluation_workers.tracks.openscan.labels import CACHE_FILE, manifest, prepare_labels
 
 ROOT = Path(__file__).resolve().parents[2]
-FEW_SCENES = ("No confidence intervals: {} scenes were scored, and an interval needs at least 20 (the bootstrap "
+FEW_SCENES = ("No confidence intervals: {} scenes scored, and an interval needs at least 150 (the bootstrap "
               "resamples scenes).")
 
 

@@ -111,7 +111,7 @@ def test_it_scores_a_hand_worked_split(tmp_path: Path) -> None:
     assert result["details"] == {"answered": 5, "missing": 1}
     assert result["warnings"] == ["1 of 6 questions have no prediction; they count as wrong.",
                                   "1 predictions are empty after cleaning; they count as wrong.",
-                                  "No confidence intervals: 1 scenes were scored, and an interval needs at least 20 "
+                                  "No confidence intervals: 1 scene scored, and an interval needs at least 20 "
                                   "(the bootstrap resamples scenes)."]
     assert result["intervals"] == {key: None for key in result["intervals"]} and "EM" in result["intervals"]
     assert result["track"] == "sqa3d" and result["scorer_version"] == TRACK.scorer_version

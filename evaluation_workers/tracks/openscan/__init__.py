@@ -42,4 +42,5 @@ TRACK = Track(
     statistic=intervals.statistic,
     units_of=intervals.units_of,
     width=intervals.width,
+    min_scenes=intervals.MIN_SCENES,
 )

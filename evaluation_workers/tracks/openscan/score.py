@@ -252,7 +252,7 @@ def _results(xp: Any, states: dict[str, _AspectState], reader: Any, n_scenes: in
     # Deferred or not, the units are named: a partition's exact results come from the statistic (``partitions``).
     uncertainty = bootstrap.intervals(intervals.statistic(per_scene), len(units), intervals.UNIT, xp=xp,
                                       width=intervals.width(per_scene), unit_ids=list(units),
-                                      resamples=0 if later else None)
+                                      resamples=0 if later else None, min_scenes=intervals.MIN_SCENES)
     progress(1.0, "done")
     return dict(
         metrics=metrics_rows,
