@@ -137,3 +137,30 @@ def test_the_home_page_leaders_carry_their_plus_minus(client, two_rows):
     lo, hi = upper.intervals["EM"]
     page = client.get("/").content.decode()
     assert f"±{(hi - lo) * 50:.1f}" in page
+
+
+def test_intervals_that_did_not_resample_scenes_are_shown_nowhere(client, owner, two_rows):
+    """A result scored before the bootstrap resampled scenes (its record says "question") keeps its
+    numbers but shows no interval: not on its row (the migration clears rows already written, and a
+    refresh writes none), not in the exports, not in the API."""
+    import importlib
+
+    from django.apps import apps
+
+    from leaderboard.accounts.services import do_create_token
+    from leaderboard.rankings.services import refresh_entry
+
+    upper, lower, _ = two_rows
+    assert upper.intervals and Result.objects.get(pk=upper.result_id).bootstrap["unit"] == "scene"
+    old = Result.objects.get(pk=upper.result_id)
+    Result.objects.filter(pk=old.pk).update(bootstrap={**old.bootstrap, "unit": "question"})
+    importlib.import_module("leaderboard.rankings.migrations.0008_hide_intervals_not_by_scene").hide(apps, None)
+    upper.refresh_from_db()
+    assert upper.intervals == {} and LeaderboardEntry.objects.get(pk=lower.pk).intervals  # by scene: kept
+    body = client.get("/benchmarks/sqa3d/export.json?split=test").json()
+    assert {r["method"]: r["intervals"] for r in body["rows"]}["Upper"] == {}
+    refresh_entry(upper.method, upper.split)
+    assert LeaderboardEntry.objects.get(pk=upper.pk).intervals == {}
+    headers = {"Authorization": f"Token {do_create_token(owner)}"}
+    answer = client.get(f"/api/v1/submissions/{upper.submission_id}", headers=headers).json()
+    assert answer["result"]["intervals"] == {} and answer["result"]["metrics"] == old.metrics
