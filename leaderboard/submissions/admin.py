@@ -19,9 +19,10 @@ class SubmissionAdmin(admin.ModelAdmin):
     list_display = ("id", "method", "split", "team", "status", "failure_kind", "quota", "is_published",
                     "created_at")
     list_filter = ("status", "split", "is_published", "is_hidden")
-    # Status changes go through lifecycle.do_transition, never through this form.
+    # Status changes go through lifecycle.do_transition, never through this form; publishing goes through
+    # check_publish (the team) or the desk's audited publish-for-team (a locked final selection), never here.
     readonly_fields = ("status", "failure_kind", "quota", "status_detail", "progress", "attempt", "file_key",
-                       "predictions_sha256", "labels", "queued_at", "started_at", "finished_at")
+                       "predictions_sha256", "labels", "queued_at", "started_at", "finished_at", "is_published")
     inlines = [ResultInline]
 
 

@@ -306,3 +306,19 @@ def test_lb_publish_shows_the_same_refusal(live_server, owner, lb_config, split,
     capsys.readouterr()
     assert main(["publish", str(better.pk)]) == 1
     assert str(refused.value) in capsys.readouterr().err
+
+
+def test_the_admin_form_cannot_change_what_is_published(client, owner, maintainer, split, sqa3d_files, scored):
+    """Staff change a submission in /admin/ without touching its publication: that goes through the
+    team's publish or the desk's audited publish for the team, which know the lock."""
+    maintainer.is_superuser = True
+    maintainer.save()
+    submission = entry(owner, "QNet", sqa3d_files, scored, public=0.60, private=0.50)
+    client.force_login(maintainer)
+    page = client.get(f"/admin/submissions/submission/{submission.pk}/change/").content.decode()
+    assert 'name="is_published"' not in page
+    form = {"team": submission.team_id, "method": submission.method_id, "split": submission.split_id,
+            "created_by": owner.pk, "file_name": submission.file_name, "file_size": submission.file_size,
+            "is_published": "on", "results-TOTAL_FORMS": "0", "results-INITIAL_FORMS": "0"}
+    client.post(f"/admin/submissions/submission/{submission.pk}/change/", form)
+    assert published(owner) == set()
