@@ -79,16 +79,17 @@ def _mmscan_outcomes(samples: int, seed: int, spread: float) -> dict[str, Any]:
     from evaluation_workers.tracks.mmscan_vg.score import score_arrays
 
     labels, arrays = make_arrays(samples, seed=seed, max_preds=30, dtype=np.float64, scene_spread=spread)
+    scans, scan_index = bootstrap.scene_index([x["scan_id"] for x in labels])
     lab = Labels(sample_ids=[x["sample_id"] for x in labels],
                  group=np.array([GROUPS.index(SUB_CLASS_GROUP[x["sub_class"]]) for x in labels]),
                  gt_count=np.array([len(x["gt_bboxes"]) for x in labels]),
                  gt_boxes=np.concatenate([np.asarray(x["gt_bboxes"]) for x in labels]),
-                 scan_ids=[x["scan_id"] for x in labels])
+                 scans=scans, scan_index=scan_index)
     preds = Predictions(sample=np.repeat(np.arange(len(labels)), np.diff(arrays["offsets"])),
                         boxes=arrays["pred_bboxes"], scores=arrays["pred_scores"], missing=[], entries=len(labels))
     outcomes: dict[str, Any] = {}
     values = score_arrays(lab, preds, _xp.backend(), outcomes=outcomes)
-    outcomes["scene"] = bootstrap.scene_index(lab.scan_ids)[1]
+    outcomes["scene"] = scan_index
     return {"outcomes": outcomes, "metrics": values["metrics"]}
 
 

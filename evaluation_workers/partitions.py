@@ -91,7 +91,7 @@ def partition_result(result: Mapping[str, Any], units: bootstrap.Units, scenes: 
                      resamples: int | None = None) -> dict[str, Any]:
     """``result`` (the track's, over every unit) recomputed on the units of the scenes where ``scenes``
     (S,) is True (``bootstrap.scene_index`` order)."""
-    scene_of = None if units.scenes is None else bootstrap.scene_index(units.scenes)[1]
+    scene_of = units.scenes
     mask = scenes if scene_of is None else scenes[scene_of]
     values = _values(units, mask.astype(np.float64))
     missing = [k for k in result["metrics"] if k not in values]
@@ -117,14 +117,15 @@ def partition_result(result: Mapping[str, Any], units: bootstrap.Units, scenes: 
 
 
 def public_scenes(units: bootstrap.Units, partition: Partition) -> np.ndarray:
-    """(S,) bool over ``units``' scenes in ``bootstrap.scene_index`` order: which are public.
+    """(S,) bool over ``units``' scenes (``units.scene_names``' order): which are public.
 
     The partition names scenes; one written before that names units, which must then make whole scenes.
     """
-    scene_of = units.scenes if units.scenes is not None else units.ids
-    names, index = bootstrap.scene_index(scene_of)
+    if units.scenes is None:  # the units are the scenes
+        return np.array([u in partition.public for u in units.ids], dtype=bool)
+    names, index = units.scene_names or [], units.scenes
     public = np.array([name in partition.public for name in names], dtype=bool)
-    if public.any() or units.scenes is None:
+    if public.any():
         return public
     by_unit = np.array([u in partition.public for u in units.ids], dtype=bool)
     public = np.bincount(index[by_unit], minlength=len(names)) > 0

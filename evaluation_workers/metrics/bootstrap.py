@@ -170,12 +170,12 @@ def rows_per_call(n_units: int, width: int, gpu: bool = False) -> int:
     return max(d for d in range(1, BLOCK + 1) if BLOCK % d == 0 and d <= max(bound, 1))
 
 
-def scene_index(scene_of_unit: Sequence[Any]) -> tuple[list[str], np.ndarray]:
+def scene_index(scene_of_unit: Sequence[Any] | np.ndarray) -> tuple[list[str], np.ndarray]:
     """The split's scenes, sorted, and each unit's scene as an index into them: (S,) ids, (n,) int64.
 
     Sorted, so that every submission on a split numbers its scenes alike (and sees the same resamples).
     """
-    names, index = np.unique(np.asarray([str(s) for s in scene_of_unit], dtype=str), return_inverse=True)
+    names, index = np.unique(np.asarray(scene_of_unit, dtype=str), return_inverse=True)
     return [str(n) for n in names], index.astype(np.int64).reshape(-1)
 
 
@@ -315,15 +315,15 @@ def min_scenes_setting(default: int = DEFAULT_MIN_SCENES) -> int:
 def intervals(
     statistic: Statistic, n_units: int, unit: str, resamples: int | None = None, seed: int = SEED,
     xp: Any = None, width: int = 1, unit_ids: Sequence[Any] | None = None, subset: np.ndarray | None = None,
-    scene_of: Sequence[Any] | None = None, groups: Mapping[str, np.ndarray] | None = None,
-    method: str = METHOD, scenes: np.ndarray | None = None, min_scenes: int = DEFAULT_MIN_SCENES,
+    scenes: np.ndarray | None = None, scene_names: Sequence[str] | None = None,
+    groups: Mapping[str, np.ndarray] | None = None, method: str = METHOD, min_scenes: int = DEFAULT_MIN_SCENES,
 ) -> tuple[dict[str, list[float] | None], dict[str, Any]] | None:
     """95 % intervals of every value of ``statistic`` by resampling scenes, and the record of how.
 
-    ``scene_of`` (n,): the scene id of each unit (a question's ``scene_id``), or ``scenes`` (n,)
-    int64 their indices (``scene_index``); neither when the units are the scenes. ``unit_ids`` (n,)
-    names the units in the statistic's order; a track that gives them can be scored on a partition
-    of its scenes (inside ``collecting``, resampling on or off; ``evaluation_workers.partitions``).
+    ``scenes`` (n,) int64: each unit's scene, an index into ``scene_names`` (the split's scene ids,
+    sorted: ``scene_index``); None when the units are the scenes. ``unit_ids`` (n,) names the units
+    in the statistic's order; a track that gives them (and ``scene_names``) can be scored on a
+    partition of its scenes (inside ``collecting``, resampling on or off; ``evaluation_workers.partitions``).
     ``subset``: resample only those scene indices (of
     ``scene_index``'s order). ``groups``: {group: (n,) bool} the units of each breakdown group, whose
     values ("<group>/<metric>") get no interval when the group spans fewer than
@@ -333,14 +333,11 @@ def intervals(
 
     Returns None when resampling is off (``resamples`` 0, or no unit to draw).
     """
-    if scene_of is not None:
-        scenes = scene_index(scene_of)[1]
     collected = _collected.get()
     if unit_ids is not None and collected is not None:
-        ids = [str(u) for u in unit_ids]
-        collected.append(Units(statistic=statistic, ids=ids, unit=unit, xp=xp, width=width,
-                               scenes=None if scene_of is None else [str(s) for s in scene_of], groups=groups,
-                               min_scenes=min_scenes))
+        collected.append(Units(statistic=statistic, ids=[str(u) for u in unit_ids], unit=unit, xp=xp, width=width,
+                               scenes=scenes, scene_names=None if scene_names is None else list(scene_names),
+                               groups=groups, min_scenes=min_scenes))
     resamples = resamples_setting() if resamples is None else resamples
     n_scenes = _scene_count(n_units, scenes)
     drawn = n_scenes if subset is None else int(subset.shape[0])
@@ -390,7 +387,8 @@ class Units:
     unit: str
     xp: Any = None
     width: int = 1
-    scenes: list[str] | None = None  # each unit's scene id; None: the units are the scenes
+    scenes: np.ndarray | None = None  # (n,) each unit's scene, into ``scene_names``; None: the units are the scenes
+    scene_names: list[str] | None = None
     groups: Mapping[str, np.ndarray] | None = None  # the units of each breakdown group
     min_scenes: int = DEFAULT_MIN_SCENES  # the track's default minimum of scenes for an interval
 

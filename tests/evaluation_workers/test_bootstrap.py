@@ -241,7 +241,7 @@ def _scene_coverage(by_scene: bool, repetitions: int = 150, scenes: int = 67, pe
         em = rng.random(scene.shape[0]) < rng.beta(a, a, scenes)[scene]
         outcomes = {"em": em, "em_r": em, "type": rng.integers(0, 6, scene.shape[0])}
         found = bootstrap.intervals(sqa3d_track.outcomes_statistic(outcomes), scene.shape[0], "question",
-                                    resamples=500, seed=r + 1, scene_of=scene if by_scene else None)
+                                    resamples=500, seed=r + 1, scenes=scene if by_scene else None)
         assert found is not None and found[1]["unit"] == "scene"
         lo, hi = found[0]["EM"]  # type: ignore[misc]
         covered += lo <= 0.5 <= hi
@@ -260,17 +260,17 @@ def test_a_split_or_group_with_too_few_scenes_gets_no_interval_and_says_why(monk
     em = np.arange(400) % 3 == 0
     kinds = np.where(np.arange(400) < 380, 0, 1)  # type 1 asked in the last scenes only
     outcomes = {"em": em, "em_r": em, "type": kinds}
-    scene_of = [f"scene{i // 10:04d}_00" for i in range(400)]  # 40 scenes; type 1 in 2 of them
+    scenes = np.arange(400) // 10  # 40 scenes; type 1 in 2 of them
     groups = {"What": kinds == 0, "Is": kinds == 1}
     found = bootstrap.intervals(sqa3d_track.outcomes_statistic(outcomes), 400, "question", resamples=50,
-                                scene_of=scene_of, groups=groups)
+                                scenes=scenes, groups=groups)
     assert found is not None
     values, record = found
     assert values["EM"] is not None and values["What/EM"] is not None and values["Is/EM"] is None
     assert record["withheld"] == {"Is": 2} and record["units"] == 40 and record["scored_unit"] == "question"
     monkeypatch.setenv("EVAL_BOOTSTRAP_MIN_SCENES", "41")
     values, record = bootstrap.intervals(sqa3d_track.outcomes_statistic(outcomes), 400, "question",
-                                         resamples=50, scene_of=scene_of)  # type: ignore[misc]
+                                         resamples=50, scenes=scenes)  # type: ignore[misc]
     assert set(values.values()) == {None} and "EM" in values and record["withheld"] == {"": 40}
     from evaluation_workers.results import interval_notes
 

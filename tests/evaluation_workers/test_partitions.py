@@ -224,7 +224,7 @@ def test_a_partition_mask_is_a_resample_of_weight_one_on_its_units() -> None:
     em = np.array([1, 0, 1, 1, 0, 0], dtype=bool)
     outcomes = {"em": em, "em_r": em, "type": np.zeros(6, dtype=np.int64)}
     units = bootstrap.Units(statistic=outcomes_statistic(outcomes), ids=[str(i) for i in range(6)], unit="question",
-                            scenes=[f"s{i}" for i in range(6)])
+                            scenes=np.arange(6), scene_names=[f"s{i}" for i in range(6)])
     result = {"track": "sqa3d", "metrics": {"EM": 0.5, "EM_R": 0.5}, "breakdown": {"What": {"EM": 0.5, "count": 6}},
               "details": {"answered": 6}, "warnings": []}
     public, private = partitions.split_result(result, [units], partitions.Partition(frozenset({"s0", "s1", "s2"})))

@@ -19,6 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from evaluation_workers import _xp
 from evaluation_workers.metrics import bootstrap
 from evaluation_workers.metrics.iou3d import DEFAULT_CHUNK_PAIRS
@@ -64,7 +66,7 @@ def manifest(labels: Path) -> Manifest:
         "samples": len(data.sample_ids),
         "scored_samples": int(scored.sum()),
         "groups": {g: int((scored & (data.group == i)).sum()) for i, g in enumerate(GROUPS)},
-        "scenes": sorted({scan for scan, count in zip(data.scan_ids, data.gt_count) if count > 0}),
+        "scenes": [data.scans[i] for i in np.unique(data.scan_index[scored])],
         "max_boxes_per_prompt": MAX_BOXES_PER_PROMPT,
     }
 
@@ -130,8 +132,9 @@ def _score(labels: Path, predictions: Path, progress: Progress,
                           GPU_BLOCK_PAIRS if gpu else BLOCK_PAIRS, per_prompt)
     progress(0.95, "confidence intervals")
     scored = labels_data.gt_count > 0
-    scans = [scan for scan, keep in zip(labels_data.scan_ids, scored) if keep]
-    per_prompt["scene"] = bootstrap.scene_index(scans)[1]
+    # The scored prompts' scans, numbered in sorted order (a scan without a scored prompt is no scene here).
+    drawn, scenes = np.unique(labels_data.scan_index[scored], return_inverse=True)
+    per_prompt["scene"] = scenes.astype(np.int64).reshape(-1)
     if outcomes is not None:
         outcomes.update(per_prompt)
     later = bootstrap.deferred(intervals.entries(per_prompt))
@@ -140,7 +143,8 @@ def _score(labels: Path, predictions: Path, progress: Progress,
     uncertainty = bootstrap.intervals(
         intervals.statistic(per_prompt), intervals.units_of(per_prompt), intervals.UNIT, xp=xp,
         width=intervals.width(per_prompt), unit_ids=[s for s, keep in zip(labels_data.sample_ids, scored) if keep],
-        scene_of=scans, groups=intervals.groups_of(per_prompt), resamples=0 if later else None)
+        scenes=per_prompt["scene"], scene_names=[labels_data.scans[i] for i in drawn],
+        groups=intervals.groups_of(per_prompt), resamples=0 if later else None)
     warnings = list(preds.warnings)
     if preds.missing:
         warnings.append(

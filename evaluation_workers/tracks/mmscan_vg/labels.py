@@ -51,7 +51,8 @@ class Labels:
         gt_boxes: (M, 9) float64, grouped by sample in file order.
         sub_class: (S_all,) int index into SUB_CLASSES, or None (labels built
             without it: no per-sub-class results).
-        scan_ids: (S_all,) the scan (scene) of each sample: the bootstrap's resampling unit.
+        scans: the file's scans (scenes), sorted: the bootstrap's resampling unit.
+        scan_index: (S_all,) int64 each sample's scan, an index into ``scans``.
     """
 
     sample_ids: list[str]
@@ -59,7 +60,8 @@ class Labels:
     gt_count: np.ndarray
     gt_boxes: np.ndarray
     sub_class: np.ndarray | None = None
-    scan_ids: list[str] = field(default_factory=list)
+    scans: list[str] = field(default_factory=list)
+    scan_index: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     @property
     def index(self) -> dict[str, int]:
@@ -135,7 +137,7 @@ def _stats(file: Path) -> list[list[Any]]:
 def _to_arrays(labels: Labels) -> dict[str, np.ndarray]:
     arrays = {"sample_ids": np.array(labels.sample_ids, dtype=str), "group": labels.group,
               "gt_count": labels.gt_count, "gt_boxes": labels.gt_boxes,
-              "scan_ids": np.array(labels.scan_ids, dtype=str)}
+              "scans": np.array(labels.scans, dtype=str), "scan_index": labels.scan_index}
     if labels.sub_class is not None:
         arrays["sub_class"] = labels.sub_class
     return arrays
@@ -144,7 +146,7 @@ def _to_arrays(labels: Labels) -> dict[str, np.ndarray]:
 def _from_arrays(arrays: dict[str, np.ndarray]) -> Labels:
     return Labels(sample_ids=arrays["sample_ids"].tolist(), group=arrays["group"], gt_count=arrays["gt_count"],
                   gt_boxes=arrays["gt_boxes"], sub_class=arrays.get("sub_class"),
-                  scan_ids=arrays["scan_ids"].tolist())
+                  scans=arrays["scans"].tolist(), scan_index=arrays["scan_index"])
 
 
 def _loads(data: bytes) -> Any:
@@ -210,5 +212,8 @@ def parse_labels(file: Path) -> Labels:
             f"{file}: sample {ids[sample]}: a box in `gt_bboxes` is not finite "
             f"or has a size <= 0: {gt_boxes[row].tolist()}"
         )
+    # Sorted and numbered once per labels checksum (the parsed cache keeps them): sorting 200,000 ids
+    # took 0.1 s of every scoring of the full test split.
+    names, index = np.unique(np.asarray(scans, dtype=str), return_inverse=True)
     return Labels(sample_ids=ids, group=group, gt_count=counts, gt_boxes=gt_boxes, sub_class=sub_class,
-                  scan_ids=scans)
+                  scans=names.tolist(), scan_index=index.astype(np.int64).reshape(-1))

@@ -143,14 +143,14 @@ def score(labels: Path, predictions: Path, progress: Progress, outcomes: dict[st
         for g, group in enumerate(QUESTION_TYPES)
     }
     progress(0.95, "confidence intervals")
-    _, scenes = bootstrap.scene_index(truth.scene_ids)
+    scene_names, scenes = bootstrap.scene_index(truth.scene_ids)
     per_question = {"em": em, "em_r": em_r, "type": type_index, "scene": scenes}
     if outcomes is not None:
         outcomes.update(per_question)
     later = bootstrap.deferred(n)
     # Deferred or not, the units are named: a partition's exact results come from the statistic (``partitions``).
     uncertainty = bootstrap.intervals(outcomes_statistic(per_question), n, UNIT, unit_ids=truth.question_ids,
-                                      scene_of=truth.scene_ids, groups=_groups(type_index),
+                                      scenes=scenes, scene_names=scene_names, groups=_groups(type_index),
                                       resamples=0 if later else None)
     missing = n - len(answers)
     warnings = notes + _missing_warning(missing, n)
