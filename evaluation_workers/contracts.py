@@ -9,6 +9,10 @@ died (killed, out of memory). Payloads are JSON primitives. ``attempt``
 counts enqueues of one submission, so a late message from an earlier attempt
 is recognised and dropped; the site also notes the current attempt in the
 broker under ``attempt_key``, so that a worker skips a stale message unscored.
+
+Every message in either direction also carries ``signing.FIELD``, its HMAC
+under the key the site and the workers share (``signing``): neither side runs
+a message without it, so the payloads below never include it.
 """
 
 from __future__ import annotations

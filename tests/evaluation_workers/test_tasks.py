@@ -158,7 +158,7 @@ def test_a_large_split_reports_the_score_first_and_its_intervals_from_a_follow_u
     _, follow_up, queue = queued[-1]
     assert queue == "eval-cpu-sqa3d-v1.1.0-bulk"
     assert outcomes.load(follow_up["outcomes_key"]) is not None
-    deferred_intervals.compute_intervals(**follow_up)
+    deferred_intervals.compute_intervals.run(**follow_up)  # as recorded: unsigned (``reports`` replaced the signing send)
     name, report, reply = queued[-1]
     assert (name, reply) == (contracts.RECORD_INTERVALS, "site")
     assert report["submission_id"] == 7 and report["intervals"] == want["intervals"]
