@@ -176,6 +176,8 @@ def production(args: argparse.Namespace, data_dir: Path, port: int, log: Any) ->
     env = base_env(data_dir, port, args)
     env.update({"DATABASE_URL": f"{args.postgres}/{args.database}", "REDIS_URL": redis_url,
                 "EVAL_BROKER_URL": redis_url, "SECRET_KEY": "load-benchmark", "DEBUG": "false",
+                "RESULTS_SIGNING_KEY": "load-benchmark-results-signing-key",
+                "EVAL_RESULTS_SIGNING_KEY": "load-benchmark-results-signing-key",
                 "SITE_QUEUE": "site-load", "EVAL_QUEUE_CPU": "eval-cpu-load", "EVAL_QUEUE_GPU": "eval-gpu-load",
                 "WEB_CONCURRENCY": str(args.web_concurrency or ""), "LOG_LEVEL": "WARNING"})
     if not args.web_concurrency:

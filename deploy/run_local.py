@@ -6,7 +6,9 @@ writing its URL to DATA_DIR/redis/url, where ``manage.py`` in any shell finds
 it), migrates, loads the demo benchmarks, then runs the site worker (queue
 ``site``, with Celery beat's periodic jobs embedded: the sweeper, upload
 expiry), a scoring worker (the eval queues) and the web server (gunicorn) on
-127.0.0.1:$PORT.
+127.0.0.1:$PORT. The site and the scoring worker sign their messages with one
+secret: ``RESULTS_SIGNING_KEY`` (or ``_FILE``) when given, else one generated
+once into DATA_DIR/results_signing_key (which ``manage.py`` then reads too).
 
 Each process is supervised: one that dies is started again (after a pause that
 grows while it keeps dying), and the others go on; the web server never stops
@@ -16,6 +18,7 @@ because a worker died. Each process's id is in DATA_DIR/run/<name>.pid.
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -50,6 +53,7 @@ def main() -> int:
     env.setdefault("EVAL_UPLOADS_DIR", str(data_dir / "uploads"))
     env.setdefault("EVAL_LABELS_DIR", str(data_dir / "labels"))
     env.setdefault("PYTHONUNBUFFERED", "1")
+    share_signing_key(env, data_dir)
     port = env.get("PORT", "8000")
     python = sys.executable
     run_dir = data_dir / "run"
@@ -114,6 +118,26 @@ def main() -> int:
     finally:
         stop(children)
         print("Stopped.", flush=True)
+
+
+def share_signing_key(env: dict[str, str], data_dir: Path) -> None:
+    """Give the site (``RESULTS_SIGNING_KEY``) and the scoring worker (``EVAL_RESULTS_SIGNING_KEY``) one key."""
+    if not (env.get("RESULTS_SIGNING_KEY") or env.get("RESULTS_SIGNING_KEY_FILE")):
+        path = data_dir / "results_signing_key"
+        data_dir.mkdir(parents=True, exist_ok=True)
+        try:  # once, random, readable by this user only (as the settings generate it)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            pass
+        else:
+            with os.fdopen(fd, "w") as f:
+                f.write(secrets.token_urlsafe(50) + "\n")
+        env["RESULTS_SIGNING_KEY_FILE"] = str(path)
+    if not (env.get("EVAL_RESULTS_SIGNING_KEY") or env.get("EVAL_RESULTS_SIGNING_KEY_FILE")):
+        if env.get("RESULTS_SIGNING_KEY"):
+            env["EVAL_RESULTS_SIGNING_KEY"] = env["RESULTS_SIGNING_KEY"]
+        else:
+            env["EVAL_RESULTS_SIGNING_KEY_FILE"] = env["RESULTS_SIGNING_KEY_FILE"]
 
 
 def supervise(children: list[Child], launch: object, stopping: list[bool]) -> None:

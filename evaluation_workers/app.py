@@ -5,18 +5,45 @@
 Variables: ``EVAL_BROKER_URL`` (default ``REDIS_URL``), ``EVAL_UPLOADS_DIR`` and
 ``EVAL_LABELS_DIR`` (the roots that storage keys are relative to),
 ``EVAL_DEVICE`` (auto|cpu|gpu), ``EVAL_HEARTBEAT_SECONDS`` (default 20), ``EVAL_TRACKS``,
-``EVAL_QUEUE_DEVICES``, ``EVAL_LABELS_S3_BUCKET`` (labels from a bucket, ``labels_cache``). The worker needs no database credentials:
-it reports over the broker to the site queue named in each request.
+``EVAL_QUEUE_DEVICES``, ``EVAL_LABELS_S3_BUCKET`` (labels from a bucket, ``labels_cache``),
+``EVAL_RESULTS_SIGNING_KEY`` (or ``_FILE``: the site's ``RESULTS_SIGNING_KEY``). The worker needs no
+database credentials: it reports over the broker to the site queue named in each request.
+
+Every message it sends is signed, and it runs only messages signed with the same key
+(``signing``): a host that can only reach the broker can neither report a result
+nor make a worker score something the site did not ask for.
 """
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
-from celery import Celery
+from celery import Celery, Task
 
-app = Celery("evaluation_workers", include=["evaluation_workers.tasks", "evaluation_workers.significance",
-                                          "evaluation_workers.deferred_intervals", "evaluation_workers.presence"])
+from evaluation_workers import signing
+
+
+class SignedTask(Task):  # type: ignore[misc]  # Celery's classes are untyped
+    """A worker task: runs only a request signed with the workers' key (refused ones are logged and acknowledged)."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        request = signing.verified(self.name, args, kwargs, signing.key_from_environ("EVAL_RESULTS_SIGNING_KEY"))
+        return None if request is None else super().__call__(**request)
+
+
+class SigningCelery(Celery):  # type: ignore[misc]
+    """Signs every message the worker sends: progress, heartbeats, results, failures, lost attempts,
+    intervals, paired-test answers, and its own follow-ups."""
+
+    def send_task(self, name: str, args: Any = None, kwargs: Any = None, **options: Any) -> Any:
+        key = signing.key_from_environ("EVAL_RESULTS_SIGNING_KEY")
+        return super().send_task(name, args, signing.signed(name, kwargs, key), **options)
+
+
+app = SigningCelery("evaluation_workers", task_cls=SignedTask,
+                    include=["evaluation_workers.tasks", "evaluation_workers.significance",
+                             "evaluation_workers.deferred_intervals", "evaluation_workers.presence"])
 app.conf.update(
     broker_url=os.environ.get("EVAL_BROKER_URL") or os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"),
     # Scoring is idempotent (a re-run overwrites the same result), so a task is

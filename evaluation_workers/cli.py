@@ -105,9 +105,15 @@ def run_convert(args: argparse.Namespace, manifest: dict[str, Any] | None) -> st
 
 
 def run_worker(celery_args: Sequence[str]) -> int:
+    from evaluation_workers import signing
     from evaluation_workers.app import app
     from evaluation_workers.queues import served_devices, served_tracks, worker_queues
 
+    try:  # without it every report would be refused: say so now, not per task
+        signing.key_from_environ("EVAL_RESULTS_SIGNING_KEY")
+    except signing.SigningKeyError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     queues = worker_queues(served_tracks(), served_devices())
     print(f"Scoring worker queues: {','.join(queues)}", file=sys.stderr, flush=True)
     args = ["worker", "-Q", ",".join(queues), *celery_args]

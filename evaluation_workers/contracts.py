@@ -9,6 +9,10 @@ died (killed, out of memory). Payloads are JSON primitives. ``attempt``
 counts enqueues of one submission, so a late message from an earlier attempt
 is recognised and dropped; the site also notes the current attempt in the
 broker under ``attempt_key``, so that a worker skips a stale message unscored.
+
+Every message in either direction also carries ``signing.FIELD``, its HMAC
+under the key the site and the workers share (``signing``): neither side runs
+a message without it, so the payloads below never include it.
 """
 
 from __future__ import annotations
@@ -42,6 +46,10 @@ class ScoreRequest(TypedDict):
 
     ``predictions_key`` is relative to the worker's uploads root (or bucket);
     ``labels_key`` is relative to its labels root. Neither holds data.
+    ``predictions_sha256`` is the file's checksum when the site accepted it: the
+    worker scores those bytes or reports a platform error, never a score or a
+    format error of other bytes. Absent from an older site's requests, and when
+    the site never read the file (parts joined by the object store).
     """
 
     schema: int
@@ -51,6 +59,7 @@ class ScoreRequest(TypedDict):
     predictions_key: str
     labels_key: str
     reply_queue: str
+    predictions_sha256: NotRequired[str]
 
 
 class ProgressReport(TypedDict):

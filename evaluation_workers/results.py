@@ -111,6 +111,14 @@ def hash_ahead(path: Path | str) -> None:
         _ahead[key] = _Ahead(Path(path))
 
 
+def forget_ahead(path: Path | str) -> None:
+    """Drop what ``hash_ahead`` computed for ``path``, whichever version of it: a worker hashes file
+    after file (kept, they would add up), and a later scoring of the same path must read it again."""
+    name = os.path.abspath(path)
+    for key in [key for key in _ahead if key[0] == name]:
+        del _ahead[key]
+
+
 def sha256_tree(path: Path) -> str:
     """Checksum of a file, or of a folder's official files.
 

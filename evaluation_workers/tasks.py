@@ -7,7 +7,9 @@ so a long inflate or IoU is never mistaken for a dead worker), then exactly
 one of result or failure. User-fixable problems (``SubmissionError``) are
 reported with their message; faults of the service (``PlatformError``: storage)
 with theirs, refunded; anything else is logged here and reported as "Internal
-evaluation error", so no traceback, path or label value reaches a page.
+evaluation error", so no traceback, path or label value reaches a page. Only
+the bytes the site accepted are scored (``as_accepted``): a stored file that
+changed since is the platform's fault, whatever the scorer made of it.
 
 If the process scoring an attempt dies (killed, out of memory), the worker's
 main process reports the attempt lost (``RECORD_LOST``) and the site sends a
@@ -35,7 +37,8 @@ from evaluation_workers import allocator, attempts, contracts, outcomes, partiti
 from evaluation_workers.app import app
 from evaluation_workers.errors import PlatformError, SubmissionError
 from evaluation_workers.labels_cache import labels_for
-from evaluation_workers.storage import fetched_predictions
+from evaluation_workers.results import forget_ahead, hash_ahead, sha256_file
+from evaluation_workers.storage import UNREADABLE, fetched_predictions
 from evaluation_workers.tracks import get_track
 
 log = logging.getLogger(__name__)
@@ -155,7 +158,8 @@ def _score(request: contracts.ScoreRequest, reporter: Reporter) -> None:
             pass
     try:
         track = get_track(request["track"])
-        with fetched_predictions(request["predictions_key"]) as predictions:
+        per_unit: dict[str, Any] = {}
+        with fetched_predictions(request["predictions_key"]) as predictions, as_accepted(request, predictions):
             # Fetching a multi-GB file from a bucket takes a while; show it as
             # the first few percent, and the scorer's own progress after it.
             reporter.progress(FETCHED, "Scoring")
@@ -163,12 +167,11 @@ def _score(request: contracts.ScoreRequest, reporter: Reporter) -> None:
             def progress(fraction: float, message: str = "") -> None:
                 reporter.progress(FETCHED + (1.0 - FETCHED) * fraction, message)
 
-            per_unit: dict[str, Any] = {}
             with labels_for(request["labels_key"]) as labels:
                 # Labels with a public subset give two results: the public one first, then the private.
                 results = partitions.score(track, labels, predictions, progress, outcomes=per_unit)
-            if per_unit:
-                _keep_outcomes(track.name, results[0], per_unit)
+        if per_unit:
+            _keep_outcomes(track.name, results[0], per_unit)
     except SubmissionError as exc:
         reporter.failure("invalid_input", exc.message)
     except PlatformError as exc:
@@ -193,6 +196,45 @@ def _score(request: contracts.ScoreRequest, reporter: Reporter) -> None:
             from evaluation_workers.deferred_intervals import request_later
 
             request_later(request["submission_id"], results[0], request["reply_queue"])
+
+
+CHANGED = ("The stored file is not the one that was accepted (its checksum changed since the upload): a "
+           "fault of the service, not of your file. It does not count against your quota; the maintainers "
+           "have been told.")
+
+
+@contextmanager
+def as_accepted(request: contracts.ScoreRequest, predictions: Path) -> Iterator[None]:
+    """Let the block's outcome stand only if ``predictions`` holds the bytes the site accepted
+    (``predictions_sha256``); otherwise raise ``PlatformError`` in its place.
+
+    The checksum starts on a thread as soon as the file is fetched (``results.hash_ahead``), and the
+    track's own ``sha256_file`` of the file takes it from there: the file is hashed once, beside the
+    scoring. It is compared when the block ends, however it ends: a file changed or truncated since
+    it was accepted gets no score and no format error (its ``SubmissionError`` is replaced), only
+    the platform's fault, refunded. A request without a checksum (an older site's) scores as before.
+    """
+    expected = request.get("predictions_sha256") or ""
+    if not expected:
+        yield
+        return
+    hash_ahead(predictions)
+    try:
+        yield
+    finally:
+        try:
+            actual = sha256_file(predictions)
+        except OSError as exc:
+            log.error("Predictions of submission %s became unreadable while scoring: %s",
+                      request["submission_id"], exc)
+            raise PlatformError(UNREADABLE) from None
+        finally:
+            forget_ahead(predictions)
+        if actual != expected:
+            log.error("Submission %s attempt %s: the stored predictions %s have sha256 %s, but %s was accepted; "
+                      "reporting a platform error instead of any outcome", request["submission_id"],
+                      request["attempt"], request["predictions_key"], actual, expected)
+            raise PlatformError(CHANGED)
 
 
 def _keep_outcomes(track: str, result: dict[str, Any], per_unit: dict[str, Any]) -> None:

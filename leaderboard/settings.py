@@ -15,6 +15,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from evaluation_workers.signing import SigningKeyError, checked_key
 from leaderboard.lib.env import env, envbool, envfloat, envint, envlist, envmode, generated_secret
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -233,6 +234,24 @@ CELERY_BROKER_CONNECTION_TIMEOUT = 3
 # broker; past that the submission stays queued and the sweeper sends it.
 SEND_RETRY_POLICY = {"max_retries": 2, "interval_start": 0, "interval_step": 0.3, "interval_max": 0.5}
 SITE_QUEUE = env("SITE_QUEUE", "site")
+# The secret that signs every message between the site and the scoring workers (the workers'
+# EVAL_RESULTS_SIGNING_KEY, the same value; evaluation_workers/signing.py): reports not signed with it
+# change nothing. Not the broker's password: a host that can reach the broker must not be able to
+# write a result. Without RESULTS_SIGNING_KEY(_FILE) the one in DATA_DIR/results_signing_key is used,
+# which deploy/run_local.py writes and hands to its scoring worker, and which is generated here on a
+# machine without REDIS_URL (the embedded set-up). With a broker set and no key, workers on other
+# hosts could not know it: ImproperlyConfigured, unless DEBUG.
+_LOCAL_SIGNING_KEY = DATA_DIR / "results_signing_key"
+_results_signing_key = env("RESULTS_SIGNING_KEY") or ""
+if not _results_signing_key and not _LOCAL_SIGNING_KEY.is_file() and env("REDIS_URL") and not DEBUG:
+    raise ImproperlyConfigured("RESULTS_SIGNING_KEY (or RESULTS_SIGNING_KEY_FILE) is not set: the site and "
+                               "every scoring worker (EVAL_RESULTS_SIGNING_KEY) need the same secret "
+                               "(deploy/README.md, 'Signed messages')")
+try:
+    RESULTS_SIGNING_KEY = checked_key(_results_signing_key or generated_secret(_LOCAL_SIGNING_KEY),
+                                      "RESULTS_SIGNING_KEY")
+except SigningKeyError as exc:
+    raise ImproperlyConfigured(str(exc)) from None
 CELERY_TASK_DEFAULT_QUEUE = SITE_QUEUE
 # Base names of the scoring queues: each track has <base>-<track>-v<scorer version> and a
 # "-bulk" twin for re-scoring a split (lifecycle.queue_for, evaluation_workers/queues.py).

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -35,8 +37,9 @@ def test_the_worker_imports_and_scores_without_django_or_cupy(tmp_path):
     assert "numpy" in result.stdout
 
 
-def test_contracts_use_the_standard_library_only():
-    result = run("import sys; before = set(sys.modules)\nimport evaluation_workers.contracts\n"
+@pytest.mark.parametrize("module", ["contracts", "signing"])  # what the site imports of the core to talk to workers
+def test_contracts_use_the_standard_library_only(module):
+    result = run(f"import sys; before = set(sys.modules)\nimport evaluation_workers.{module}\n"
                  "extra = {m.split('.')[0] for m in set(sys.modules) - before} - {'evaluation_workers'}\n"
                  "assert not extra & {'numpy', 'celery', 'django'}, extra")
     assert result.returncode == 0, result.stderr

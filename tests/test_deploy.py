@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -38,24 +39,33 @@ def compose_client() -> list[str] | None:
     return None
 
 
-def test_the_compose_file_validates_with_every_process_and_a_gpu_reservation():
+# What deploy/.env must give compose: no default exists for these (a known value would let anyone who
+# reaches the broker or the store write results or read labels).
+REQUIRED_SECRETS = {"REDIS_PASSWORD": "broker-pw-1", "RESULTS_SIGNING_KEY": "signing-key-2",
+                    "S3_SECRET_ACCESS_KEY": "site-secret-3", "LABELS_S3_SECRET_ACCESS_KEY": "labels-secret-4",
+                    "EVAL_S3_SECRET_ACCESS_KEY": "worker-secret-5"}
+SITE, WORKERS = ("web", "site-worker", "beat"), ("worker-cpu", "worker-gpu")
+
+
+def compose_config(*args: str, **secrets: str) -> subprocess.CompletedProcess[str]:
+    """``compose config`` of deploy/compose.yaml, with none of the service's variables in the environment
+    but ``secrets``."""
     client = compose_client()
     if client is None:
         pytest.skip("no compose client on PATH (Debian: apt-get install docker-compose; deploy/test.sh does it as root)")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("EVAL_", "SECRET_KEY", "MINIO_"))}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("EVAL_", "SECRET_KEY", "MINIO_", "REDIS_", "RESULTS_", "S3_", "LABELS_S3_"))}
+    return subprocess.run([*client, "-f", "deploy/compose.yaml", "config", *args], cwd=ROOT, env={**env, **secrets},
+                          capture_output=True, text=True, timeout=60)
 
-    def compose(*args: str) -> str:
-        result = subprocess.run([*client, "-f", "deploy/compose.yaml", "config", *args], cwd=ROOT, env=env,
-                                capture_output=True, text=True, timeout=60)
-        assert result.returncode == 0, result.stderr
-        return result.stdout
 
-    assert set(compose("--services").split()) == {"web", "site-worker", "beat", "worker-cpu", "worker-gpu",
-                                                   "redis", "postgres", "minio"}
-    resolved = compose()  # the file as the client understood it, variables filled in
+def resolved_services() -> dict[str, str]:
+    """Each service's block of the file as the client understood it, variables filled in."""
+    result = compose_config(**REQUIRED_SECRETS)
+    assert result.returncode == 0, result.stderr
     by_service: dict[str, str] = {}
     current = None
-    for line in resolved.splitlines():  # a service's block: from "  name:" to the next such line
+    for line in result.stdout.splitlines():  # a service's block: from "  name:" to the next such line
         if line and not line.startswith(" "):
             current = None
         elif line.startswith("  ") and not line.startswith("   ") and line.endswith(":"):
@@ -63,6 +73,23 @@ def test_the_compose_file_validates_with_every_process_and_a_gpu_reservation():
             by_service[current] = ""
         elif current:
             by_service[current] += line + "\n"
+    return by_service
+
+
+def environment(block: str) -> dict[str, str]:
+    """The ``environment:`` mapping of a service block."""
+    lines = block.split("    environment:\n", 1)[1].splitlines()
+    pairs = [line.strip().split(": ", 1) for line in lines[: next(i for i, line in enumerate(lines)
+                                                                    if not line.startswith("      "))]]
+    return {name: value.strip("'\"") for name, value in pairs}
+
+
+def test_the_compose_file_validates_with_every_process_and_a_gpu_reservation():
+    listed = compose_config("--services", **REQUIRED_SECRETS)
+    assert listed.returncode == 0, listed.stderr
+    assert set(listed.stdout.split()) == {"web", "site-worker", "beat", "worker-cpu", "worker-gpu", "redis",
+                                          "postgres", "minio", "minio-setup"}
+    by_service = resolved_services()
     assert all("healthcheck:" in by_service[s] for s in ("web", "site-worker", "beat", "worker-cpu",
                                                          "worker-gpu", "redis", "postgres", "minio"))
     assert "--appendonly yes" in by_service["redis"]
@@ -71,6 +98,65 @@ def test_the_compose_file_validates_with_every_process_and_a_gpu_reservation():
     # Scoring workers get the broker and the buckets, never the database.
     for name in ("worker-cpu", "worker-gpu"):
         assert "DATABASE_URL" not in by_service[name] and "EVAL_LABELS_S3_BUCKET: labels" in by_service[name]
+
+
+@pytest.mark.parametrize("missing", sorted(REQUIRED_SECRETS))
+def test_compose_refuses_to_start_without_each_secret_and_names_it(missing):
+    result = compose_config(**{k: v for k, v in REQUIRED_SECRETS.items() if k != missing})
+    assert result.returncode != 0 and f"set {missing} in deploy/.env" in result.stderr
+
+
+def test_the_broker_needs_its_password_and_every_process_signs_with_one_key():
+    by_service = resolved_services()
+    assert "requirepass" in by_service["redis"] and "redis-cli ping" in by_service["redis"]
+    assert environment(by_service["redis"])["REDIS_PASSWORD"] == "broker-pw-1"
+    for name in SITE + WORKERS:
+        env = environment(by_service[name])
+        assert env["REDIS_URL"] == "redis://:broker-pw-1@redis:6379/0", name
+        assert env["RESULTS_SIGNING_KEY" if name in SITE else "EVAL_RESULTS_SIGNING_KEY"] == "signing-key-2", name
+
+
+def policy_grants(name: str) -> dict[str, set[str]]:
+    """Actions allowed by deploy/minio/<name>.json, by resource."""
+    grants: dict[str, set[str]] = {}
+    for statement in json.loads((ROOT / "deploy" / "minio" / f"{name}.json").read_text())["Statement"]:
+        assert statement["Effect"] == "Allow"
+        for resource in statement["Resource"]:
+            grants.setdefault(resource.removeprefix("arn:aws:s3:::"), set()).update(statement["Action"])
+    return grants
+
+
+READS = {"s3:GetObject", "s3:ListBucket", "s3:*"}
+
+
+def test_the_site_holds_no_key_that_reads_labels_and_workers_one_that_writes_nothing():
+    by_service = resolved_services()
+    setup = environment(by_service["minio-setup"])
+    script = (ROOT / "deploy" / "minio" / "setup.sh").read_text()
+    roles = {"leaderboard-site": "S3", "leaderboard-labels-writer": "LABELS_S3", "leaderboard-worker": "EVAL_S3"}
+    for policy, prefix in roles.items():  # each user gets the policy of its role, and only that one
+        assert f'role {policy} "${prefix}_ACCESS_KEY_ID" "${prefix}_SECRET_ACCESS_KEY"' in script
+    users = {prefix: (setup[f"{prefix}_ACCESS_KEY_ID"], setup[f"{prefix}_SECRET_ACCESS_KEY"]) for prefix in roles.values()}
+    assert len({user for user, _ in users.values()} | {setup["MINIO_ROOT_USER"]}) == 4
+
+    for name in SITE:
+        env = environment(by_service[name])
+        assert (env["S3_ACCESS_KEY_ID"], env["S3_SECRET_ACCESS_KEY"]) == users["S3"]
+        assert (env["LABELS_S3_ACCESS_KEY_ID"], env["LABELS_S3_SECRET_ACCESS_KEY"]) == users["LABELS_S3"]
+        assert not {v for k, v in env.items() if "SECRET" in k or "PASSWORD" in k} & {
+            users["EVAL_S3"][1], setup["MINIO_ROOT_PASSWORD"]}, name
+    for name in WORKERS:
+        env = environment(by_service[name])
+        assert (env["EVAL_S3_ACCESS_KEY_ID"], env["EVAL_S3_SECRET_ACCESS_KEY"]) == users["EVAL_S3"]
+        assert "DATABASE_URL" not in env and "EVAL_LABELS_S3_ACCESS_KEY_ID" not in env  # labels: the same user
+
+    site, writer, worker = (policy_grants(p) for p in roles)
+    assert set(site) == {"predictions", "predictions/*"} and "s3:PutObject" in site["predictions/*"]
+    assert writer == {"labels/*": {"s3:PutObject", "s3:AbortMultipartUpload"}}
+    assert worker == {"predictions": {"s3:ListBucket", "s3:GetBucketLocation"},
+                      "labels": {"s3:ListBucket", "s3:GetBucketLocation"},
+                      "predictions/*": {"s3:GetObject"}, "labels/*": {"s3:GetObject"}}
+    assert not any(READS & actions for resource, actions in {**site, **writer}.items() if resource.startswith("labels"))
 
 
 def test_the_image_installs_through_the_checkouts_requirements_files():

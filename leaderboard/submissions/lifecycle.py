@@ -220,6 +220,8 @@ def do_send(submission_id: int, attempt: int) -> bool:
         track=submission.split.benchmark.track, predictions_key=submission.file_key,
         labels_key=submission.labels.storage_key if submission.labels else "",
         reply_queue=settings.SITE_QUEUE)
+    if submission.predictions_sha256:  # the worker scores these bytes or none (empty: parts the store joined)
+        request["predictions_sha256"] = submission.predictions_sha256
     try:
         broker.note_attempt(submission.pk, attempt)
     except Exception as exc:  # noqa: BLE001 - workers then score a stale copy; the site still drops its report
@@ -312,8 +314,14 @@ def record_intervals(*, submission_id: int, scorer_version: str, intervals: dict
 
 
 def record_failure(*, submission_id: int, attempt: int, kind: str, message: str) -> None:
-    """A worker's failure report: refunds the platform's failures, counts format rejections apart."""
-    do_fail(submission_id, kind, message, attempt=attempt, notify=True)
+    """A worker's failure report: refunds the platform's failures, counts format rejections apart.
+
+    The platform's are logged as errors here too, where the site's log alerts reach the maintainers
+    (the worker's own log, with the details, may be on another host); the desk lists them as failed.
+    """
+    failed = do_fail(submission_id, kind, message, attempt=attempt, notify=True)
+    if failed is not None and failed.failure_kind == Kind.PLATFORM_ERROR:
+        log.error("Submission %s attempt %s failed as a platform error: %s", submission_id, attempt, message)
 
 
 def record_lost(*, submission_id: int, attempt: int, reason: str) -> None:

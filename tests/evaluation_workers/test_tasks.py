@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 from typing import Any
 
@@ -159,8 +160,75 @@ def test_a_large_split_reports_the_score_first_and_its_intervals_from_a_follow_u
     _, follow_up, queue = queued[-1]
     assert queue == f"eval-cpu-sqa3d-v{get_track('sqa3d').scorer_version}-bulk"
     assert outcomes.load(follow_up["outcomes_key"]) is not None
-    deferred_intervals.compute_intervals(**follow_up)
+    deferred_intervals.compute_intervals.run(**follow_up)  # as recorded: unsigned (``reports`` replaced the signing send)
     name, report, reply = queued[-1]
     assert (name, reply) == (contracts.RECORD_INTERVALS, "site")
     assert report["submission_id"] == 7 and report["intervals"] == want["intervals"]
     assert report["bootstrap"] == want["bootstrap"]
+
+
+# The scored bytes are the accepted bytes (``ScoreRequest.predictions_sha256``, ``tasks.as_accepted``).
+
+
+def accepted_sha256(roots) -> str:
+    uploads, _ = roots
+    return hashlib.sha256((uploads / "t/1/p.json").read_bytes()).hexdigest()
+
+
+def outcomes_of(reports) -> list[tuple[str, dict[str, Any]]]:
+    return [(name, kw) for name, kw in reports if name in {contracts.RECORD_RESULT, contracts.RECORD_FAILURE}]
+
+
+def test_the_accepted_bytes_are_scored(roots, reports):
+    sha = accepted_sha256(roots)
+    tasks.run_score(request(predictions_sha256=sha))
+    [(name, report)] = outcomes_of(reports)
+    assert name == contracts.RECORD_RESULT and report["result"]["predictions_sha256"] == sha
+
+
+def test_a_file_edited_after_acceptance_is_refused_before_any_outcome_as_the_platforms_fault(roots, reports, caplog):
+    """Still valid, other answers: it would score (differently); instead nothing but a platform error is reported."""
+    uploads, labels = roots
+    sha = accepted_sha256(roots)
+    sqa3d.write_predictions(labels / "sqa3d/test/v1", uploads / "t/1/p.json", accuracy=0.3, seed=9)
+    tasks.run_score(request(predictions_sha256=sha))
+    assert outcomes_of(reports) == [(contracts.RECORD_FAILURE, {"submission_id": 7, "attempt": 2,
+                                                                 "kind": "platform_error", "message": tasks.CHANGED})]
+    [logged] = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert sha in logged.getMessage() and "submission 7" in logged.getMessage().lower()
+
+
+def test_a_file_truncated_after_acceptance_is_no_format_error_of_the_researcher(roots, reports):
+    uploads, _ = roots
+    sha = accepted_sha256(roots)
+    path = uploads / "t/1/p.json"
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    tasks.run_score(request())  # unchecked, the scorer blames the file
+    assert outcomes_of(reports)[-1][1]["kind"] == "invalid_input"
+    reports.clear()
+    tasks.run_score(request(predictions_sha256=sha))
+    assert [(name, kw["kind"], kw["message"]) for name, kw in outcomes_of(reports)] == [
+        (contracts.RECORD_FAILURE, "platform_error", tasks.CHANGED)]
+
+
+def test_a_request_without_the_checksum_still_scores_as_an_older_site_sends_it(roots, reports):
+    uploads, labels = roots
+    sqa3d.write_predictions(labels / "sqa3d/test/v1", uploads / "t/1/p.json", accuracy=0.3, seed=9)
+    tasks.run_score(request())
+    [(name, report)] = outcomes_of(reports)
+    assert name == contracts.RECORD_RESULT and report["result"]["metrics"]["EM"] == pytest.approx(0.3)
+
+
+def test_the_predictions_are_read_once_per_scoring_for_their_checksum(roots, reports, monkeypatch):
+    """The check takes the track's own checksum (started ahead), and forgets it: a re-score reads again."""
+    from evaluation_workers import results
+
+    uploads, _ = roots
+    read: list[str] = []
+    real = results._read_sha256
+    monkeypatch.setattr(results, "_read_sha256", lambda path, stop=None: (read.append(str(path)), real(path, stop))[1])
+    sha = accepted_sha256(roots)
+    for _ in range(2):
+        tasks.run_score(request(predictions_sha256=sha))
+    assert read.count(str(uploads / "t/1/p.json")) == 2
+    assert [name for name, _ in outcomes_of(reports)] == [contracts.RECORD_RESULT] * 2

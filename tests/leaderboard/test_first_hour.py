@@ -274,7 +274,8 @@ def test_the_env_example_can_be_sourced_and_sets_only_variables_that_are_read():
         {kv.split(b"=", 1)[0].decode() for kv in before.split(b"\0") if kv}
     assert "SITE_NAME" in names and "EVAL_GPU_TRACKS" not in names
     sources = "\n".join(p.read_text() for pattern in ("leaderboard/**/*.py", "evaluation_workers/**/*.py",
-                                                      "deploy/*.py", "deploy/*.sh") for p in ROOT.glob(pattern))
+                                                      "deploy/*.py", "deploy/*.sh", "deploy/compose.yaml")
+                        for p in ROOT.glob(pattern))
     unread = {n for n in names if not re.search(rf"""["']{n}["']|\${{?{n}\b""", sources)}
     assert unread == set()
 

@@ -36,7 +36,7 @@ def test_it_queues_a_valid_upload_with_keys_not_data(owner, sqa3d_split, sqa3d_f
     kwargs = call["kwargs"]
     assert kwargs == {"schema": 1, "submission_id": submission.pk, "attempt": 1, "track": "sqa3d",
                       "predictions_key": submission.file_key, "labels_key": submission.labels.storage_key,
-                      "reply_queue": "site"}
+                      "reply_queue": "site", "predictions_sha256": submission.predictions_sha256}
 
 
 def test_it_sends_the_task_only_after_commit(owner, sqa3d_split, sqa3d_files, sent_tasks,
