@@ -319,7 +319,8 @@ def test_the_compare_note_describes_the_track_s_own_test(client, db, track, unit
     page = client.get(f"/benchmarks/{track}/compare/?split={split.name}&e={entries[0].pk}&e={entries[1].pk}"
                       ).content.decode()
     note = page.split('id="significance-method">')[1].split("</p>")[0]
-    assert f"each bootstrap resample of {unit}s is applied to both methods and {spec.primary_metric}" in note
+    within = "" if unit == "scene" else f" (every {unit} of a drawn scene)"
+    assert f"each bootstrap resample of scenes{within} is applied to both methods and {spec.primary_metric}" in note
     assert "McNemar" not in page and "EM_R" not in note
 
 
