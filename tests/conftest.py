@@ -79,6 +79,17 @@ def django_db_setup(django_db_setup: None, django_db_blocker: Any) -> Iterator[N
 # A real Redis for every test that needs one: REDIS_URL when it answers, else one started here.
 
 
+def stop(proc: Any, seconds: float = 15) -> None:
+    """End a process the test started: SIGTERM, then SIGKILL if it is still there after ``seconds``."""
+    import subprocess
+
+    proc.terminate()
+    try:
+        proc.wait(seconds)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
 def free_port(address: str = "127.0.0.1") -> int:
     """A port free on ``address`` now (the kernel's choice), for a server about to bind it there: a
     random one could be taken, and a server that cannot bind exits while a test talks to whatever

@@ -67,16 +67,21 @@ Statistic = Callable[[Any], Mapping[str, Any]]
 """(b, n) float64 counts in ``xp`` -> {key: (b,) values, NaN where undefined}."""
 
 
-def resamples_setting() -> int:
-    """``EVAL_BOOTSTRAP_RESAMPLES`` (1,000 by default; 0 turns intervals off)."""
-    raw = os.environ.get("EVAL_BOOTSTRAP_RESAMPLES", str(DEFAULT_RESAMPLES))
+def _int_setting(name: str, default: int, least: int | None = None) -> int:
+    """The integer in the environment variable ``name`` (``default`` when unset), at least ``least``."""
+    raw = os.environ.get(name, str(default))
     try:
         value = int(raw)
     except ValueError:
-        raise ValueError(f"Expected EVAL_BOOTSTRAP_RESAMPLES to be an integer, but got {raw!r}") from None
-    if value < 0:
-        raise ValueError(f"Expected EVAL_BOOTSTRAP_RESAMPLES >= 0, but got {value}")
+        raise ValueError(f"Expected {name} to be an integer, but got {raw!r}") from None
+    if least is not None and value < least:
+        raise ValueError(f"Expected {name} >= {least}, but got {value}")
     return value
+
+
+def resamples_setting() -> int:
+    """``EVAL_BOOTSTRAP_RESAMPLES`` (1,000 by default; 0 turns intervals off)."""
+    return _int_setting("EVAL_BOOTSTRAP_RESAMPLES", DEFAULT_RESAMPLES, least=0)
 
 
 # Resamples x entries above which a CPU worker defers the intervals to a follow-up task
@@ -86,11 +91,7 @@ DEFAULT_INLINE_MAX = 2_000_000_000
 
 def inline_max_setting() -> int:
     """``EVAL_BOOTSTRAP_INLINE_MAX``: the most resampled entries scored inline on a CPU worker."""
-    raw = os.environ.get("EVAL_BOOTSTRAP_INLINE_MAX", str(DEFAULT_INLINE_MAX))
-    try:
-        return int(raw)
-    except ValueError:
-        raise ValueError(f"Expected EVAL_BOOTSTRAP_INLINE_MAX to be an integer, but got {raw!r}") from None
+    return _int_setting("EVAL_BOOTSTRAP_INLINE_MAX", DEFAULT_INLINE_MAX)
 
 
 def deferred(entries: int, resamples: int | None = None) -> bool:
@@ -302,14 +303,7 @@ def observed(statistic: Statistic, n_units: int, xp: Any = None, subset: np.ndar
 def min_scenes_setting(default: int = DEFAULT_MIN_SCENES) -> int:
     """``EVAL_BOOTSTRAP_MIN_SCENES``: a split or group with fewer scenes gets no interval (by default
     ``default``, the track's: where its simulated coverage reaches 90 %, benchmarks/coverage.py)."""
-    raw = os.environ.get("EVAL_BOOTSTRAP_MIN_SCENES", str(default))
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"Expected EVAL_BOOTSTRAP_MIN_SCENES to be an integer, but got {raw!r}") from None
-    if value < 1:
-        raise ValueError(f"Expected EVAL_BOOTSTRAP_MIN_SCENES >= 1, but got {value}")
-    return value
+    return _int_setting("EVAL_BOOTSTRAP_MIN_SCENES", default, least=1)
 
 
 def intervals(

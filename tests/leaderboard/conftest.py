@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import _reachable, free_port
+from tests.conftest import _reachable, free_port, stop
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -161,11 +161,7 @@ def scoring_worker(redis_url: str, storage_dirs: dict[str, Path], queue: str, lo
     try:
         yield proc
     finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc)
 
 
 @pytest.fixture(scope="session")

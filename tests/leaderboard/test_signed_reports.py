@@ -33,6 +33,7 @@ from evaluation_workers.app import SigningCelery
 from evaluation_workers.tracks import get_track
 from leaderboard.submissions import services
 from leaderboard.submissions.models import Submission
+from tests.conftest import stop
 
 ROOT = Path(__file__).resolve().parents[2]
 FORGED_EM = 0.987654321  # a value no real report has: it must never reach the database or the log
@@ -61,11 +62,7 @@ def site_worker(transactional_db: None, redis_url: str, tmp_path: Path) -> Itera
         wait_for(lambda: b" ready." in log.read_bytes(), "the site worker to start", log, proc)
         yield queue, log
     finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc, 20)
         redis.Redis.from_url(redis_url).delete(queue)
 
 
