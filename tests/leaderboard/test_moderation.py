@@ -153,3 +153,25 @@ def test_a_track_maintainer_cannot_act_on_another_track(client, track_maintainer
     other = [b for b in ("openscan", "mmscan-vg") if client.get(f"/moderation/tracks/{b}/").status_code != 404]
     for track in other:
         assert client.get(f"/moderation/tracks/{track}/").status_code == 403
+
+
+def test_rescore_outdated_queues_the_splits_scored_by_an_older_scorer(maintainer, outsider, published, sent_tasks,
+                                                                     django_capture_on_commit_callbacks):
+    """After a scorer upgrade: the desk's bulk re-score, audited, for each split with older results."""
+    from django.core.management import CommandError, call_command
+
+    out = io.StringIO()
+    call_command("rescore_outdated", "--as", maintainer.username, "--reason", "upgrade", stdout=out)
+    assert "0 submissions queued" in out.getvalue()  # every result is of the current scorer
+    Result.objects.filter(submission=published).update(scorer_version="1.1.0")
+    call_command("rescore_outdated", "--as", maintainer.username, "--reason", "upgrade", "--dry-run", stdout=out)
+    assert "sqa3d/test: 1 submissions scored before" in out.getvalue()
+    assert Submission.objects.get(pk=published.pk).status == "finished"
+    with pytest.raises(CommandError, match="may not re-score"):
+        call_command("rescore_outdated", "--as", outsider.username, "--reason", "upgrade")
+    with django_capture_on_commit_callbacks(execute=True):
+        call_command("rescore_outdated", "--as", maintainer.username, "--reason", "scorer 1.2.0", stdout=out)
+    assert "sqa3d/test: 1 submissions queued" in out.getvalue()
+    assert Submission.objects.get(pk=published.pk).status == "queued"
+    entry = AuditEntry.objects.get(action="rescore_all")
+    assert entry.reason == "scorer 1.2.0" and entry.actor == maintainer and entry.details == {"count": 1}
