@@ -191,7 +191,7 @@ def production(args: argparse.Namespace, data_dir: Path, port: int, log: Any) ->
         subprocess.Popen([*celery, "-A", "leaderboard", "worker", "-Q", "site-load", "-P", "solo",
                           "-n", "site-load@%h", "-l", "warning"], env=env, cwd=ROOT, stdout=log, stderr=log,
                          start_new_session=True),
-        subprocess.Popen([*celery, "-A", "evaluation_workers.app", "worker", "-Q", "eval-cpu-load,eval-gpu-load",
+        subprocess.Popen([*celery, "-A", "evaluation_workers.worker.app", "worker", "-Q", "eval-cpu-load,eval-gpu-load",
                           "-c", "1", "-n", "eval-load@%h", "-l", "warning"], env=env, cwd=ROOT, stdout=log,
                          stderr=log, start_new_session=True),
     ]

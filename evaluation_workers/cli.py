@@ -106,8 +106,8 @@ def run_convert(args: argparse.Namespace, manifest: dict[str, Any] | None) -> st
 
 def run_worker(celery_args: Sequence[str]) -> int:
     from evaluation_workers import signing
-    from evaluation_workers.app import app
     from evaluation_workers.queues import served_devices, served_tracks, worker_queues
+    from evaluation_workers.worker.app import app
 
     try:  # without it every report would be refused: say so now, not per task
         signing.key_from_environ("EVAL_RESULTS_SIGNING_KEY")

@@ -3,7 +3,7 @@
 Start a site worker with ``celery -A leaderboard worker -Q site``. It runs the
 tasks in ``leaderboard/submissions/tasks.py`` (recording progress and results
 from the scoring workers). Scoring workers run a separate app,
-``evaluation_workers.app``, that imports no Django.
+``evaluation_workers.worker.app``, that imports no Django.
 
 Every message the site sends is signed with ``RESULTS_SIGNING_KEY``, and every
 task it runs must be (``evaluation_workers.signing``): a report a scoring

@@ -77,7 +77,7 @@ def send(url: str, queue: str) -> None:
 
 
 def test_the_documented_rediss_url_carries_messages_and_checks_the_certificate(tls_redis):
-    from evaluation_workers import attempts
+    from evaluation_workers.worker import attempts
     from leaderboard.submissions import broker
 
     queue = f"tls-{uuid.uuid4().hex[:8]}"

@@ -113,7 +113,7 @@ def write_official_zip(dest: Path, items: Iterable[tuple[str, str, dict[str, np.
 
 def official_to_compact(official: Path, dest: Path, manifest: dict[str, Any]) -> None:
     """Re-encode an official zip as the compact ``.npz`` (needs the split's manifest)."""
-    from evaluation_workers.openscan_convert import convert
+    from evaluation_workers.convert.openscan_compact import convert
 
     arrays = convert(official, manifest)
     with open(dest, "wb") as f:

@@ -86,7 +86,7 @@ def _openscan_text(manifest: dict[str, Any]) -> bytes:
 
 
 def _openscan_compact(manifest: dict[str, Any]) -> bytes:
-    from evaluation_workers.openscan_convert import convert
+    from evaluation_workers.convert.openscan_compact import convert
 
     with tempfile.TemporaryDirectory() as tmp:
         official = Path(tmp) / "official.zip"

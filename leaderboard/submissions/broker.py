@@ -9,7 +9,7 @@
   that waits for a busy worker from one that was lost.
 - ``queue_lengths``: for the moderation desk.
 - ``workers_seen``: the scoring workers announcing themselves
-  (``evaluation_workers.presence``), for the health page.
+  (``evaluation_workers.worker.presence``), for the health page.
 
 Kombu's Redis transport keeps a queue as a list under the queue's name and
 messages delivered but not yet acknowledged in the hash ``unacked``; each

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from evaluation_workers.openscan_convert import main
+from evaluation_workers.convert.openscan_compact import main
 from evaluation_workers.synthetic import openscan as synthetic
 from evaluation_workers.tracks.openscan import score
 

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from evaluation_workers.convert.openscan_compact import main as convert
 from evaluation_workers.errors import PredictionFormatError
-from evaluation_workers.openscan_convert import main as convert
 from evaluation_workers.synthetic import openscan as synthetic
 from evaluation_workers.tracks.openscan import score, validate
 from evaluation_workers.tracks.openscan.labels import manifest

@@ -12,10 +12,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from evaluation_workers import outcomes, significance
+from evaluation_workers import outcomes
 from evaluation_workers.metrics import bootstrap, paired
 from evaluation_workers.tracks import get_track
 from evaluation_workers.tracks import sqa3d as sqa3d_track
+from evaluation_workers.worker import significance
 
 
 def _percentile(values: list[float], q: float) -> float:

@@ -12,8 +12,9 @@ from celery import Celery
 from celery.exceptions import TimeLimitExceeded, WorkerLostError
 from kombu import serialization
 
-from evaluation_workers import contracts, deferred_intervals, significance, signing, tasks
+from evaluation_workers import contracts, signing
 from evaluation_workers.synthetic import sqa3d
+from evaluation_workers.worker import deferred_intervals, significance, tasks
 
 KEY = signing.checked_key("k" * 40, "TEST")
 

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from evaluation_workers import contracts, tasks
+from evaluation_workers import contracts
 from evaluation_workers.synthetic import sqa3d
 from evaluation_workers.tracks import get_track
+from evaluation_workers.worker import tasks
 
 
 @pytest.fixture(autouse=True)
@@ -139,7 +140,8 @@ def test_a_large_split_reports_the_score_first_and_its_intervals_from_a_follow_u
                                                                                   tmp_path):
     """Past EVAL_BOOTSTRAP_INLINE_MAX a CPU worker reports the result without intervals, then sends
     itself a follow-up on the bulk queue; the follow-up's intervals equal those of inline scoring."""
-    from evaluation_workers import deferred_intervals, outcomes
+    from evaluation_workers import outcomes
+    from evaluation_workers.worker import deferred_intervals
 
     monkeypatch.setenv("EVAL_OUTCOMES_DIR", str(tmp_path / "outcomes"))
     inline = []

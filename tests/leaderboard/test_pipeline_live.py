@@ -171,7 +171,8 @@ def test_two_published_methods_are_tested_by_a_worker_and_only_aggregates_reach_
 
     import numpy as np
 
-    from evaluation_workers import contracts, significance
+    from evaluation_workers import contracts
+    from evaluation_workers.worker import significance
     from leaderboard.rankings.models import LeaderboardEntry, PairedTest
 
     call_command("issue_token", "tester", "--create-user")

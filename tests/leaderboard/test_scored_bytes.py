@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from evaluation_workers import contracts, tasks
+from evaluation_workers import contracts
 from evaluation_workers.synthetic import sqa3d
+from evaluation_workers.worker import tasks
 from leaderboard.lib import storage
 from leaderboard.submissions import lifecycle, services
 from leaderboard.submissions.models import Submission

@@ -29,8 +29,8 @@ from celery import Celery
 from django.db import connection
 
 from evaluation_workers import contracts, signing
-from evaluation_workers.app import SigningCelery
 from evaluation_workers.tracks import get_track
+from evaluation_workers.worker.app import SigningCelery
 from leaderboard.submissions import services
 from leaderboard.submissions.models import Submission
 from tests.conftest import stop

@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 
 from evaluation_workers import contracts, outcomes
-from evaluation_workers.app import app
 from evaluation_workers.metrics import bootstrap, paired
-from evaluation_workers.tasks import REPORT_RETRY
 from evaluation_workers.tracks import get_track
+from evaluation_workers.worker.app import app
+from evaluation_workers.worker.tasks import REPORT_RETRY
 
 log = logging.getLogger(__name__)
 

@@ -43,7 +43,7 @@ def describe(name: str, queues: list[str]) -> contracts.WorkerInfo:
 
 
 def _announce(info: contracts.WorkerInfo) -> None:
-    from evaluation_workers.attempts import _redis
+    from evaluation_workers.worker.attempts import _redis
 
     client = _redis()
     if client is None:
@@ -74,7 +74,7 @@ def _stop_announcing(**_: Any) -> None:
     info = _state.get("info")
     if info is None:
         return
-    from evaluation_workers.attempts import _redis
+    from evaluation_workers.worker.attempts import _redis
 
     client = _redis()
     try:

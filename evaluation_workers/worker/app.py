@@ -42,8 +42,8 @@ class SigningCelery(Celery):  # type: ignore[misc]
 
 
 app = SigningCelery("evaluation_workers", task_cls=SignedTask,
-                    include=["evaluation_workers.tasks", "evaluation_workers.significance",
-                             "evaluation_workers.deferred_intervals", "evaluation_workers.presence"])
+                    include=["evaluation_workers.worker.tasks", "evaluation_workers.worker.significance",
+                             "evaluation_workers.worker.deferred_intervals", "evaluation_workers.worker.presence"])
 app.conf.update(
     broker_url=os.environ.get("EVAL_BROKER_URL") or os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"),
     # Scoring is idempotent (a re-run overwrites the same result), so a task is

@@ -33,13 +33,14 @@ from typing import Any
 from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded, WorkerLostError
 from celery.signals import task_failure
 
-from evaluation_workers import allocator, attempts, contracts, outcomes, partitions
-from evaluation_workers.app import app
+from evaluation_workers import allocator, contracts, outcomes, partitions
 from evaluation_workers.errors import PlatformError, SubmissionError
 from evaluation_workers.labels_cache import labels_for
 from evaluation_workers.results import forget_ahead, hash_ahead, sha256_file
 from evaluation_workers.storage import UNREADABLE, fetched_predictions
 from evaluation_workers.tracks import get_track
+from evaluation_workers.worker import attempts
+from evaluation_workers.worker.app import app
 
 log = logging.getLogger(__name__)
 
@@ -193,7 +194,7 @@ def _score(request: contracts.ScoreRequest, reporter: Reporter) -> None:
         # The score is shown; the intervals follow. Only a result over every unit is deferred
         # (partition results are never: ``partitions.partition_result``).
         if results[0].get("bootstrap", {}).get("deferred"):
-            from evaluation_workers.deferred_intervals import request_later
+            from evaluation_workers.worker.deferred_intervals import request_later
 
             request_later(request["submission_id"], results[0], request["reply_queue"])
 

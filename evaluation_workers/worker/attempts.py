@@ -28,7 +28,7 @@ def _client(url: str) -> Any:
 
 
 def _redis() -> Any | None:
-    from evaluation_workers.app import app
+    from evaluation_workers.worker.app import app
 
     url = str(app.conf.broker_url or "")
     return _client(url) if url.startswith(("redis://", "rediss://", "redis+socket://")) else None

@@ -16,10 +16,10 @@ import logging
 from typing import Any
 
 from evaluation_workers import contracts, outcomes, queues
-from evaluation_workers.app import app
 from evaluation_workers.metrics import bootstrap
 from evaluation_workers.results import _clean
 from evaluation_workers.tracks import get_track
+from evaluation_workers.worker.app import app
 
 log = logging.getLogger(__name__)
 REPORT_RETRY = {"max_retries": 60, "interval_start": 0.5, "interval_step": 0.5, "interval_max": 3}

@@ -1,6 +1,6 @@
 """Convert OpenScan predictions from the official zip to the compact .npz.
 
-    python -m evaluation_workers.openscan_convert predictions.zip predictions.npz \\
+    python -m evaluation_workers.convert.openscan_compact predictions.zip predictions.npz \\
         (--labels LABELS_FOLDER | --manifest MANIFEST.json)
 
 Masks become runs of consecutive vertices; a mask that several aspects use
@@ -115,7 +115,7 @@ def convert(source: Path, manifest: dict[str, Any]) -> dict[str, np.ndarray]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m evaluation_workers.openscan_convert",
+        prog="python -m evaluation_workers.convert.openscan_compact",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
