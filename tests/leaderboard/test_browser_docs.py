@@ -1,4 +1,4 @@
-"""The pages rendered from docs/ (/metrics/ and the format pages), in a real browser at
+"""The pages rendered from docs/ (/metrics/ and the format pages) and the API page, in a real browser at
 1280 and 390 px: nothing is wider than the viewport, and the glossary tables wrap their cells inside
 the page instead of running 2,000-2,900 px wide (issue 27). Screenshots go to test-artifacts/docs/."""
 
@@ -81,3 +81,26 @@ def test_the_gtop_k_definition_and_the_sem_pred_row_are_read_whole(page: Any, li
             box = cell.bounding_box()
             assert box["x"] >= 0 and box["x"] + box["width"] <= width, (url, width, box)
             assert cell.evaluate("(td) => td.scrollWidth <= td.clientWidth"), (url, width)
+
+
+def test_the_api_page_on_a_phone_shows_what_each_endpoint_does(page: Any, live_server: Any,  # noqa: F811
+                                                               docs_site: None) -> None:
+    """At 390 px every endpoint's description is in view beside its method and path, without tall empty
+    rows (the table used to show only Method and Path, the rest scrolled away)."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(live_server.url + "/api/")
+    # The columns by position (method, path, what, parameters), as the page has always had them.
+    rows = page.evaluate("""() => [...document.querySelectorAll("main table tbody tr")].map((tr) => {
+      const what = tr.children[2].getBoundingClientRect(), path = tr.children[1].getBoundingClientRect();
+      return {left: what.left, right: what.right, width: what.width, pathRight: path.right,
+              text: tr.children[2].innerText};
+    })""")
+    assert len(rows) >= 20
+    for row in rows:
+        assert row["left"] >= 0 and row["right"] <= 390 and row["pathRight"] <= 390, row
+        assert row["width"] > 250, row  # the description has the width of the screen, not of one word
+    wrap = page.evaluate("() => { const w = document.querySelector('main table').closest('.table-wrap');"
+                         " return w.scrollWidth <= w.clientWidth; }")
+    assert wrap, "the endpoints do not scroll sideways"
+    page.screenshot(path=SHOTS / "api-phone.png", full_page=True)
