@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import re
-from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from evaluation_workers.synthetic import mmscan_vg, openscan
 from evaluation_workers.synthetic.samples import FORMS
 from evaluation_workers.tracks import get_track
 from leaderboard.benchmarks.selectors import upload_limit
+from tests.leaderboard.test_links import internal_paths
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -111,46 +111,6 @@ def test_an_uploaded_pickle_is_refused_unread_with_the_converter_to_run(owner: A
 # The docs as site pages (issue 27): /metrics/ and the format pages, rendered from docs/*.md.
 
 DOC_PAGES = ["/metrics/", *(f"/benchmarks/{track}/format/" for track in FORMS)]
-# What a visitor can never use: paths inside this repository.
-INTERNAL = ("tests/", "evaluation_workers/", ".py")
-
-
-class _Visible(HTMLParser):
-    """A page's text and internal hrefs, leaving out what lies inside links to other sites (a path
-    such as ScanNet's ``evaluate_semantic_instance.py`` is fine as a link to ScanNet's repository)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.parts: list[str] = []
-        self.external = 0  # depth of <a href="https://..."> we are in
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        href = dict(attrs).get("href") or ""
-        if tag == "a" and re.match(r"https?://", href):
-            self.external += 1
-        elif href:
-            self.parts.append(href)
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "a" and self.external:
-            self.external -= 1
-
-    def handle_data(self, data: str) -> None:
-        if not self.external:
-            self.parts.append(data)
-
-
-def visible(html: str) -> str:
-    parser = _Visible()
-    parser.feed(html)
-    return "\n".join(parser.parts)
-
-
-def internal_paths(html: str) -> list[str]:
-    text = visible(html)
-    return [line.strip() for line in text.splitlines() if any(word in line for word in INTERNAL)]
-
-
 @pytest.fixture
 def doc_pages(client: Any, db: None) -> dict[str, str]:
     from leaderboard.benchmarks.services import do_sync_benchmarks
@@ -170,6 +130,7 @@ def test_no_doc_page_names_a_path_of_this_repository(doc_pages: dict[str, str]) 
     # The rule itself can fail: a path of ours in the text is caught, one in a link to another site is not.
     assert internal_paths('<p>see <code>tests/hostile/x.py</code></p>') == ["tests/hostile/x.py"]
     assert internal_paths('<a href="https://github.com/ScanNet/ScanNet"><code>evaluate.py</code></a>') == []
+    assert internal_paths("<code>.venv/bin/python manage.py load_labels</code>") == []  # a command, not a path
 
 
 def test_links_between_docs_lead_to_the_pages_that_show_them(doc_pages: dict[str, str]) -> None:

@@ -1,4 +1,5 @@
-"""Every internal link answers 2xx or 3xx, for an anonymous visitor, a researcher and a maintainer.
+"""Every internal link answers 2xx or 3xx, for an anonymous visitor, a researcher and a maintainer, and
+no page it reaches names a path of this repository (``tests/``, ``evaluation_workers/``, a ``.py``).
 
 A crawl from the home page follows every same-site ``href`` of the pages it reaches (redirects
 too), bounded: each view is visited at most ``PER_VIEW`` times (a board's sort and filter links
@@ -9,6 +10,7 @@ are many URLs of one view), and at most ``MAX_PAGES`` pages in all. A link with 
 from __future__ import annotations
 
 import io
+import re
 from collections import Counter, deque
 from html.parser import HTMLParser
 from typing import Any
@@ -41,6 +43,46 @@ class _Links(HTMLParser):
             self.hrefs.append(str(found["href"]))
 
 
+# What a visitor can never use: paths inside this repository. (``manage.py`` is the command a maintainer
+# runs, as the moderation desk says, not a file to read.)
+INTERNAL = ("tests/", "evaluation_workers/", ".py")
+COMMANDS = ("manage.py",)
+
+
+class _Visible(HTMLParser):
+    """A page's text and internal hrefs, leaving out what lies inside links to other sites (a path
+    such as ScanNet's ``evaluate_semantic_instance.py`` is fine as a link to ScanNet's repository)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.parts: list[str] = []
+        self.external = 0  # depth of <a href="https://..."> we are in
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        href = dict(attrs).get("href") or ""
+        if tag == "a" and re.match(r"https?://", href):
+            self.external += 1
+        elif href:
+            self.parts.append(href)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "a" and self.external:
+            self.external -= 1
+
+    def handle_data(self, data: str) -> None:
+        if not self.external:
+            self.parts.append(data)
+
+
+def internal_paths(html: str) -> list[str]:
+    """The lines of a page's text that name a path of this repository."""
+    parser = _Visible()
+    parser.feed(html)
+    lines = "\n".join(parser.parts).splitlines()
+    return [line.strip() for line in lines
+            if any(word in re.sub("|".join(map(re.escape, COMMANDS)), "", line) for word in INTERNAL)]
+
+
 def _parse(html: str) -> _Links:
     parser = _Links()
     parser.feed(html)
@@ -62,6 +104,7 @@ def crawl(client: Client, start: str = "/") -> dict[str, Any]:
     ids: dict[str, set[str] | None] = {}  # page -> its ids (None: not HTML)
     fragments: list[tuple[str, str, str]] = []  # (page, fragment, linked from)
     broken: list[str] = []
+    paths: list[str] = []  # pages naming a path of the repository
     while queue and len(seen) < MAX_PAGES:
         url, source = queue.popleft()
         if url in seen:
@@ -82,8 +125,11 @@ def crawl(client: Client, start: str = "/") -> dict[str, Any]:
         if not response["Content-Type"].startswith("text/html") or path.startswith("/admin/"):
             ids[url] = None  # a file, or Django's admin: fetched, not read
             continue
-        page = _parse(response.content.decode())
+        html = response.content.decode()
+        page = _parse(html)
         ids[url] = page.ids
+        if found := internal_paths(html):
+            paths.append(f"{url}: {found[:3]}")
         for href in page.hrefs:
             target, fragment = urldefrag(urljoin(SITE + url, href))
             parts = urlsplit(target)
@@ -97,7 +143,7 @@ def crawl(client: Client, start: str = "/") -> dict[str, Any]:
         known = ids.get(target)
         if known is not None and fragment not in known:
             broken.append(f"{target}#{fragment}: no element with that id (linked from {source})")
-    return {"broken": broken, "visited": seen, "views": per_view}
+    return {"broken": broken, "paths": paths, "visited": seen, "views": per_view}
 
 
 @pytest.fixture
@@ -143,6 +189,7 @@ def test_every_internal_link_answers_2xx_or_3xx(client: Client, world: dict[str,
         client.force_login(world[role])
     found = crawl(client)
     assert not found["broken"], "\n".join(found["broken"])
+    assert not found["paths"], "\n".join(found["paths"])
     # The crawl reached the pages it is meant to check (a crawl stopped at the home page proves nothing).
     reached = set(found["views"])
     assert {"benchmarks:home", "rankings:leaderboard", "benchmarks:format", "benchmarks:metrics",
@@ -165,7 +212,7 @@ def _bad_home(request: Any) -> Any:
 def _api(request: Any) -> Any:
     from django.http import HttpResponse
 
-    return HttpResponse('<h1 id="here">API</h1>')
+    return HttpResponse('<h1 id="here">API</h1><p>Every case is in <code>tests/hostile/</code>.</p>')
 
 
 # The URLconf of the test below (``pytest.mark.urls`` points here): the site's, under two pages of its own.
@@ -173,8 +220,9 @@ urlpatterns = [path("", _bad_home), path("api/", _api), *site_urls.urlpatterns]
 
 
 @pytest.mark.urls("tests.leaderboard.test_links")
-def test_the_crawl_reports_a_broken_link_and_a_missing_anchor(client: Client) -> None:
-    """The crawl itself can fail: a page linking a 404 and an anchor that is not there."""
+def test_the_crawl_reports_a_broken_link_a_missing_anchor_and_a_repository_path(client: Client) -> None:
+    """The crawl itself can fail: a page linking a 404 and an anchor that is not there, a page naming a path."""
     found = crawl(client)
     assert found["broken"] == ["/nope/ -> 404 (linked from /)",
                                "/api/#nowhere: no element with that id (linked from /)"]
+    assert found["paths"] == ["/api/: ['tests/hostile/']"]
