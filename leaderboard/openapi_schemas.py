@@ -166,6 +166,28 @@ SCHEMAS: dict[str, dict[str, Any]] = {
                       "items": _obj({"key": STR, "label": STR, "description": STR})},
         "splits": {"type": "array", "items": _obj({"name": STR, "default": BOOL, **PHASE})}}),
     "TrackList": _obj({"tracks": {"type": "array", "items": ref("Track")}}),
+    "Manifest": _obj({
+        "track": STR, "split": STR,
+        "labels_sha256": {"type": "string", "description": "The active labels' version: a result scored against "
+                                                           "them carries the same checksum"},
+        "manifest": {"oneOf": [ref("Sqa3dManifest"), ref("MmscanVgManifest"), ref("OpenscanManifest")],
+                     "description": "The track's public facts (ids and counts, never labels): what `lb validate` "
+                                    "checks a file against offline"}}),
+    "Sqa3dManifest": _obj({
+        "track": {"const": "sqa3d"}, "question_ids": {"type": "array", "items": INT}, "count": INT,
+        "scenes": {"type": "array", "items": STR}}),
+    "MmscanVgManifest": _obj({
+        "track": {"const": "mmscan-vg"}, "sample_ids": {"type": "array", "items": STR}, "samples": INT,
+        "scored_samples": {"type": "integer", "description": "Prompts with at least one ground-truth box"},
+        "groups": {"type": "object", "additionalProperties": INT, "description": "Scored prompts per group"},
+        "scenes": {"type": "array", "items": STR}, "max_boxes_per_prompt": INT}),
+    "OpenscanManifest": _obj({
+        "track": {"const": "openscan"},
+        "vocabulary": {"type": "object", "additionalProperties": {"type": "array", "items": STR},
+                       "description": "Each aspect's attributes; a class id is a position in its list, from 1"},
+        "aspects": {"type": "object", "additionalProperties": {"type": "array", "items": STR},
+                    "description": "The scenes of each aspect"},
+        "scenes": {"type": "object", "additionalProperties": INT, "description": "Vertex count of each scene"}}),
     "Quota": _obj({"track": STR, "split": STR, "team": STR, **QUOTA,
                    "user": _obj(QUOTA, description="Your own limits on the split, over all your teams")},
                   description="Limits of the team and of you on a split, what is used, and when the next is allowed"),
@@ -192,6 +214,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
 # The body of each operation's success answer.
 OK: dict[tuple[str, str], str] = {
     ("/api/v1/tracks", "get"): "TrackList",
+    ("/api/v1/tracks/{track}/{split}/manifest", "get"): "Manifest",
     ("/api/v1/leaderboards/{track}", "get"): "Leaderboard",
     ("/api/v1/leaderboards/{track}/compare", "get"): "Compare",
     ("/api/v1/leaderboards/{track}/progress", "get"): "Progress",

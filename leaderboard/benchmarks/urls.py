@@ -5,6 +5,7 @@ from leaderboard.benchmarks import views
 app_name = "benchmarks"
 urlpatterns = [
     path("", views.home, name="home"),
+    path("metrics/", views.metrics_page, name="metrics"),
     path("benchmarks/<slug:track>/format/", views.format_page, name="format"),
     path("benchmarks/<slug:track>/format/sample/<str:form>", views.format_sample, name="format_sample"),
 ]

@@ -1,8 +1,7 @@
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
-from django.utils.safestring import mark_safe
 
-from leaderboard.benchmarks.formats import format_html
+from leaderboard.benchmarks import docs
 from leaderboard.benchmarks.models import Benchmark
 from leaderboard.benchmarks.permissions import results_embargoed
 from leaderboard.benchmarks.phases import phase_json
@@ -40,18 +39,22 @@ def api_tracks(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"tracks": tracks})
 
 
+def metrics_page(request: HttpRequest) -> HttpResponse:
+    """The contract for every number (``docs/metrics.md``), a section per track (``#<track>``)."""
+    return render(request, "benchmarks/metrics.html", {"doc": docs.render("metrics")})
+
+
 def format_page(request: HttpRequest, track: str) -> HttpResponse:
-    """Every accepted form of a track, samples to download, converters, size limits and the metrics' glossary."""
-    from evaluation_workers.convert import FORMS as CONVERTERS
+    """What file to write (``docs/<track>-format.md``), samples to download, size limits,
+    the edge cases, converters and the metrics' glossary."""
     from evaluation_workers.synthetic.samples import FORMS as SAMPLES
 
     benchmark = get_object_or_404(Benchmark, track=track, is_active=True)
     splits = [{"split": s, "limit": upload_limit(s), "has_labels": s.active_labels is not None}
               for s in benchmark.splits.order_by("-is_default", "name")]
     return render(request, "benchmarks/format.html", {
-        "benchmark": benchmark, "splits": splits, "doc": mark_safe(format_html(track)),  # noqa: S308 -- docs/ is ours
+        "benchmark": benchmark, "splits": splits, "doc": docs.render(f"{track}-format"),
         "samples": [(form, name, text) for form, (name, text) in SAMPLES.get(track, {}).items()],
-        "converters": list(CONVERTERS.get(track, {})),
     })
 
 

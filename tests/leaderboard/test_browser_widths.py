@@ -111,6 +111,7 @@ def visits(s: dict[str, Any]) -> dict[str, list[str]]:
     compare = f"?split=test&e={s['sqa_entry'].pk}&e={s['paper'].pk}"
     return {
         "benchmarks:home": ["/"],
+        "benchmarks:metrics": ["/metrics/"],
         "benchmarks:format": ["/benchmarks/sqa3d/format/", "/benchmarks/openscan/format/",
                               "/benchmarks/mmscan-vg/format/"],
         "benchmarks:format_sample": ["/benchmarks/sqa3d/format/sample/jsonl",

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from django.urls import URLPattern, URLResolver, get_resolver
 
 from leaderboard.openapi import PATHS
+from tests.leaderboard.test_format_page import label_folders, splits  # noqa: F401 -- fixtures: labels of each track
 
 
 def api_routes() -> set[str]:
@@ -60,3 +62,34 @@ def test_every_operation_lists_its_error_responses_with_the_error_schema(client,
             for status, response in errors.items():
                 schema = response["content"]["application/json"]["schema"]
                 assert schema == {"$ref": "#/components/schemas/Error"}, (where, status)
+
+
+def test_every_success_answer_names_its_body_schema(client, db):
+    body = client.get("/api/v1/openapi.json").json()
+    for path, methods in body["paths"].items():
+        for method, op in methods.items():
+            for status, response in op["responses"].items():
+                if int(status) < 400:
+                    schema = response.get("content", {}).get("application/json", {}).get("schema")
+                    assert schema and schema["$ref"].split("/")[-1] in body["components"]["schemas"], \
+                        (method.upper(), path, status)
+
+
+@pytest.mark.parametrize("track", ["sqa3d", "mmscan-vg", "openscan"])
+def test_the_manifest_answer_of_each_track_is_what_its_schema_says(client, splits, track):  # noqa: F811
+    import jsonschema
+    from openapi_spec_validator import validate
+
+    doc = client.get("/api/v1/openapi.json").json()
+    validate(doc)
+    operation = doc["paths"]["/api/v1/tracks/{track}/{split}/manifest"]["get"]
+    schema = operation["responses"]["200"]["content"]["application/json"]["schema"]
+    answer = client.get(f"/api/v1/tracks/{track}/{splits[track].name}/manifest")
+    assert answer.status_code == 200
+    body = answer.json()
+    jsonschema.validate(body, {**schema, "components": doc["components"]})
+    # The schema tells the tracks apart: another track's manifest does not pass as this one's.
+    other = {"sqa3d": "MmscanVgManifest", "mmscan-vg": "OpenscanManifest", "openscan": "Sqa3dManifest"}[track]
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(body["manifest"], {"$ref": f"#/components/schemas/{other}",
+                                               "components": doc["components"]})
