@@ -15,6 +15,7 @@ from leaderboard.accounts.models import Team
 from leaderboard.api_errors import failed_submission
 from leaderboard.benchmarks import phases
 from leaderboard.benchmarks.models import Benchmark
+from leaderboard.benchmarks.selectors import splits_of
 from leaderboard.submissions import quotas, services
 from leaderboard.submissions.forms import MethodForm, SubmissionForm
 from leaderboard.submissions.models import Method, Submission, shown_result
@@ -44,9 +45,11 @@ def submit(request: HttpRequest, track: str) -> HttpResponse:
     if request.method == "POST" and (too_large := _too_large_for_one_request(request)):
         return HttpResponse(too_large, status=413, content_type="text/plain; charset=utf-8")
     teams = list(request.user.teams.order_by("-is_personal", "name"))
-    splits = list(benchmark.splits.filter(accepting_submissions=True))
+    offered = list(splits_of(benchmark).filter(accepting_submissions=True))
+    splits = [split for split in offered if split.labels_loaded]  # open, or closed by their phase only
     limit = services.upload_limit(splits[0]) if splits else None
-    form = SubmissionForm(benchmark, request.POST or None, request.FILES or None, teams=teams, max_bytes=limit)
+    form = SubmissionForm(benchmark, request.POST or None, request.FILES or None, splits=offered, teams=teams,
+                          max_bytes=limit)
     if request.method == "POST" and form.is_valid():
         upload = form.cleaned_data["file"]
         try:
@@ -59,7 +62,7 @@ def submit(request: HttpRequest, track: str) -> HttpResponse:
             return redirect("submissions:detail", pk=submission.pk)
     methods = request.user.teams.values_list("methods__name", flat=True).distinct()
     usage = [(team, split, quotas.usage(team, split)) for team in teams for split in splits]
-    closed = [text for split in splits if (text := phases.refusal(split))]
+    closed = [text for split in offered if (text := phases.labels_refusal(split) or phases.refusal(split))]
     return render(request, "submissions/submit.html",
                   {"benchmark": benchmark, "form": form, "methods": [m for m in methods if m], "usage": usage,
                    "direct_max_bytes": settings.UPLOAD_DIRECT_MAX_BYTES, "closed": closed})
