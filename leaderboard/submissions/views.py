@@ -18,8 +18,15 @@ from leaderboard.benchmarks.models import Benchmark
 from leaderboard.benchmarks.selectors import splits_of
 from leaderboard.submissions import quotas, services
 from leaderboard.submissions.forms import MethodForm, SubmissionForm
-from leaderboard.submissions.models import Method, Submission, shown_result
-from leaderboard.submissions.selectors import list_submissions_for, submission_as_json
+from leaderboard.submissions.models import Method, Submission
+from leaderboard.submissions.selectors import (
+    list_submissions_for,
+    queue_place,
+    submission_as_json,
+    submission_rows,
+    validator_commands,
+)
+from leaderboard.submissions.templatetags.submission_text import message
 
 # Multipart overhead allowed above UPLOAD_DIRECT_MAX_BYTES in a one-request upload.
 _FORM_OVERHEAD = 1 << 20
@@ -98,7 +105,7 @@ def reveal(request: HttpRequest, pk: int) -> HttpResponse:
     try:
         services.check_reveal(request.user, method)
     except services.SubmissionRejected as exc:
-        messages.error(request, str(exc))
+        messages.error(request, message(str(exc)))
     else:
         messages.success(request, f"{method.name} now shows team {method.team.name} and its authors on every page.")
     return redirect("submissions:method", pk=pk)
@@ -106,7 +113,8 @@ def reveal(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 def mine(request: HttpRequest) -> HttpResponse:
-    return render(request, "submissions/list.html", {"submissions": list_submissions_for(request.user),
+    """Your teams' submissions with their status, primary score and why a failed one failed."""
+    return render(request, "submissions/list.html", {"rows": submission_rows(list_submissions_for(request.user)),
                                                      "benchmarks": Benchmark.objects.filter(is_active=True)})
 
 
@@ -115,29 +123,28 @@ def team_history(request: HttpRequest, slug: str) -> HttpResponse:
     """Every submission of one team, newest first, with its latest result (members only)."""
     team = get_object_or_404(Team, slug=slug, members=request.user)
     submissions = (Submission.objects.filter(team=team).select_related("method", "split__benchmark", "created_by")
-                   .prefetch_related("results").order_by("-created_at"))
-    rows = []
-    for s in submissions:
-        result = shown_result(list(s.results.all()), s.split)  # never a private result before the reveal
-        primary = s.split.benchmark.spec.primary_metric
-        rows.append((s, result, primary, result.metrics.get(primary) if result else None))
-    return render(request, "submissions/team_history.html", {"team": team, "rows": rows})
+                   .order_by("-created_at"))
+    return render(request, "submissions/team_history.html", {"team": team, "rows": submission_rows(submissions)})
 
 
 @login_required
 def detail(request: HttpRequest, pk: int) -> HttpResponse:
+    """A submission: where it waits while queued, its progress while scored, its scores, or why it failed
+    with the format page and the command that checks a file offline."""
     submission = services.access_submission(request.user, pk)
     result = submission.latest_result
     spec = submission.split.benchmark.spec
     return render(request, "submissions/detail.html", {
-        "submission": submission, "result": result, "spec": spec,
-        "status_json": submission_as_json(submission), "selection": services.selection_notice(submission)})
+        "submission": submission, "result": result, "spec": spec, "place": queue_place(submission),
+        "validators": validator_commands(submission), "selection": services.selection_notice(submission)})
 
 
 @login_required
 def status(request: HttpRequest, pk: int) -> JsonResponse:
-    """Polled by the detail page while scoring runs."""
-    return JsonResponse(submission_as_json(services.access_submission(request.user, pk)))
+    """Polled by the detail page while scoring runs: the API's answer and, while queued, its place."""
+    submission = services.access_submission(request.user, pk)
+    place = queue_place(submission)
+    return JsonResponse({**submission_as_json(submission), "queue_place": place.as_json() if place else None})
 
 
 @login_required
@@ -149,7 +156,7 @@ def publish(request: HttpRequest, pk: int) -> HttpResponse:
     try:
         services.check_publish(request.user, submission, publish=publish, anonymous=anonymous)
     except services.SubmissionRejected as exc:
-        messages.error(request, str(exc))
+        messages.error(request, message(str(exc)))  # "`lb method set`" shown as code, as every message
     else:
         messages.success(request, ("Published on the leaderboard as Anonymous (under review)." if anonymous
                                    else "Published on the leaderboard.") if publish
