@@ -173,6 +173,14 @@ SCHEMAS: dict[str, dict[str, Any]] = {
                       "items": _obj({"key": STR, "label": STR, "description": STR})},
         "splits": {"type": "array", "items": _obj({"name": STR, "default": BOOL, **PHASE})}}),
     "TrackList": _obj({"tracks": {"type": "array", "items": ref("Track")}}),
+    "Manifest": _obj({
+        "track": STR, "split": STR, "labels_sha256": STR,
+        "upload_suffixes": {"type": "array", "items": STR, "description": "The file endings the split accepts"},
+        "max_upload_bytes": {"type": "integer", "description": "The largest file the split accepts (the track's "
+                                                               "limit, or less by the site's settings)"},
+        "manifest": {"type": "object", "description": "Public facts of the labels version (ids, counts, "
+                                                      "vocabulary; never labels), as the validator reads them"}},
+        description="What lb validate checks a file against, offline"),
     "Quota": _obj({"track": STR, "split": STR, "team": STR, **QUOTA,
                    "user": _obj(QUOTA, description="Your own limits on the split, over all your teams")},
                   description="Limits of the team and of you on a split, what is used, and when the next is allowed"),
@@ -199,6 +207,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
 # The body of each operation's success answer.
 OK: dict[tuple[str, str], str] = {
     ("/api/v1/tracks", "get"): "TrackList",
+    ("/api/v1/tracks/{track}/{split}/manifest", "get"): "Manifest",
     ("/api/v1/leaderboards/{track}", "get"): "Leaderboard",
     ("/api/v1/leaderboards/{track}/compare", "get"): "Compare",
     ("/api/v1/leaderboards/{track}/progress", "get"): "Progress",

@@ -15,6 +15,7 @@ from leaderboard.benchmarks.models import Split
 from leaderboard.benchmarks.selectors import get_split
 from leaderboard.benchmarks.services import do_load_labels, do_sync_benchmarks
 from leaderboard.submissions.models import Method, Submission
+from leaderboard_cli.main import main
 
 PENDING = "not open yet (labels not loaded yet: opens when they are)"
 
@@ -108,4 +109,11 @@ def test_the_boards_note_says_it_is_not_open_yet(rf, mmscan):
     note = render_to_string("submissions/_split_open_note.html", {
         "split": split, "benchmark": split.benchmark, "phase": phases.describe(split)})
     assert "not accepting submissions" in note and "Submit" not in note
+
+
+def test_lb_tracks_lists_it_as_not_open_yet(live_server, mmscan, lb_config, monkeypatch, capsys):
+    monkeypatch.setenv("LB_SERVER", live_server.url)
+    assert main(["tracks"]) == 0
+    out = capsys.readouterr().out
+    assert "splits: val, test (not open yet: labels not loaded yet: opens when they are);" in out, out
 
