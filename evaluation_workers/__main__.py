@@ -25,7 +25,21 @@ if sys.argv[1:2] == ["score"] and "--predictions" in sys.argv[:-1]:
 
 from evaluation_workers.cli import main  # noqa: E402  # after the setting above
 
-code = main()
+
+def run() -> int:
+    """``main``, quiet when the reader of its output goes away (``score ... | head``): no traceback."""
+    try:
+        try:
+            return main()
+        finally:  # also after --help (SystemExit): a closed pipe shows here, not at the interpreter's exit
+            sys.stdout.flush()
+    except BrokenPipeError:
+        # What is still buffered goes nowhere, so that no later flush tries the closed pipe again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # as a program killed by SIGPIPE: the shell's 128 + 13
+
+
+code = run()
 if one_shot:
     # A one-shot command (score, validate, ...) has written all it writes and joined its threads:
     # end without the interpreter's teardown, which frees every object and module one by one

@@ -31,7 +31,10 @@ CODES = {400: "invalid_request", 401: "unauthorized", 403: "forbidden", 404: "no
          500: "server_error", 503: "unavailable"}
 # Narrower codes that views use.
 EXTRA_CODES = {"invalid_file": "The predictions file was refused; the message names the problem",
-               "submission_failed": "The submission could not be scored; the message says why",
+               "submission_failed": "The submission failed through no fault of the file (the platform's, refunded); "
+                                    "the body is the failed submission",
+               "labels_not_loaded": "The split is not open yet: its labels are not loaded (it opens when they are); "
+                                    "the message names the splits that take submissions now",
                "phase_closed": "The split's challenge accepts no submission now (not started, frozen or "
                                "past its deadline); the message says until when",
                "selection_locked": "Publishing or withdrawing would change the team's final selection on the "

@@ -110,9 +110,13 @@ PATHS: dict[str, dict[str, Any]] = {
                                     "method_name": {"type": "string"},
                                     "file": {"type": "string", "format": "binary"}}}}}},
                  "responses": _responses(
-                     {"201": {"description": "Created: id and status"}}, (400, 401, 403, 413, 429, 503),
-                     e400="Bad request (invalid_request), or the file was refused (invalid_file: the body is "
-                          "the failed submission, its error has the failure's kind)",
+                     {"201": {"description": "Created: id and status"}}, (400, 401, 403, 409, 413, 429, 503),
+                     e400="Bad request (invalid_request), or the file was refused (invalid_file: for its content "
+                          "the body is the failed submission, its error has the failure's kind; for its name or "
+                          "size only the error: nothing is created); submission_failed: the platform failed it, "
+                          "refunded",
+                     e409="labels_not_loaded: the split is not open yet, its labels are not loaded (it opens "
+                          "when they are)",
                      e403="CSRF check failed (session requests without the token), or the split's challenge "
                           "accepts no submission now (phase_closed: not started, frozen, past its deadline)")}},
     "/api/v1/submissions/{id}": {"get": _get("Status, progress, error and aggregate result", SUBMISSION_ID,
@@ -141,7 +145,9 @@ PATHS: dict[str, dict[str, Any]] = {
     "/api/v1/uploads": {
         "get": _get("How uploads in parts work here (part size, limits, storage)", auth=True, tag="uploads"),
         "post": _write("Start an upload in parts (JSON or form: track, split, method_name, file_name, size"
-                       "[, team]); returns its id and part size", "uploads", errors=(400, 401, 403, 429))},
+                       "[, team]); returns its id and part size", "uploads", errors=(400, 401, 403, 409, 429),
+                       e409="labels_not_loaded: the split is not open yet, its labels are not loaded (it opens "
+                            "when they are)")},
     "/api/v1/uploads/{id}": {
         "get": _get("An upload and the parts that have arrived (to resume)",
                     _param("id", "path", "Upload (submission) id", {"type": "integer"}), auth=True, tag="uploads"),

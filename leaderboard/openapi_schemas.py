@@ -42,7 +42,14 @@ PHASE = {
     "revealed_at": nullable(DATE), "reopened": BOOL,
     "next_phase": nullable({"type": "string"}), "next_phase_at": nullable(DATE),
     "seconds_to_next_phase": nullable(INT),
-    "accepting_submissions": {"type": "boolean", "description": "Accepting now (phase and maintainers' pause)"},
+    "labels_loaded": {"type": "boolean", "description": "The split's labels are loaded; until then it is not open "
+                                                        "yet (it opens when they are)"},
+    "accepting_submissions": {"type": "boolean", "description": "Accepting now: not paused by the maintainers, "
+                                                                "labels loaded, and a phase that takes submissions"},
+    "refusal": {**nullable({"type": "string"}), "description": "Why a submission would be refused now, in the "
+                                                               "words of the refusal (paused, 'not open yet (labels "
+                                                               "not loaded yet: opens when they are)', its phase); "
+                                                               "null when it is accepting"},
     "public_subset": {"type": "boolean", "description": "Scored on a public subset (shown until the reveal) "
                                                          "and on the private remainder (shown after it)"},
 }
@@ -91,7 +98,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         description="Aggregate scores of one scorer version (never per-item results)"),
     "Submission": _obj({
         "id": INT, "track": STR, "split": STR, "method": STR, "team": STR, "file_name": STR,
-        "file_size": {"type": "integer", "description": "Bytes sent (also for a file refused unread)"},
+        "file_size": {"type": "integer", "description": "Bytes stored (0 for a file refused while it was stored)"},
         "predictions_sha256": STR,
         "status": {"type": "string", "enum": ["uploading", "submitted", "queued", "running", "finished", "failed",
                                               "cancelled"]},
@@ -170,9 +177,13 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "track": STR, "split": STR,
         "labels_sha256": {"type": "string", "description": "The active labels' version: a result scored against "
                                                            "them carries the same checksum"},
+        "upload_suffixes": {"type": "array", "items": STR, "description": "The file endings the split accepts"},
+        "max_upload_bytes": {"type": "integer", "description": "The largest file the split accepts (the track's "
+                                                               "limit, or less by the site's settings)"},
         "manifest": {"oneOf": [ref("Sqa3dManifest"), ref("MmscanVgManifest"), ref("OpenscanManifest")],
                      "description": "The track's public facts (ids and counts, never labels): what `lb validate` "
-                                    "checks a file against offline"}}),
+                                    "checks a file against offline"}},
+        description="What lb validate checks a file against, offline"),
     "Sqa3dManifest": _obj({
         "track": {"const": "sqa3d"}, "question_ids": {"type": "array", "items": INT}, "count": INT,
         "scenes": {"type": "array", "items": STR}}),

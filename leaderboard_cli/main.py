@@ -1,11 +1,11 @@
 """lb: submit predictions to the leaderboard from a terminal.
 
-Start with `lb login --server URL` (a token from the site's API tokens page),
-then `lb validate`, `lb submit`, `lb list`, `lb status ID` and `lb publish ID`.
+Start with "lb login --server URL" (a token from the site's API tokens page),
+then lb validate, lb submit, lb list, lb status ID and lb publish ID.
 
 Exit status: 0 success; 1 an error (the message says which); 2 bad usage;
 3 the submission failed or was cancelled (--wait); 4 lb validate found a
-problem in the file.
+problem in the file; 141 the reader of the output went away (lb list | head).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -25,6 +26,9 @@ from leaderboard_cli.client import ApiError, Client
 from leaderboard_cli.upload import check_file, submit_file
 
 EXIT_ERROR, EXIT_USAGE, EXIT_SUBMISSION_FAILED, EXIT_INVALID_FILE = 1, 2, 3, 4
+EXIT_PIPE_CLOSED = 141  # as a program killed by SIGPIPE: the shell's 128 + 13
+# What lb tracks says of a split whose labels are not loaded (the site's benchmarks.phases words).
+NOT_OPEN = "not open yet: labels not loaded yet: opens when they are"
 
 
 def _client(args: argparse.Namespace, token_required: bool = True) -> Client:
@@ -91,9 +95,18 @@ def cmd_whoami(args: argparse.Namespace) -> int:
     return 0
 
 
+def _split_state(split: dict[str, Any]) -> str:
+    """``test``, ``test (not open yet: labels not loaded yet: opens when they are)`` or ``test (closed)``."""
+    if split["accepting_submissions"]:
+        return str(split["name"])
+    if split.get("labels_loaded") is False:
+        return f"{split['name']} ({NOT_OPEN})"
+    return f"{split['name']} (closed)"
+
+
 def cmd_tracks(args: argparse.Namespace) -> int:
     for t in _client(args, token_required=False).get("tracks")["tracks"]:
-        splits = ", ".join(s["name"] + ("" if s["accepting_submissions"] else " (closed)") for s in t["splits"])
+        splits = ", ".join(_split_state(s) for s in t["splits"])
         print(f"{t['track']:<12} {t['title']}\n{'':<12} splits: {splits}; primary {t['primary_metric']}; "
               f"files {' or '.join(t['upload_suffixes'])} up to {t['max_upload_bytes'] / 2**20:,.0f} MiB")
     return 0
@@ -110,9 +123,15 @@ def _default_split(client: Client, track: str) -> str:
 
 def _manifest(args: argparse.Namespace) -> dict[str, Any]:
     """The split's public manifest: from --manifest, the server, or the copy cached by an earlier run."""
+    return _manifest_answer(args)["manifest"]
+
+
+def _manifest_answer(args: argparse.Namespace) -> dict[str, Any]:
+    """The server's answer for the split's manifest (the manifest and the split's upload rules), or a file's:
+    --manifest names the answer saved whole, or the manifest alone (then the track's own rules hold)."""
     if args.manifest:
         data = json.loads(Path(args.manifest).read_text())
-        return data.get("manifest", data) if isinstance(data, dict) else data
+        return data if isinstance(data, dict) and "manifest" in data else {"manifest": data}
     client = _client(args, token_required=False)
     split = args.split or _default_split(client, args.track)
     cached = config.state_dir() / "manifests" / f"{args.track}-{split}.json"
@@ -121,10 +140,10 @@ def _manifest(args: argparse.Namespace) -> dict[str, Any]:
     except ApiError as exc:
         if exc.status == 0 and cached.exists():
             print(f"(offline: using the manifest cached in {cached})", file=sys.stderr)
-            return config.read_json(cached)["manifest"]
+            return config.read_json(cached)
         raise
     config.write_json(cached, data)
-    return data["manifest"]
+    return data
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -137,18 +156,27 @@ def cmd_validate(args: argparse.Namespace) -> int:
         raise ApiError(str(exc.args[0])) from None
     path = Path(args.file)
     check_file(path)
-    manifest = _manifest(args)
+    # The server's rules first, as it applies them: the file's name, then its size on the split.
+    if (refused := track.name_refusal(path.name)) is not None:
+        return _invalid(path, refused)
+    answer = _manifest_answer(args)
+    limit = answer.get("max_upload_bytes")  # the split's, where the server said it; else the track's
+    if (refused := track.size_refusal(path.name, path.stat().st_size, limit)) is not None:
+        return _invalid(path, refused)
     try:
-        summary = track.validate(path, manifest)
+        summary = track.validate(path, answer["manifest"])
     except SubmissionError as exc:
-        # The validators' messages already start with the file's name; say it once.
-        message = exc.message
-        for prefix in (f"{path}: ", f"{path.name}: "):
-            message = message.removeprefix(prefix)
-        print(f"{path.name}: invalid: {message}", file=sys.stderr)
-        return EXIT_INVALID_FILE
+        return _invalid(path, exc.message)
     print(f"{path.name}: valid for {args.track}. {json.dumps(summary, default=str)}")
     return 0
+
+
+def _invalid(path: Path, message: str) -> int:
+    """Say why ``path`` is refused; the validators' messages already start with the file's name: say it once."""
+    for prefix in (f"{path}: ", f"{path.name}: "):
+        message = message.removeprefix(prefix)
+    print(f"{path.name}: invalid: {message}", file=sys.stderr)
+    return EXIT_INVALID_FILE
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
@@ -386,7 +414,7 @@ def parser() -> argparse.ArgumentParser:
             c.add_argument("--json", action="store_true", help="the result JSON")
         if name == "publish":
             c.add_argument("--anonymous", action="store_true",
-                           help="as 'Anonymous (under review)': no team or authors until `lb method reveal`")
+                           help="as 'Anonymous (under review)': no team or authors until lb method reveal")
         c.set_defaults(func=func)
 
     c = sub.add_parser("quota", help="your team's quota on a split")
@@ -411,7 +439,7 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
+def run(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return int(args.func(args))
@@ -421,3 +449,16 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\nlb: interrupted; run the same command again to resume the upload.", file=sys.stderr)
         return 130
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``run``, quiet when the reader of its output goes away (``lb list | head``): no traceback."""
+    try:
+        try:
+            return run(argv)
+        finally:  # also after --help (SystemExit): a closed pipe shows here, not at the interpreter's exit
+            sys.stdout.flush()
+    except BrokenPipeError:
+        # What is still buffered goes nowhere, so that the interpreter's own flush at exit is quiet too.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_PIPE_CLOSED

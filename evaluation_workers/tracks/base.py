@@ -41,6 +41,14 @@ def no_progress(fraction: float, message: str = "") -> None:
     """The progress callback for callers that do not show progress."""
 
 
+def _size(n: int) -> str:
+    """``4,096 MiB``, ``2.5 MiB``, ``900 bytes``: a file's size as refusals say it."""
+    if n < 2**20:
+        return f"{n:,} bytes"
+    mib = n / 2**20
+    return f"{mib:,.0f} MiB" if mib >= 100 or mib == int(mib) else f"{mib:,.1f} MiB"
+
+
 @dataclass(frozen=True)
 class Track:
     """One benchmark track.
@@ -107,6 +115,28 @@ class Track:
     scenes_of: Callable[[Any], Any] | None = None
     groups_of: Callable[[Any], dict[str, Any]] | None = None
     min_scenes: int = 20  # as bootstrap.DEFAULT_MIN_SCENES (the core's tracks module imports no numpy)
+
+    def name_refusal(self, file_name: str) -> str | None:
+        """Why a predictions file called ``file_name`` is refused for its name, or None.
+
+        The site refuses it before storing a byte and ``lb validate`` before reading one: one rule, one message.
+        """
+        if file_name.lower().endswith(self.upload_suffixes):
+            return None
+        from evaluation_workers.convert import refusal_hint  # the converters import the tracks
+
+        return f"{file_name}: expected a file ending in {' or '.join(self.upload_suffixes)}." + refusal_hint(file_name)
+
+    def size_refusal(self, file_name: str, size: int | None, limit: int | None = None) -> str | None:
+        """Why a file of ``size`` bytes is refused for its size (over ``limit``, by default the track's), or None.
+
+        ``size`` None: a file refused while it was read, past the limit (its size is not known).
+        """
+        limit = self.max_upload_bytes if limit is None else limit
+        if size is not None and size <= limit:
+            return None
+        got = f", but got {_size(size)}" if size is not None else ""
+        return f"{file_name}: expected at most {_size(limit)} for {self.title}{got}."
 
     def protocol(self, key: str) -> ScoringProtocol | None:
         """The declared protocol called ``key`` (None for an unknown or empty key)."""

@@ -77,6 +77,13 @@ class Split(models.Model):
         return is_revealed(self)
 
     @property
+    def labels_loaded(self) -> bool:
+        """Whether the split has active labels: it accepts submissions only then (``phases.submission_refusal``)."""
+        if "labels_active" in self.__dict__:  # annotated by ``selectors.get_split`` and ``splits_of``
+            return bool(self.__dict__["labels_active"])
+        return self.label_sets.filter(is_active=True).exists()
+
+    @property
     def has_partition(self) -> bool:
         """Whether results on this split come in a public and a private part (its active labels say)."""
         if "labels_partition" in self.__dict__:  # annotated by ``selectors.get_split``

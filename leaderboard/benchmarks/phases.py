@@ -19,6 +19,10 @@
 A split without any of the dates is open for ever; if its labels hold a
 partition, only the public subset's scores show until a maintainer reveals
 it. ``accepting_submissions`` is the maintainers' separate pause switch.
+Whatever its phase, a split takes submissions only once its labels are loaded
+(``labels_refusal``): without them nothing could score a file, so until then
+the form, the API, ``lb`` and the board list it as not open yet, and it opens
+by itself when a maintainer loads them (``manage.py load_labels``).
 
 **The final selection is locked** from the freeze on (frozen, closed,
 revealed), or, on a partitioned split without dates, from the maintainers'
@@ -45,6 +49,8 @@ from typing import Any
 from django.utils import timezone
 
 UPCOMING, OPEN, FROZEN, CLOSED, REVEALED = "upcoming", "open", "frozen", "closed", "revealed"
+# What every page, API answer and ``lb`` says of a split whose labels are not loaded.
+NOT_OPEN, LABELS_PENDING = "not open yet", "labels not loaded yet: opens when they are"
 PHASES = (UPCOMING, OPEN, FROZEN, CLOSED, REVEALED)
 LABELS = {UPCOMING: "Upcoming", OPEN: "Open", FROZEN: "Frozen", CLOSED: "Closed", REVEALED: "Revealed"}
 
@@ -159,6 +165,24 @@ def refusal(split: Any, now: datetime | None = None) -> str | None:
     return None
 
 
+def labels_refusal(split: Any) -> str | None:
+    """Why ``split`` takes no submission for want of labels (``LABELS_PENDING``), or None once they are loaded."""
+    return None if split.labels_loaded else f"{split} is {NOT_OPEN} ({LABELS_PENDING})."
+
+
+def pause_refusal(split: Any) -> str | None:
+    """Why ``split`` takes no submission because the maintainers paused it, or None."""
+    return None if split.accepting_submissions else f"{split} is not accepting submissions."
+
+
+def submission_refusal(split: Any, now: datetime | None = None) -> str | None:
+    """Why ``split`` takes no submission now (paused, no labels, its phase), or None when it takes them.
+
+    The first reason in the order ``submissions.services.resolve_request`` checks them, in its words.
+    """
+    return pause_refusal(split) or labels_refusal(split) or refusal(split, now)
+
+
 def _left(moment: datetime, now: datetime) -> str:
     """``2 days 3 h``, ``3 h 20 min``, ``5 min``: the time until ``moment``."""
     seconds = max(0, int((moment - now).total_seconds()))
@@ -193,6 +217,7 @@ def phase_json(split: Any, now: datetime | None = None) -> dict[str, Any]:
     """The phase fields of the API's split and leaderboard payloads."""
     now = _now(now)
     following = next_change(split, now)
+    refused = submission_refusal(split, now)
     iso = lambda d: d.isoformat() if d else None  # noqa: E731
     return {"phase": phase_of(split, now), "starts_at": iso(split.starts_at), "freeze_at": iso(split.freeze_at),
             "deadline": iso(split.deadline), "reveal": "deadline" if split.reveal_at_deadline else "maintainer",
@@ -200,14 +225,21 @@ def phase_json(split: Any, now: datetime | None = None) -> dict[str, Any]:
             "next_phase": following[0] if following else None,
             "next_phase_at": iso(following[1]) if following else None,
             "seconds_to_next_phase": int((following[1] - now).total_seconds()) if following else None,
-            "accepting_submissions": bool(split.accepting_submissions and refusal(split, now) is None)}
+            "labels_loaded": split.labels_loaded, "accepting_submissions": refused is None,
+            "refusal": refused}
 
 
 def describe(split: Any, now: datetime | None = None) -> dict[str, Any]:
-    """What the leaderboard page says of the phase: label, next change and the time left to it."""
+    """What the leaderboard page says of the phase: label, next change and the time left to it.
+
+    ``accepting``: whether the split takes submissions now; ``not_open``: ``LABELS_PENDING`` while its
+    labels are not loaded ("" after), the words ``templates/submissions/_split_open_note.html`` shows.
+    """
     now = _now(now)
     following = next_change(split, now)
-    return {"phase": phase_of(split, now), "label": LABELS[phase_of(split, now)], "challenge": is_challenge(split),
+    return {"accepting": submission_refusal(split, now) is None,
+            "not_open": "" if split.labels_loaded else LABELS_PENDING,
+            "phase": phase_of(split, now), "label": LABELS[phase_of(split, now)], "challenge": is_challenge(split),
             "next": LABELS[following[0]] if following else "", "next_at": following[1] if following else None,
             "left": _left(following[1], now) if following else "", "refusal": refusal(split, now),
             "selection": selection_note(split, now)}

@@ -8,17 +8,34 @@ from django.shortcuts import get_object_or_404
 from leaderboard.benchmarks.models import Benchmark, LabelSet, Split
 
 
+def _with_labels(splits: QuerySet[Split]) -> QuerySet[Split]:
+    """``splits`` knowing whether their labels are loaded (``Split.labels_loaded``) and hold a public
+    subset (``Split.has_partition``), with no query of their own."""
+    active = LabelSet.objects.filter(split=OuterRef("pk"), is_active=True)
+    return splits.annotate(labels_active=Exists(active), labels_partition=Exists(active.filter(has_partition=True)))
+
+
 def list_benchmarks() -> QuerySet[Benchmark]:
     return Benchmark.objects.filter(is_active=True).prefetch_related(
-        Prefetch("splits", queryset=Split.objects.order_by("-is_default", "name")))
+        Prefetch("splits", queryset=_with_labels(Split.objects.order_by("-is_default", "name"))))
+
+
+def splits_of(benchmark: Benchmark) -> QuerySet[Split]:
+    """A track's splits, the default first, each knowing whether it takes submissions without a query of its own."""
+    return _with_labels(benchmark.splits.order_by("-is_default", "name"))
+
+
+def splits_of_track(track: str) -> QuerySet[Split]:
+    """The splits of an active track (none for an unknown or inactive one), as ``splits_of``."""
+    return _with_labels(Split.objects.select_related("benchmark").filter(benchmark__track=track,
+                                                                           benchmark__is_active=True)
+                        .order_by("-is_default", "name"))
 
 
 def get_split(track: str, name: str | None) -> Split:
     """The named split of an active track, or its default split; 404 otherwise."""
     benchmark = get_object_or_404(Benchmark, track=track, is_active=True)
-    # Whether its labels hold a public subset comes with it (``Split.has_partition``): no query of its own.
-    splits = benchmark.splits.order_by("-is_default", "name").annotate(labels_partition=Exists(
-        LabelSet.objects.filter(split=OuterRef("pk"), is_active=True, has_partition=True)))
+    splits = splits_of(benchmark)
     split = splits.filter(name=name).first() if name else splits.first()
     if split is None:
         raise Http404(f"No split {name!r} for {track}.")

@@ -51,8 +51,8 @@ def scoring_health() -> dict[str, Any]:
     lengths = broker.queue_lengths([*names, settings.SITE_QUEUE])
     rows = []
     for name in names:
-        row = QueueRow(name, length=lengths.get(name), workers=[w["name"] for w in workers or []
-                                                               if name in w.get("queues", [])])
+        row = QueueRow(name, length=lengths.get(name),
+                       workers=[w["name"] for w in broker.serving(workers or [], name)])
         if name in waiting:
             row.waiting, row.oldest = waiting[name]["n"], waiting[name]["oldest"]
         rows.append(row)

@@ -1,6 +1,14 @@
 from django.contrib import admin
 
-from leaderboard.submissions.models import Method, QuotaOverride, Result, SplitLimit, Submission, Upload
+from leaderboard.submissions.models import (
+    Method,
+    QuotaOverride,
+    RefusedUpload,
+    Result,
+    SplitLimit,
+    Submission,
+    Upload,
+)
 
 
 @admin.register(Method)
@@ -48,3 +56,12 @@ class UploadAdmin(admin.ModelAdmin):
     list_display = ("submission", "declared_size", "part_count", "created_at", "expires_at", "completed_at",
                     "aborted_at")
     readonly_fields = [f.name for f in Upload._meta.fields]
+
+
+@admin.register(RefusedUpload)
+class RefusedUploadAdmin(admin.ModelAdmin):
+    """Files refused by their name or size before they were stored (they count against the rejection cap)."""
+
+    list_display = ("created_at", "split", "team", "created_by", "method_name", "file_name", "file_size")
+    list_filter = ("split__benchmark",)
+    readonly_fields = [f.name for f in RefusedUpload._meta.fields]

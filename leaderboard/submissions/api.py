@@ -20,7 +20,7 @@ from django.views.decorators.csrf import csrf_exempt
 from leaderboard.accounts.auth import api_auth, api_error
 from leaderboard.accounts.models import Team
 from leaderboard.api_errors import failed_submission
-from leaderboard.benchmarks.selectors import get_split
+from leaderboard.benchmarks.selectors import get_split, upload_limit
 from leaderboard.lib import storage
 from leaderboard.submissions import quotas, services, uploads
 from leaderboard.submissions.forms import MethodForm
@@ -183,14 +183,17 @@ def api_quota(request: HttpRequest) -> JsonResponse:
 
 
 def api_manifest(request: HttpRequest, track: str, split: str) -> JsonResponse:
-    """The public manifest of a split's active labels (ids and counts, never labels), for `lb validate`."""
+    """The public manifest of a split's active labels (ids and counts, never labels), for `lb validate`,
+    with the split's upload rules (the file endings and the largest file it accepts) that it applies too."""
     split_obj = get_split(track, split)
     if split_obj.name != split:
         raise Http404(f"No split {split!r} for {track}.")
     labels = split_obj.active_labels
     if labels is None:
         return api_error(f"No labels are loaded for {track}/{split} yet.", 404)
+    spec = split_obj.benchmark.spec
     return JsonResponse({"track": track, "split": split, "labels_sha256": labels.sha256,
+                         "upload_suffixes": list(spec.upload_suffixes), "max_upload_bytes": upload_limit(split_obj),
                          "manifest": labels.manifest})
 
 

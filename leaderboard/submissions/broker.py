@@ -9,7 +9,8 @@
   that waits for a busy worker from one that was lost.
 - ``queue_lengths``: for the moderation desk.
 - ``workers_seen``: the scoring workers announcing themselves
-  (``evaluation_workers.worker.presence``), for the health page.
+  (``evaluation_workers.worker.presence``), for the health page and a queued
+  submission's page (``serving``: those that consume one queue).
 
 Kombu's Redis transport keeps a queue as a list under the queue's name and
 messages delivered but not yet acknowledged in the hash ``unacked``; each
@@ -112,3 +113,8 @@ def workers_seen() -> list[dict[str, Any]] | None:
         if isinstance(info, dict) and "name" in info:
             workers.append(info)
     return sorted(workers, key=lambda w: str(w["name"]))
+
+
+def serving(workers: list[dict[str, Any]], queue: str) -> list[dict[str, Any]]:
+    """The announced workers (``workers_seen``) that consume ``queue``."""
+    return [w for w in workers if queue in w.get("queues", [])]

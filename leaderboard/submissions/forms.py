@@ -1,27 +1,47 @@
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from django import forms
 from django.forms.models import model_to_dict
 
-from leaderboard.benchmarks.models import Benchmark
+from leaderboard.benchmarks.models import Benchmark, Split
+from leaderboard.benchmarks.phases import LABELS_PENDING, NOT_OPEN
 from leaderboard.submissions.models import Method
 
 
+class SplitSelect(forms.Select):
+    """The splits to choose from; one that is not open yet is listed, disabled, with why (``phases.NOT_OPEN``)."""
+
+    not_open: frozenset[str] = frozenset()
+
+    def create_option(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        option = super().create_option(*args, **kwargs)
+        if option["value"] in self.not_open:
+            option["attrs"]["disabled"] = True
+        return option
+
+
 class SubmissionForm(forms.Form):
-    split = forms.ChoiceField()
+    split = forms.ChoiceField(widget=SplitSelect)
     team = forms.ChoiceField(required=False,
                              help_text="The team whose quota and leaderboard row this counts for.")
     method_name = forms.CharField(max_length=100, label="Method name",
                                   help_text="Submissions of the same method share one leaderboard row.")
     file = forms.FileField(label="Predictions file")
 
-    def __init__(self, benchmark: Benchmark, *args: Any, teams: Any = (), max_bytes: int | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(self, benchmark: Benchmark, *args: Any, splits: Iterable[Split] = (), teams: Any = (),
+                 max_bytes: int | None = None, **kwargs: Any) -> None:
+        """``splits``: those not paused by the maintainers (``selectors.splits_of``); one whose labels are not
+        loaded is offered disabled, and refused by the service if sent anyway."""
         super().__init__(*args, **kwargs)
-        splits = benchmark.splits.filter(accepting_submissions=True)
-        self.fields["split"].choices = [(s.name, s.name) for s in splits]
+        splits = list(splits)
+        pending = {s.name for s in splits if not s.labels_loaded}
+        self.fields["split"].choices = [(s.name, f"{s.name} ({NOT_OPEN}: {LABELS_PENDING})" if s.name in pending
+                                         else s.name) for s in splits]
+        self.fields["split"].widget.not_open = frozenset(pending)
+        self.fields["split"].initial = next((s.name for s in splits if s.name not in pending), None)
         self.fields["team"].choices = [(t.slug, t.name + (" (personal)" if t.is_personal else ""))
                                        for t in teams]
         spec = benchmark.spec

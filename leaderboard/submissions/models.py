@@ -279,3 +279,31 @@ class SplitLimit(models.Model):
 
     def __str__(self) -> str:
         return f"{self.get_scope_display().lower()} limits on {self.split}"
+
+
+class RefusedUpload(models.Model):
+    """A file sent in one request and refused by its name or size before anything was stored.
+
+    It is no submission (so it makes no method, and no page lists it as one: the
+    refusal is the answer to the request), but its bytes were sent, so it counts
+    against the team's daily cap of rejected files like a file the validator
+    refuses (``quotas.usage``). An upload in parts is refused when announced,
+    before a byte is sent: nothing counts then.
+    """
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="refused_uploads")
+    split = models.ForeignKey(Split, on_delete=models.CASCADE, related_name="refused_uploads")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True,
+                                   related_name="refused_uploads")
+    method_name = models.CharField(max_length=100, help_text="The method it was sent for (not created).")
+    file_name = models.CharField(max_length=255)
+    file_size = models.BigIntegerField(default=0, help_text="Bytes sent.")
+    reason = models.TextField(help_text="The refusal, as the submitter read it.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["team", "split", "created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.file_name} refused on {self.split}"

@@ -3,8 +3,10 @@
 A submission counts from the moment it is created (``Submission.quota``):
 against the UTC day's quota, the total, the minimum interval and, until it is
 done, the in-flight limit. Format rejections move to a separate, larger daily
-cap (per team); failures of the platform, cancellations and uploads that never
-complete are refunded, for the team and for the user alike.
+cap (per team), as do files sent in one request and refused by their name or
+size before they were stored (``RefusedUpload``: no submission, no method);
+failures of the platform, cancellations and uploads that never complete are
+refunded, for the team and for the user alike.
 
 Team limits: the defaults (``QUOTA_*``), then the team's override for all
 splits, then the split's own team limits (``SplitLimit``), then the team's
@@ -20,7 +22,7 @@ user) take turns, so that no race lets an extra submission through.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, time, timedelta
 from typing import Any
 
@@ -31,7 +33,7 @@ from django.utils import timezone
 
 from leaderboard.accounts.models import Team
 from leaderboard.benchmarks.models import Split
-from leaderboard.submissions.models import QuotaOverride, SplitLimit, Submission
+from leaderboard.submissions.models import QuotaOverride, RefusedUpload, SplitLimit, Submission
 
 Status, Quota = Submission.Status, Submission.Quota
 IN_FLIGHT = [Status.UPLOADING, Status.SUBMITTED, Status.QUEUED, Status.RUNNING]
@@ -138,7 +140,10 @@ def _count(submissions: Any, limits: Limits) -> Usage:
 
 
 def usage(team: Team, split: Split) -> Usage:
-    return _count(Submission.objects.filter(team=team, split=split), limits_for(team, split))
+    used = _count(Submission.objects.filter(team=team, split=split), limits_for(team, split))
+    # Files refused by their name or size before they were stored are no submissions, but count as rejected.
+    refused = RefusedUpload.objects.filter(team=team, split=split, created_at__gte=day_start()).count()
+    return replace(used, rejected_today=used.rejected_today + refused)
 
 
 def user_usage(user: Any, split: Split, team_limits: Limits) -> Usage:

@@ -28,9 +28,8 @@ from evaluation_workers.errors import SubmissionError
 from leaderboard.accounts.models import Team
 from leaderboard.accounts.services import personal_team
 from leaderboard.benchmarks import phases
-from leaderboard.benchmarks.formats import refusal_hint
 from leaderboard.benchmarks.models import Split
-from leaderboard.benchmarks.selectors import upload_limit  # noqa: F401 -- services.upload_limit, as callers use it
+from leaderboard.benchmarks.selectors import splits_of_track, upload_limit
 from leaderboard.lib import storage
 from leaderboard.lib.pagecache import bump
 from leaderboard.moderation.models import AuditEntry
@@ -38,7 +37,7 @@ from leaderboard.rankings.models import ANONYMOUS_LABEL
 from leaderboard.rankings.services import refresh_entry
 from leaderboard.submissions import lifecycle, quotas
 from leaderboard.submissions.lifecycle import PLATFORM_REFUND_NOTE, Kind, Status, do_fail
-from leaderboard.submissions.models import Method, Submission
+from leaderboard.submissions.models import Method, RefusedUpload, Submission
 
 log = logging.getLogger(__name__)
 
@@ -62,11 +61,27 @@ class QuotaExceeded(SubmissionRejected, quotas.QuotaExceeded):
     status = 429
 
 
+class FileRefused(SubmissionRejected):
+    """The file is refused by its name or size before anything is stored: no submission, no method (HTTP 400).
+
+    Sent in one request it counts against the team's rejection cap (``RefusedUpload``).
+    """
+
+    code = "invalid_file"
+
+
 class PhaseClosed(SubmissionRejected):
     """The split's challenge phase accepts no submission now (before the start, frozen, closed; HTTP 403)."""
 
     status = 403
     code = "phase_closed"
+
+
+class LabelsNotLoaded(SubmissionRejected):
+    """The split is not open yet: its labels are not loaded, so nothing could score a file (HTTP 409)."""
+
+    status = 409
+    code = "labels_not_loaded"
 
 
 class SelectionLocked(SubmissionRejected):
@@ -93,16 +108,18 @@ def access_submission(user: AbstractBaseUser, pk: int) -> Submission:
 def resolve_request(*, user: AbstractBaseUser, track: str, split: str, method_name: str,
                     team: Team | str | None = None) -> tuple[Split, Team, str]:
     """The split, team and cleaned method name of a submission request, or why not."""
-    split_obj = (Split.objects.select_related("benchmark")
-                 .filter(benchmark__track=track, benchmark__is_active=True, name=split).first())
+    splits = {s.name: s for s in splits_of_track(track)}
+    split_obj = splits.get(split)
+    open_now = [name for name, s in splits.items() if phases.submission_refusal(s) is None]
+    elsewhere = (f" {track} takes submissions on: {', '.join(sorted(open_now))}." if open_now else
+                 f" No split of {track} takes submissions now." if splits else
+                 f" No active benchmark of track {track!r} takes submissions.")
     if split_obj is None:
-        known = Split.objects.filter(benchmark__track=track, benchmark__is_active=True, accepting_submissions=True)
-        names = sorted(known.values_list("name", flat=True))
-        raise SubmissionRejected(f"Unknown track/split {track}/{split}. "
-                                 + (f"{track} takes submissions on: {', '.join(names)}." if names else
-                                    f"No active benchmark of track {track!r} takes submissions."))
-    if not split_obj.accepting_submissions:
-        raise SubmissionRejected(f"{track}/{split} is not accepting submissions.")
+        raise SubmissionRejected(f"Unknown track/split {track}/{split}." + elsewhere)
+    if (paused := phases.pause_refusal(split_obj)) is not None:
+        raise SubmissionRejected(paused)
+    if (pending := phases.labels_refusal(split_obj)) is not None:
+        raise LabelsNotLoaded(pending + elsewhere)
     if (closed := phases.refusal(split_obj)) is not None:
         raise PhaseClosed(closed)
     method_name = (method_name or "").strip()
@@ -119,6 +136,15 @@ def resolve_request(*, user: AbstractBaseUser, track: str, split: str, method_na
     return split_obj, team, method_name
 
 
+def _check_quota(team: Team, split: Split, user: AbstractBaseUser) -> None:
+    """Lock the user's and the team's rows (until the transaction ends) and check their quotas."""
+    quotas.lock(team, user)
+    try:
+        quotas.check_quota(team, split, user)
+    except quotas.QuotaExceeded as exc:
+        raise QuotaExceeded(str(exc), exc.retry_at) from None
+
+
 def do_create_counted(*, user: AbstractBaseUser, team: Team, split: Split, method_name: str,
                       file_name: str) -> Submission:
     """Check the quota and create an ``uploading`` submission, in one transaction.
@@ -127,11 +153,7 @@ def do_create_counted(*, user: AbstractBaseUser, team: Team, split: Split, metho
     between the count and the insert; the submission counts from here on.
     """
     with transaction.atomic():
-        quotas.lock(team, user)
-        try:
-            quotas.check_quota(team, split, user)
-        except quotas.QuotaExceeded as exc:
-            raise QuotaExceeded(str(exc), exc.retry_at) from None
+        _check_quota(team, split, user)
         method, _ = Method.objects.get_or_create(team=team, name=method_name)
         return Submission.objects.create(team=team, method=method, split=split, created_by=user,
                                          file_name=file_name, status=Status.UPLOADING)
@@ -167,8 +189,29 @@ def storage_key(submission: Submission) -> str:
 
 
 def size_message(submission: Submission, limit: int) -> str:
-    return (f"{submission.file_name}: expected at most {limit / 2**20:,.0f} MiB for "
-            f"{submission.split.benchmark.spec.title}.")
+    """The refusal of a file found too large while it was stored (its size unknown before)."""
+    return submission.split.benchmark.spec.size_refusal(submission.file_name, None, limit) or ""
+
+
+def check_refuse_upload(*, user: AbstractBaseUser, team: Team, split: Split, method_name: str, file_name: str,
+                        size: int) -> None:
+    """Refuse a file sent in one request by its name or size, if the track's rules refuse it.
+
+    Nothing is stored and no submission or method is made; the refusal counts against the team's
+    daily cap of rejected files (``RefusedUpload``), after the quota check that a submission would
+    have passed. Raises ``FileRefused`` (or ``QuotaExceeded``); returns when the file may be stored.
+    ``size`` 0: not known before reading (the store refuses a file past the limit then).
+    """
+    spec = split.benchmark.spec
+    reason = spec.name_refusal(file_name) or (spec.size_refusal(file_name, size, upload_limit(split))
+                                              if size else None)
+    if reason is None:
+        return
+    with transaction.atomic():
+        _check_quota(team, split, user)
+        RefusedUpload.objects.create(team=team, split=split, created_by=user, method_name=method_name,
+                                     file_name=file_name, file_size=size, reason=reason[:5000])
+    raise FileRefused(reason)
 
 
 def sent_size(file: IO[bytes]) -> int:
@@ -189,23 +232,20 @@ def check_create_submission(*, user: AbstractBaseUser, track: str, split: str, m
                             file: IO[bytes], file_name: str, team: Team | str | None = None) -> Submission:
     """Store an upload sent in one request and queue it for scoring.
 
-    Files the track refuses (wrong type, empty, too large, wrong format) become
-    a ``failed`` submission with a message naming the problem, so the submitter
-    sees it where they look for results. Raises ``SubmissionRejected`` only when
-    no submission can be made at all (``QuotaExceeded`` when the quota is spent).
+    Files the track refuses by their name or size are refused before anything
+    is stored (``check_refuse_upload``: ``FileRefused``, no submission, no
+    method). Files refused by their content (empty, wrong format) become a
+    ``failed`` submission with a message naming the problem, so the submitter
+    sees it where they look for results. Raises ``SubmissionRejected`` when no
+    submission is made (``QuotaExceeded`` when the quota is spent).
     """
     split_obj, team, method_name = resolve_request(user=user, track=track, split=split,
                                                    method_name=method_name, team=team)
-    spec = split_obj.benchmark.spec
     name = clean_file_name(file_name)
+    check_refuse_upload(user=user, team=team, split=split_obj, method_name=method_name, file_name=name,
+                        size=sent_size(file))
     submission = do_create_counted(user=user, team=team, split=split_obj, method_name=method_name,
                                    file_name=name)
-
-    if not name.lower().endswith(spec.upload_suffixes):
-        # Not stored, but the submitter (and the moderation desk) should see what was sent.
-        Submission.objects.filter(pk=submission.pk).update(file_size=sent_size(file))
-        expected = f"{name}: expected a file ending in {' or '.join(spec.upload_suffixes)}."
-        return do_fail(submission, Kind.INVALID_INPUT, expected + refusal_hint(name)) or submission
     key, limit = storage_key(submission), upload_limit(split_obj)
     try:
         size, sha = storage.store(storage.read_chunks(file), key, limit)

@@ -21,7 +21,6 @@ from django.db import transaction
 from django.utils import timezone
 
 from leaderboard.accounts.models import Team
-from leaderboard.benchmarks.formats import refusal_hint
 from leaderboard.lib import storage
 from leaderboard.submissions.lifecycle import (
     Kind,
@@ -33,6 +32,7 @@ from leaderboard.submissions.lifecycle import (
 )
 from leaderboard.submissions.models import Submission, Upload
 from leaderboard.submissions.services import (
+    FileRefused,
     StorageUnavailable,
     SubmissionRejected,
     clean_file_name,
@@ -62,14 +62,12 @@ def check_start_upload(*, user: AbstractBaseUser, track: str, split: str, method
                                                        method_name=method_name, team=team)
     spec, name, limit = split_obj.benchmark.spec, clean_file_name(file_name), upload_limit(split_obj)
     # Refused before a byte is sent, so nothing is created and nothing counts.
-    if not name.lower().endswith(spec.upload_suffixes):
-        raise SubmissionRejected(f"{name}: expected a file ending in {' or '.join(spec.upload_suffixes)}."
-                                 + refusal_hint(name))
+    if (refused := spec.name_refusal(name)) is not None:
+        raise FileRefused(refused)
     if not isinstance(size, int) or size <= 0:
         raise SubmissionRejected(f"{name}: expected the file's size in bytes (a positive integer).")
-    if size > limit:
-        raise SubmissionRejected(f"{name}: {size:,} bytes; expected at most {limit / 2**20:,.0f} MiB "
-                                 f"for {spec.title}.")
+    if (refused := spec.size_refusal(name, size, limit)) is not None:
+        raise FileRefused(refused)
     do_expire_uploads(team=team_obj)  # stale uploads of this team stop counting first
     submission = do_create_counted(user=user, team=team_obj, split=split_obj, method_name=method_name,
                                    file_name=name)

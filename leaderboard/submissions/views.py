@@ -15,10 +15,18 @@ from leaderboard.accounts.models import Team
 from leaderboard.api_errors import failed_submission
 from leaderboard.benchmarks import phases
 from leaderboard.benchmarks.models import Benchmark
+from leaderboard.benchmarks.selectors import splits_of
 from leaderboard.submissions import quotas, services
 from leaderboard.submissions.forms import MethodForm, SubmissionForm
-from leaderboard.submissions.models import Method, Submission, shown_result
-from leaderboard.submissions.selectors import list_submissions_for, submission_as_json
+from leaderboard.submissions.models import Method, Submission
+from leaderboard.submissions.selectors import (
+    list_submissions_for,
+    queue_place,
+    submission_as_json,
+    submission_rows,
+    validator_commands,
+)
+from leaderboard.submissions.templatetags.submission_text import message
 
 # Multipart overhead allowed above UPLOAD_DIRECT_MAX_BYTES in a one-request upload.
 _FORM_OVERHEAD = 1 << 20
@@ -44,9 +52,11 @@ def submit(request: HttpRequest, track: str) -> HttpResponse:
     if request.method == "POST" and (too_large := _too_large_for_one_request(request)):
         return HttpResponse(too_large, status=413, content_type="text/plain; charset=utf-8")
     teams = list(request.user.teams.order_by("-is_personal", "name"))
-    splits = list(benchmark.splits.filter(accepting_submissions=True))
+    offered = list(splits_of(benchmark).filter(accepting_submissions=True))
+    splits = [split for split in offered if split.labels_loaded]  # open, or closed by their phase only
     limit = services.upload_limit(splits[0]) if splits else None
-    form = SubmissionForm(benchmark, request.POST or None, request.FILES or None, teams=teams, max_bytes=limit)
+    form = SubmissionForm(benchmark, request.POST or None, request.FILES or None, splits=offered, teams=teams,
+                          max_bytes=limit)
     if request.method == "POST" and form.is_valid():
         upload = form.cleaned_data["file"]
         try:
@@ -59,7 +69,7 @@ def submit(request: HttpRequest, track: str) -> HttpResponse:
             return redirect("submissions:detail", pk=submission.pk)
     methods = request.user.teams.values_list("methods__name", flat=True).distinct()
     usage = [(team, split, quotas.usage(team, split)) for team in teams for split in splits]
-    closed = [text for split in splits if (text := phases.refusal(split))]
+    closed = [text for split in offered if (text := phases.labels_refusal(split) or phases.refusal(split))]
     return render(request, "submissions/submit.html",
                   {"benchmark": benchmark, "form": form, "methods": [m for m in methods if m], "usage": usage,
                    "direct_max_bytes": settings.UPLOAD_DIRECT_MAX_BYTES, "closed": closed})
@@ -95,7 +105,7 @@ def reveal(request: HttpRequest, pk: int) -> HttpResponse:
     try:
         services.check_reveal(request.user, method)
     except services.SubmissionRejected as exc:
-        messages.error(request, str(exc))
+        messages.error(request, message(str(exc)))
     else:
         messages.success(request, f"{method.name} now shows team {method.team.name} and its authors on every page.")
     return redirect("submissions:method", pk=pk)
@@ -103,7 +113,8 @@ def reveal(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 def mine(request: HttpRequest) -> HttpResponse:
-    return render(request, "submissions/list.html", {"submissions": list_submissions_for(request.user),
+    """Your teams' submissions with their status, primary score and why a failed one failed."""
+    return render(request, "submissions/list.html", {"rows": submission_rows(list_submissions_for(request.user)),
                                                      "benchmarks": Benchmark.objects.filter(is_active=True)})
 
 
@@ -112,29 +123,28 @@ def team_history(request: HttpRequest, slug: str) -> HttpResponse:
     """Every submission of one team, newest first, with its latest result (members only)."""
     team = get_object_or_404(Team, slug=slug, members=request.user)
     submissions = (Submission.objects.filter(team=team).select_related("method", "split__benchmark", "created_by")
-                   .prefetch_related("results").order_by("-created_at"))
-    rows = []
-    for s in submissions:
-        result = shown_result(list(s.results.all()), s.split)  # never a private result before the reveal
-        primary = s.split.benchmark.spec.primary_metric
-        rows.append((s, result, primary, result.metrics.get(primary) if result else None))
-    return render(request, "submissions/team_history.html", {"team": team, "rows": rows})
+                   .order_by("-created_at"))
+    return render(request, "submissions/team_history.html", {"team": team, "rows": submission_rows(submissions)})
 
 
 @login_required
 def detail(request: HttpRequest, pk: int) -> HttpResponse:
+    """A submission: where it waits while queued, its progress while scored, its scores, or why it failed
+    with the format page and the command that checks a file offline."""
     submission = services.access_submission(request.user, pk)
     result = submission.latest_result
     spec = submission.split.benchmark.spec
     return render(request, "submissions/detail.html", {
-        "submission": submission, "result": result, "spec": spec,
-        "status_json": submission_as_json(submission), "selection": services.selection_notice(submission)})
+        "submission": submission, "result": result, "spec": spec, "place": queue_place(submission),
+        "validators": validator_commands(submission), "selection": services.selection_notice(submission)})
 
 
 @login_required
 def status(request: HttpRequest, pk: int) -> JsonResponse:
-    """Polled by the detail page while scoring runs."""
-    return JsonResponse(submission_as_json(services.access_submission(request.user, pk)))
+    """Polled by the detail page while scoring runs: the API's answer and, while queued, its place."""
+    submission = services.access_submission(request.user, pk)
+    place = queue_place(submission)
+    return JsonResponse({**submission_as_json(submission), "queue_place": place.as_json() if place else None})
 
 
 @login_required
@@ -146,7 +156,7 @@ def publish(request: HttpRequest, pk: int) -> HttpResponse:
     try:
         services.check_publish(request.user, submission, publish=publish, anonymous=anonymous)
     except services.SubmissionRejected as exc:
-        messages.error(request, str(exc))
+        messages.error(request, message(str(exc)))  # "`lb method set`" shown as code, as every message
     else:
         messages.success(request, ("Published on the leaderboard as Anonymous (under review)." if anonymous
                                    else "Published on the leaderboard.") if publish

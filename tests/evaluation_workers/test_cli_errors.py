@@ -92,3 +92,14 @@ def test_the_module_exits_1_without_a_traceback(mmscan_files, tmp_path):
     assert done.returncode == 1
     assert done.stderr == f"error: --predictions {tmp_path / 'p.json'}: no such file or folder\n"
     assert done.stdout == ""
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly(mmscan_files):
+    """``python -m evaluation_workers score ... | head`` ended in a BrokenPipe traceback (issue 27)."""
+    proc = subprocess.Popen([sys.executable, "-m", "evaluation_workers", "score", "--quiet", "--track", "mmscan-vg",
+                             "--labels", str(mmscan_files["labels"]), "--predictions", str(mmscan_files["predictions"])],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # as head does once it has its lines
+    err = proc.stderr.read().decode()
+    assert (proc.wait(timeout=120), err) == (141, "")

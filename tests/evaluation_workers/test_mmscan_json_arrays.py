@@ -125,7 +125,9 @@ HANDED_OVER = [
     ("a string of 9 characters as a box", '[{"sample_id": "a", "pred_bboxes": ["123456789"], "pred_scores": [0.5]}]',
      r"Expected each box to be a list of 9 numbers"),
     ("a repeated key in an item", '[{"sample_id": "a", "pred_bboxes": [], "pred_scores": [], "pred_bboxes": ['
-     + B + "]}]", r"one score per box, but got 0 scores for 1 boxes"),
+     + B + "]}]", r"one score per box, but got 0 scores for 1 box$"),
+    ("more scores than boxes", '[{"sample_id": "a", "pred_bboxes": [' + B + '], "pred_scores": [' + ", ".join(["0.5"] * 14)
+     + "]}]", r"one score per box, but got 14 scores for 1 box$"),
     ("true as a number", '[{"sample_id": "a", "pred_bboxes": [[0,0,0,true,1,1,0,0,0]], "pred_scores": [0.5]}]',
      r"Expected numbers, but got true"),
     ("NaN", '[{"sample_id": "a", "pred_bboxes": [[0,0,0,NaN,1,1,0,0,0]], "pred_scores": [0.5]}]',

@@ -162,3 +162,82 @@ def test_convert_validates_against_the_servers_manifest(logged_in, sqa3d_split, 
     printed = capsys.readouterr().out
     assert "5 LEO answers" in printed and '"answered": 5' in printed
     assert [a["question_id"] for a in json.loads(out.read_text())] == [q["question_id"] for q in questions]
+
+
+# The command line agrees with the server (issue 27)
+
+
+def test_validate_refuses_a_name_the_server_refuses_before_reading_or_asking(lb_config, sqa3d_files, tmp_path,
+                                                                           monkeypatch, capsys):
+    """``predictions.txt`` was called valid, then refused by the server for its extension."""
+    monkeypatch.setenv("LB_SERVER", "http://127.0.0.1:9")  # never asked: the name alone decides
+    renamed = tmp_path / "predictions.txt"
+    renamed.write_bytes(sqa3d_files["predictions"].read_bytes())
+    assert main(["validate", "--track", "sqa3d", str(renamed)]) == 4
+    assert capsys.readouterr().err == "predictions.txt: invalid: expected a file ending in .json or .jsonl.\n"
+    pickled = tmp_path / "results.pkl"
+    pickled.write_bytes(b"\x80\x02.")
+    assert main(["validate", "--track", "mmscan-vg", str(pickled)]) == 4
+    assert "lb convert --track mmscan-vg --from embodiedscan-pkl" in capsys.readouterr().err
+
+
+def test_validate_applies_the_size_limit_the_server_reports_for_the_split(logged_in, sqa3d_split, sqa3d_files,
+                                                                         settings, tmp_path, capsys):
+    size = sqa3d_files["predictions"].stat().st_size
+    settings.UPLOAD_MAX_BYTES = {"sqa3d": 1000}
+    assert main(["validate", "--track", "sqa3d", str(sqa3d_files["predictions"])]) == 4
+    assert capsys.readouterr().err == (f"predictions.json: invalid: expected at most 1,000 bytes for SQA3D, but got "
+                                       f"{size:,} bytes.\n")
+    # The manifest saved from the server carries the limit offline too; a bare manifest gets the track's.
+    answer = tmp_path / "answer.json"
+    answer.write_text(json.dumps({"max_upload_bytes": 1000, "manifest": sqa3d_split.active_labels.manifest}))
+    assert main(["validate", "--track", "sqa3d", "--manifest", str(answer), str(sqa3d_files["predictions"])]) == 4
+    bare = tmp_path / "manifest.json"
+    bare.write_text(json.dumps(sqa3d_split.active_labels.manifest))
+    assert main(["validate", "--track", "sqa3d", "--manifest", str(bare), str(sqa3d_files["predictions"])]) == 0
+
+
+def test_the_manifest_answer_carries_the_splits_upload_rules(client, sqa3d_split, settings):
+    settings.UPLOAD_MAX_BYTES = {"sqa3d": 1234}
+    body = client.get("/api/v1/tracks/sqa3d/test/manifest").json()
+    assert body["upload_suffixes"] == [".json", ".jsonl"] and body["max_upload_bytes"] == 1234
+
+
+def _help_texts(parser) -> dict[str, str]:
+    import argparse
+
+    texts = {parser.prog: parser.format_help()}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                texts.update(_help_texts(sub))
+    return texts
+
+
+def test_every_help_text_is_plain_without_markup():
+    from leaderboard_cli.main import parser
+
+    texts = _help_texts(parser())
+    assert {"lb", "lb publish", "lb validate", "lb submit", "lb convert"} <= set(texts)
+    marked = {prog: [line for line in text.splitlines() if "`" in line] for prog, text in texts.items()}
+    assert {prog: lines for prog, lines in marked.items() if lines} == {}
+
+
+def _closed_pipe(args: list[str], env: dict[str, str]) -> tuple[int, str]:
+    """Run ``args`` with its output read by nobody (``... | head`` once head has gone): its exit status and stderr."""
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env=env)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    return proc.wait(timeout=60), err
+
+
+def test_a_closed_pipe_ends_quietly(live_server, sqa3d_split, sqa3d_files, tmp_path):
+    """``lb tracks | head`` ended in a BrokenPipe traceback; it ends quietly, as a program killed by SIGPIPE."""
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text(json.dumps(sqa3d_split.active_labels.manifest))
+    env = {**os.environ, "LB_CONFIG": "/nonexistent/config.json", "LB_SERVER": live_server.url}
+    for command in (["tracks"], ["validate", "--track", "sqa3d", "--manifest", str(manifest),
+                                 str(sqa3d_files["predictions"])]):
+        code, err = _closed_pipe([sys.executable, "-m", "leaderboard_cli", *command], env)
+        assert (code, err) == (141, ""), command

@@ -93,19 +93,24 @@ def test_the_leaderboard_and_the_submit_form_link_to_it(client: Any, owner: Any,
     assert href in client.get(reverse("submissions:submit", args=["sqa3d"])).content.decode()
 
 
-def test_an_uploaded_pickle_is_refused_unread_with_the_converter_to_run(owner: Any, sqa3d_split: Any) -> None:
+def test_an_uploaded_pickle_is_refused_unread_with_the_converter_to_run(owner: Any, sqa3d_split: Any,
+                                                                       tmp_path: Any) -> None:
     from django.core.files.uploadedfile import SimpleUploadedFile
 
-    from leaderboard.benchmarks.services import do_sync_benchmarks
-    from leaderboard.submissions.services import check_create_submission
+    from leaderboard.benchmarks.models import Split
+    from leaderboard.benchmarks.services import do_load_labels, do_sync_benchmarks
+    from leaderboard.submissions.services import FileRefused, check_create_submission
 
     do_sync_benchmarks()
+    labels, predictions = mmscan_vg.write_demo(tmp_path / "mmscan", "val")
+    predictions.unlink()  # the labels folder holds labels only
+    do_load_labels(Split.objects.get(benchmark__track="mmscan-vg", name="val"), labels.parent)
     pickle_bytes = SimpleUploadedFile("submission.pkl", b"\x80\x02cos\nsystem\n.")  # would run code if unpickled
-    submission = check_create_submission(user=owner, track="mmscan-vg", split="val", method_name="M",
-                                         file=pickle_bytes, file_name="submission.pkl")
-    assert submission.status == "failed"
-    assert "submission.pkl: expected a file ending in .json or .json.gz or .npz." in submission.status_detail
-    assert "lb convert --track mmscan-vg --from embodiedscan-pkl" in submission.status_detail
+    with pytest.raises(FileRefused) as refused:
+        check_create_submission(user=owner, track="mmscan-vg", split="val", method_name="M",
+                                file=pickle_bytes, file_name="submission.pkl")
+    assert "submission.pkl: expected a file ending in .json or .json.gz or .npz." in str(refused.value)
+    assert "lb convert --track mmscan-vg --from embodiedscan-pkl" in str(refused.value)
 
 
 # The docs as site pages (issue 27): /metrics/ and the format pages, rendered from docs/*.md.

@@ -58,7 +58,6 @@ def test_it_routes_gpu_tracks_to_the_gpu_queue(owner, sqa3d_split, sqa3d_files, 
     (b"", "p.json", "the file is empty (0 bytes)"),
     (b"not json at all", "p.json", "p.json"),
     (b'[{"question_id": 1, "answer": 3}]', "p.json", "answer"),
-    (b"{}", "p.txt", "expected a file ending in .json or .jsonl"),
 ])
 def test_it_fails_bad_uploads_with_a_specific_message(owner, sqa3d_split, sent_tasks, content, name, message):
     submission = create(owner, content, name=name)
@@ -75,10 +74,34 @@ def test_it_refuses_a_file_over_the_tracks_size_limit_without_storing_it(owner, 
 
     small = replace(get_track("sqa3d"), max_upload_bytes=1000)
     monkeypatch.setattr(Benchmark, "spec", property(lambda self: small))
-    submission = create(owner, b"[" + b" " * 5000 + b"]")
-    assert submission.status == Submission.Status.FAILED
-    assert "expected at most" in submission.status_detail
-    assert submission.file_key == ""
+    with pytest.raises(services.FileRefused, match=r"^predictions.json: expected at most 1,000 bytes for SQA3D, but got 5,002 bytes.$"):
+        create(owner, b"[" + b" " * 5000 + b"]")
+    assert not Submission.objects.exists()
+
+
+def test_a_file_refused_for_its_name_makes_no_method_but_counts_as_rejected(owner, sqa3d_split, sent_tasks):
+    """Issue 27: an upload refused for its extension left an empty method behind. It is refused before
+    anything is stored: no submission, no method; the team's rejection cap still counts it."""
+    from leaderboard.submissions import quotas
+    from leaderboard.submissions.models import Method, RefusedUpload
+
+    team = owner.teams.get(is_personal=True)
+    with pytest.raises(services.FileRefused, match=r"^p.txt: expected a file ending in .json or .jsonl.$") as refused:
+        create(owner, b"{}", name="p.txt", method="TypoNet")
+    assert refused.value.status == 400 and refused.value.code == "invalid_file"
+    assert not Method.objects.filter(name="TypoNet").exists() and not Submission.objects.exists()
+    assert RefusedUpload.objects.get().method_name == "TypoNet"
+    used = quotas.usage(team, sqa3d_split)
+    assert (used.rejected_today, used.today, used.total) == (1, 0, 0)
+
+
+def test_refused_files_spend_the_rejection_cap_like_invalid_ones(owner, sqa3d_split, sent_tasks, settings):
+    settings.QUOTA_REJECTED_PER_DAY = 2
+    create(owner, b"not json", name="p.json")  # refused by its content: a failed submission
+    with pytest.raises(services.FileRefused):
+        create(owner, b"{}", name="p.txt")
+    with pytest.raises(services.QuotaExceeded, match="2 files rejected today"):
+        create(owner, b"{}", name="q.txt")
 
 
 def test_it_names_unknown_question_ids_without_revealing_answers(owner, sqa3d_split, sqa3d_files):
@@ -163,10 +186,18 @@ def test_a_cancelled_submission_ignores_late_worker_reports(owner, sqa3d_split, 
     assert submission.status == "cancelled" and not submission.results.exists()
 
 
-def test_a_submission_without_labels_waits_as_a_platform_failure(owner, db, sent_tasks, sqa3d_files):
-    from leaderboard.benchmarks.services import do_sync_benchmarks
+def test_a_split_without_labels_refuses_submissions_until_they_are_loaded(owner, db, sent_tasks, sqa3d_files):
+    """Issue 27: it failed them as the platform's fault (``submission_failed``); it is not open yet."""
+    from leaderboard.benchmarks.models import Split
+    from leaderboard.benchmarks.services import do_load_labels, do_sync_benchmarks
+    from leaderboard.submissions.models import Method
 
     do_sync_benchmarks()
-    submission = create(owner, sqa3d_files["predictions"].read_bytes())
-    assert submission.status == "failed" and submission.failure_kind == "platform_error"
-    assert sent_tasks == []
+    with pytest.raises(services.LabelsNotLoaded) as refused:
+        create(owner, sqa3d_files["predictions"].read_bytes())
+    assert (refused.value.status, refused.value.code) == (409, "labels_not_loaded")
+    assert str(refused.value) == ("sqa3d/test is not open yet (labels not loaded yet: opens when they are). "
+                                  "No split of sqa3d takes submissions now.")
+    assert not Submission.objects.exists() and not Method.objects.exists() and sent_tasks == []
+    do_load_labels(Split.objects.get(benchmark__track="sqa3d", name="test"), sqa3d_files["labels"])
+    assert create(owner, sqa3d_files["predictions"].read_bytes()).status == "queued"

@@ -218,8 +218,8 @@ def read_values(raw: Any, may_have_bools: bool, known: dict[str, int], name: str
             scores = _column(scores, name, at)
         if len(boxes) != len(scores):
             raise PredictionFormatError(
-                where(name, at, f"Expected `pred_scores` to have one score per box, but got {len(scores)} "
-                                f"scores for {len(boxes)} boxes"))
+                where(name, at, f"Expected `pred_scores` to have one score per box, but got "
+                                f"{_many(len(scores), 'score')} for {_many(len(boxes), 'box')}"))
         if len(boxes) > MAX_BOXES_PER_PROMPT:
             raise PredictionFormatError(
                 where(name, at, "pred_bboxes",
@@ -328,6 +328,11 @@ def _has_bool(flat: list[Any]) -> bool:
         if type(value) is bool or (isinstance(value, list) and any(type(v) is bool for v in value)):
             return True
     return False
+
+
+def _many(n: int, noun: str) -> str:
+    """``1 box``, ``14 boxes``, ``0 scores``."""
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}{'es' if noun.endswith('x') else 's'}"
 
 
 def _kind(value: Any) -> str:
