@@ -34,6 +34,8 @@ EXTRA_CODES = {"invalid_file": "The predictions file was refused; the message na
                "submission_failed": "The submission could not be scored; the message says why",
                "phase_closed": "The split's challenge accepts no submission now (not started, frozen or "
                                "past its deadline); the message says until when",
+               "throttled": "Too many failed authentications came from the client's address; retry after "
+                            "Retry-After seconds",
                "selection_locked": "Publishing or withdrawing would change the team's final selection on the "
                                    "split (from its freeze on); the message says since when and what is still "
                                    "allowed"}

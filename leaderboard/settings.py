@@ -63,6 +63,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Last, as django-axes asks: turns a locked-out login into the lockout page.
     "axes.middleware.AxesMiddleware",
+    # Turns a sign-in refused for its address (leaderboard.accounts.throttle) into a 429 page.
+    "leaderboard.accounts.throttle.AddressThrottleMiddleware",
 ]
 
 ROOT_URLCONF = "leaderboard.urls"
@@ -116,7 +118,10 @@ AUTH_PASSWORD_VALIDATORS = [
 # web process shares them); LOGIN_FAILURE_LIMIT failures lock that pair out for
 # LOGIN_LOCKOUT_MINUTES, a success resets the count, `manage.py axes_reset` unlocks everyone.
 # Behind a reverse proxy the address is the proxy's unless REMOTE_ADDR is set from it.
-AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend",
+                           # Refuses every sign-in from an address past LOGIN_FAILURES_PER_ADDRESS (see below).
+                           "leaderboard.accounts.throttle.AddressThrottleBackend",
+                           "django.contrib.auth.backends.ModelBackend"]
 AXES_FAILURE_LIMIT = envint("LOGIN_FAILURE_LIMIT", 10)
 AXES_COOLOFF_TIME = timedelta(minutes=envint("LOGIN_LOCKOUT_MINUTES", 15))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
@@ -315,6 +320,14 @@ CELERY_BEAT_SCHEDULE = {
 }
 # Fault-injection tests only: a folder whose files switch holds on (lifecycle.fault_hold).
 FAULT_DIR = env("FAULT_DIR") or ""
+
+# Operations (issue 26): limits per client address, failures that say what they are, health, metrics.
+# Failed sign-ins (over every username) and failed API token authentications from one address
+# within a window of ADDRESS_THROTTLE_WINDOW seconds, past which that address gets 429 until the
+# window ends (leaderboard.accounts.throttle; counted in the cache). 0 turns a limit off.
+LOGIN_FAILURES_PER_ADDRESS = envint("LOGIN_FAILURES_PER_ADDRESS", 50)
+TOKEN_FAILURES_PER_ADDRESS = envint("TOKEN_FAILURES_PER_ADDRESS", 20)
+ADDRESS_THROTTLE_WINDOW = max(1, envint("ADDRESS_THROTTLE_WINDOW", 900))
 
 LOGGING = {
     "version": 1,
