@@ -64,11 +64,13 @@ def serve(port: int, addr: str = "127.0.0.1") -> Any:
 
 
 @functools.cache
-def _duration() -> Any:
-    from prometheus_client import Histogram
+def duration(registry: Any = None) -> Any:
+    """The histogram, created on first use (in the pool process that scores), in ``registry``
+    (default: prometheus_client's, whose values the multiprocess folder keeps)."""
+    from prometheus_client import REGISTRY, Histogram
 
     return Histogram("eval_scoring_duration_seconds", "How long scoring one submission took, by track and outcome",
-                     ["track", "outcome"], buckets=BUCKETS)
+                     ["track", "outcome"], buckets=BUCKETS, registry=registry or REGISTRY)
 
 
 @task_prerun.connect
@@ -98,4 +100,4 @@ def _finished(task_id: str = "", **_: Any) -> None:
     running = _running.pop(task_id, None)
     if running is not None:
         started, track, outcome = running
-        _duration().labels(track, outcome).observe(time.monotonic() - started)
+        duration().labels(track, outcome).observe(time.monotonic() - started)

@@ -61,6 +61,12 @@ def check_broker() -> None:
     broker.client().ping()
 
 
+def _s3_errors() -> tuple[type[BaseException], ...]:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    return (BotoCoreError, ClientError)
+
+
 def _s3_probe_client() -> Any:
     import boto3
     from botocore.config import Config
@@ -101,8 +107,8 @@ def _run(name: str, check: Callable[[], None]) -> Check:
         return Check(False, time.monotonic() - started, str(exc))
     except Exception as exc:
         cause = outage(exc)
-        if cause is None and name == "storage" and isinstance(exc, OSError):
-            cause = "storage"  # an unwritable or missing uploads folder: not ready either
+        if cause is None and name == "storage" and isinstance(exc, (OSError, *_s3_errors())):
+            cause = "storage"  # an unwritable uploads folder, a bucket refused or missing: not ready either
         if cause is None:
             raise  # a bug in the check: /readyz fails loudly
         log.warning("Readiness check %s failed: %s: %s", name, type(exc).__name__, exc)

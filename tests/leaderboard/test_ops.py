@@ -151,3 +151,11 @@ def test_a_broker_that_is_down_leaves_only_its_part_of_the_scrape_out(client, db
     assert after[("leaderboard_ready", (("check", "broker"),))] == 0.0
     assert after[("leaderboard_ready", (("check", "database"),))] == 1.0
     assert [k for k in after if k[0] == "leaderboard_page_cache_requests_total"]
+
+
+def test_readyz_checks_the_bucket_when_uploads_go_to_s3(client, db, settings, s3_storage):
+    assert client.get("/readyz").json()["checks"]["storage"]["status"] == "ok"
+    settings.S3_BUCKET = "no-such-bucket"
+    response = client.get("/readyz")
+    assert response.status_code == 503
+    assert response.json()["checks"]["storage"]["error"] == "File storage is unavailable (ClientError)"
