@@ -35,12 +35,11 @@ def unavailable_response(request: HttpRequest, cause: str) -> HttpResponse:
     response: HttpResponse
     if request.path.startswith(API_PREFIX):
         response = api_error(message, 503, "unavailable", timezone.now() + timedelta(seconds=seconds))
-        response["Retry-After"] = str(seconds)  # exactly, not the seconds left after rendering
     else:
         # Rendered without a request context: no context processor may reach the database.
-        page = loader.get_template("503.html").render({"what": WHAT[cause], "seconds": seconds})
-        response = HttpResponse(page, status=503)
-        response["Retry-After"] = str(seconds)
+        response = HttpResponse(loader.get_template("503.html").render({"what": WHAT[cause], "seconds": seconds}),
+                                status=503)
+    response["Retry-After"] = str(seconds)  # exactly, not the seconds left after rendering
     response["Cache-Control"] = "no-store"
     metrics.UNAVAILABLE.labels(cause).inc()
     return response
