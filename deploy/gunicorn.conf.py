@@ -18,3 +18,27 @@ timeout = 300
 # One line per request on stdout; ACCESS_LOG= (empty) turns it off where a proxy
 # in front logs already: formatting it costs ~0.3 ms of CPU per request.
 accesslog = os.environ.get("ACCESS_LOG", "-") or None
+
+
+# Metrics of every web process, summed at /metrics (prometheus_client's multiprocess mode,
+# leaderboard/ops/metrics.py): each process writes its counters under PROMETHEUS_MULTIPROC_DIR.
+# Unless it is set, a fresh folder per server start, removed when the server stops.
+def on_starting(server):
+    import tempfile
+
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="lb-web-metrics-")
+        server._metrics_dir_ours = True  # removed in on_exit
+
+
+def child_exit(server, worker):
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid)
+
+
+def on_exit(server):
+    import shutil
+
+    if getattr(server, "_metrics_dir_ours", False):
+        shutil.rmtree(os.environ.get("PROMETHEUS_MULTIPROC_DIR", ""), ignore_errors=True)

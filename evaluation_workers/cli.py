@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -107,6 +108,9 @@ def run_convert(args: argparse.Namespace, manifest: dict[str, Any] | None) -> st
 def run_worker(celery_args: Sequence[str]) -> int:
     from evaluation_workers import signing
     from evaluation_workers.queues import served_devices, served_tracks, worker_queues
+    from evaluation_workers.worker import metrics
+
+    metrics.prepare()  # before the app (and prometheus_client) is imported: every pool process writes there
     from evaluation_workers.worker.app import app
 
     try:  # without it every report would be refused: say so now, not per task
@@ -114,6 +118,14 @@ def run_worker(celery_args: Sequence[str]) -> int:
     except signing.SigningKeyError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if port := os.environ.get("EVAL_METRICS_PORT", "").strip():
+        addr = os.environ.get("EVAL_METRICS_ADDR", "").strip() or "127.0.0.1"
+        try:
+            metrics.serve(int(port), addr)
+        except (ValueError, OSError) as exc:
+            print(f"error: EVAL_METRICS_PORT={port} on {addr}: {exc}", file=sys.stderr)
+            return 2
+        print(f"Scoring worker metrics: http://{addr}:{port}/metrics", file=sys.stderr, flush=True)
     queues = worker_queues(served_tracks(), served_devices())
     print(f"Scoring worker queues: {','.join(queues)}", file=sys.stderr, flush=True)
     args = ["worker", "-Q", ",".join(queues), *celery_args]

@@ -27,6 +27,10 @@ RECORD_RESULT = "submissions.record_result"
 RECORD_FAILURE = "submissions.record_failure"
 RECORD_HEARTBEAT = "submissions.record_heartbeat"
 RECORD_LOST = "submissions.record_lost"
+# A header on every message either side sends: when it was sent (seconds since the epoch), so that
+# the site's metrics tell how long the oldest message of each queue has waited. Not signed: it
+# changes nothing but that figure.
+SENT_AT_HEADER = "sent_at"
 
 FailureKind = Literal["invalid_input", "platform_error"]
 

@@ -9,6 +9,15 @@ A message never quotes hidden labels.
 
 from __future__ import annotations
 
+# Plain words for damage that the readers' libraries describe in their own terms (zipfile's
+# "File is not a zip file", a seek before the start of a tiny file, zlib's "Error -3 while
+# decompressing data"): a message names the file and what was expected, never a library's text.
+NO_ZIP_DIRECTORY = ("no readable zip directory (a zip file ends with one; this file was cut short, is damaged, "
+                    "or is another kind of file)")
+UNSUPPORTED_ZIP = ("a zip feature not read here (a newer zip version or another compression method; write it with "
+                   "Python's zipfile or `zip`, stored or deflated)")
+CORRUPT_COMPRESSED = "corrupt compressed data (the file is damaged or was cut short)"
+
 
 class SubmissionError(Exception):
     """A problem the submitter can fix; its text is shown verbatim."""

@@ -24,6 +24,7 @@ import json
 import math
 import os
 import re
+import sys
 import threading
 import tokenize
 from collections.abc import Callable, Iterator
@@ -34,7 +35,7 @@ import numpy as np
 import orjson
 
 from evaluation_workers import inflate
-from evaluation_workers.errors import PredictionFormatError
+from evaluation_workers.errors import CORRUPT_COMPRESSED, PredictionFormatError
 
 _CHUNK = 1 << 20
 # Any stream may inflate this much whatever its ratio (``check_ratio``).
@@ -165,8 +166,8 @@ def read_maybe_gzip(path: Path, budget: Budget) -> bytes:
         f.seek(0)
         try:
             return b"".join(iter_gunzip(f, budget))
-        except inflate.ERRORS as exc:
-            raise PredictionFormatError(f"{budget.file}: Expected a valid gzip file, but got {exc}") from None
+        except inflate.ERRORS:
+            raise PredictionFormatError(f"{budget.file}: Expected a valid gzip file, but got {CORRUPT_COMPRESSED}") from None
 
 
 def read_exact(f: IO[bytes], n: int, budget: Budget, what: str) -> bytes:
@@ -301,8 +302,8 @@ def _depth_exceeds(data: bytes | str, limit: int) -> bool:
 def loads_json(data: bytes | str, file: str, object_pairs_hook: Callable[..., Any] | None = None) -> Any:
     """``json.loads`` that refuses nesting deeper than ``MAX_JSON_DEPTH`` (never a RecursionError).
 
-    Other parse errors propagate as ``json.JSONDecodeError``/``ValueError`` for
-    the caller to word.
+    An integer longer than Python converts (``sys.get_int_max_str_digits``) is refused
+    in words; other parse errors propagate as ``json.JSONDecodeError`` for the caller to word.
     """
     if _depth_exceeds(data, MAX_JSON_DEPTH):
         raise json_depth_error(file)
@@ -315,3 +316,10 @@ def loads_json(data: bytes | str, file: str, object_pairs_hook: Callable[..., An
         return json.loads(data, object_pairs_hook=object_pairs_hook)
     except RecursionError:
         raise json_depth_error(file) from None
+    except ValueError as exc:
+        if type(exc) is not ValueError:  # JSONDecodeError, a hook's own errors: the caller words them
+            raise
+        # The one plain ValueError of the parser: an integer longer than int() converts, whose own
+        # text ("Exceeds the limit (4300 digits) ... sys.set_int_max_str_digits()") is Python's.
+        raise PredictionFormatError(f"{file}: Expected integers of at most {sys.get_int_max_str_digits():,} "
+                                    "digits, but got a longer one") from None

@@ -7,7 +7,9 @@ specific one such as ``invalid_file``); ``message`` is for people. Views answer
 with ``api_error``; ``ApiErrorMiddleware`` turns whatever else happens under
 ``/api/`` (an unknown URL, ``Http404``, ``PermissionDenied``, a 405 from
 ``require_POST``, an unexpected exception) into the same shape, in DEBUG too,
-and never with a traceback. Pages outside ``/api/`` keep Django's handling.
+and never with a traceback, and gives every 503 a ``Retry-After``. A failed
+database, broker or storage is answered before it (``leaderboard.ops.unavailable``).
+Pages outside ``/api/`` keep Django's handling.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import BadRequest, PermissionDenied, SuspiciousOperation
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.utils import timezone
@@ -37,6 +40,8 @@ EXTRA_CODES = {"invalid_file": "The predictions file was refused; the message na
                                     "the message names the splits that take submissions now",
                "phase_closed": "The split's challenge accepts no submission now (not started, frozen or "
                                "past its deadline); the message says until when",
+               "throttled": "Too many failed authentications came from the client's address; retry after "
+                            "Retry-After seconds",
                "selection_locked": "Publishing or withdrawing would change the team's final selection on the "
                                    "split (from its freeze on); the message says since when and what is still "
                                    "allowed"}
@@ -110,6 +115,9 @@ class ApiErrorMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         response = self.get_response(request)
+        if _is_api(request) and response.status_code == 503 and "Retry-After" not in response:
+            # Every "unavailable" says when to try again (storage down during an upload, a readiness check).
+            response["Retry-After"] = str(settings.UNAVAILABLE_RETRY_AFTER)
         if (_is_api(request) and response.status_code >= 400
                 and not response.get("Content-Type", "").startswith("application/json")):
             replaced = api_error(_generic_message(request, response), response.status_code)

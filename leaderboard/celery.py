@@ -11,11 +11,12 @@ worker did not sign is refused, logged and acknowledged, and changes nothing.
 """
 
 import os
+import time
 from typing import Any
 
 from celery import Celery, Task
 
-from evaluation_workers import signing
+from evaluation_workers import contracts, signing
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "leaderboard.settings")
 
@@ -36,6 +37,7 @@ class SigningCelery(Celery):
     def send_task(self, name: str, args: Any = None, kwargs: Any = None, **options: Any) -> Any:
         from django.conf import settings
 
+        options["headers"] = {**(options.get("headers") or {}), contracts.SENT_AT_HEADER: time.time()}
         return super().send_task(name, args, signing.signed(name, kwargs, settings.RESULTS_SIGNING_KEY), **options)
 
 

@@ -8,6 +8,7 @@ services.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -47,8 +48,12 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: /healthz, /readyz and /metrics, whatever the Host, with no session or cache lookup.
+    "leaderboard.ops.probes.ProbeMiddleware",
     # First: every answer under /api/ leaves as {"error": {"code", "message"}}, Django's own 404/500 too.
     "leaderboard.api_errors.ApiErrorMiddleware",
+    # A view's exception of a failed database, broker, storage or full disk: 503 with Retry-After.
+    "leaderboard.ops.unavailable.UnavailableMiddleware",
     # First: a cached public page is served before sessions, CSRF and the rest run.
     "leaderboard.lib.pagecache.PageCacheMiddleware",
     "django.middleware.security.SecurityMiddleware",
@@ -63,6 +68,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Last, as django-axes asks: turns a locked-out login into the lockout page.
     "axes.middleware.AxesMiddleware",
+    # Turns a sign-in refused for its address (leaderboard.accounts.throttle) into a 429 page.
+    "leaderboard.accounts.throttle.AddressThrottleMiddleware",
 ]
 
 ROOT_URLCONF = "leaderboard.urls"
@@ -116,7 +123,10 @@ AUTH_PASSWORD_VALIDATORS = [
 # web process shares them); LOGIN_FAILURE_LIMIT failures lock that pair out for
 # LOGIN_LOCKOUT_MINUTES, a success resets the count, `manage.py axes_reset` unlocks everyone.
 # Behind a reverse proxy the address is the proxy's unless REMOTE_ADDR is set from it.
-AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend",
+                           # Refuses every sign-in from an address past LOGIN_FAILURES_PER_ADDRESS (see below).
+                           "leaderboard.accounts.throttle.AddressThrottleBackend",
+                           "django.contrib.auth.backends.ModelBackend"]
 AXES_FAILURE_LIMIT = envint("LOGIN_FAILURE_LIMIT", 10)
 AXES_COOLOFF_TIME = timedelta(minutes=envint("LOGIN_LOCKOUT_MINUTES", 15))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
@@ -315,6 +325,36 @@ CELERY_BEAT_SCHEDULE = {
 }
 # Fault-injection tests only: a folder whose files switch holds on (lifecycle.fault_hold).
 FAULT_DIR = env("FAULT_DIR") or ""
+
+# Operations (issue 26): limits per client address, failures that say what they are, health, metrics.
+# Failed sign-ins (over every username) and failed API token authentications from one address
+# within a window of ADDRESS_THROTTLE_WINDOW seconds, past which that address gets 429 until the
+# window ends (leaderboard.accounts.throttle; counted in the cache). 0 turns a limit off.
+LOGIN_FAILURES_PER_ADDRESS = envint("LOGIN_FAILURES_PER_ADDRESS", 50)
+TOKEN_FAILURES_PER_ADDRESS = envint("TOKEN_FAILURES_PER_ADDRESS", 20)
+ADDRESS_THROTTLE_WINDOW = max(1, envint("ADDRESS_THROTTLE_WINDOW", 900))
+# A request that fails because the database, the broker or storage is down, or the disk is full,
+# gets 503 with Retry-After: UNAVAILABLE_RETRY_AFTER seconds (leaderboard.ops.unavailable).
+UNAVAILABLE_RETRY_AFTER = envint("UNAVAILABLE_RETRY_AFTER", 30)
+# Each request checks its pooled database connection before using it, so that a database
+# that went away and came back costs no request; PostgreSQL gives up connecting after
+# DATABASE_CONNECT_TIMEOUT seconds (a request then answers 503 instead of hanging).
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+if DATABASES["default"]["ENGINE"].endswith(("postgresql", "postgis")):
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault("connect_timeout",
+                                                              envint("DATABASE_CONNECT_TIMEOUT", 5))
+# /readyz (leaderboard.ops.probes) fails its storage check below this much free space for uploads.
+READYZ_MIN_FREE_BYTES = envint("READYZ_MIN_FREE_BYTES", 256 * 2**20)
+# /metrics answers a scraper that sends "Authorization: Bearer <METRICS_TOKEN>" (METRICS_TOKEN or
+# METRICS_TOKEN_FILE), or that connects from an address in METRICS_ALLOWED_IPS (addresses or
+# networks, "10.0.0.0/8,127.0.0.1"; the connecting address: behind a proxy on the same host that
+# is the proxy's, so use the token there). Neither set: /metrics answers no one.
+METRICS_TOKEN = env("METRICS_TOKEN") or ""
+try:
+    METRICS_ALLOWED_NETWORKS = [ipaddress.ip_network(item, strict=False) for item in envlist("METRICS_ALLOWED_IPS")]
+except ValueError as exc:
+    raise ImproperlyConfigured(f"Unexpected value METRICS_ALLOWED_IPS: {exc}; expected addresses or networks "
+                               "separated by commas, such as 10.0.0.0/8,127.0.0.1") from None
 
 LOGGING = {
     "version": 1,

@@ -30,8 +30,10 @@ api_v1 = [
 ]
 
 # JSON under /api/ (leaderboard.api_errors), the site's page elsewhere: templates/403.html,
-# 404.html (Django's default views render them with the reason) and 500.html (no database).
-handler500 = "leaderboard.api_errors.server_error"
+# 404.html (Django's default views render them with the reason) and 500.html (no database);
+# 503.html with Retry-After when the 500 was a failed service (leaderboard.ops.unavailable).
+# /healthz, /readyz and /metrics are answered before URLs are resolved (leaderboard.ops.probes).
+handler500 = "leaderboard.ops.unavailable.server_error"
 
 urlpatterns = [
     path("", include("leaderboard.benchmarks.urls")),

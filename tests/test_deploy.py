@@ -1,9 +1,11 @@
-"""Deployment defaults: the web server listens on loopback unless told otherwise."""
+"""Deployment files: the web server listens on loopback unless told otherwise; compose, the image; what
+Prometheus scrapes and Grafana shows."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -164,3 +166,66 @@ def test_the_image_installs_through_the_checkouts_requirements_files():
     assert 'source deploy/venv.sh ${REQUIREMENTS}' in dockerfile and "ARG REQUIREMENTS=requirements.txt" in dockerfile
     assert 'source deploy/venv.sh requirements-gpu.txt' in dockerfile
     assert "-r requirements.txt" in (ROOT / "requirements-gpu.txt").read_text()
+
+
+# Watching the service (issue 26): deploy/prometheus.yml, prometheus-alerts.yml, grafana-dashboard.json.
+
+METRIC_NAME = re.compile(r"\b(?:leaderboard|eval)_[a-z0-9_]+\b")
+
+
+def _yaml(name: str) -> dict:
+    import yaml
+
+    return yaml.safe_load((ROOT / "deploy" / name).read_text())
+
+
+def _env_example(name: str) -> str:
+    [line] = [line for line in (ROOT / "deploy" / ".env.example").read_text().splitlines()
+              if line.startswith(f"{name}=")]
+    return line.split("=", 1)[1].split()[0]
+
+
+def test_prometheus_scrapes_the_site_with_its_token_and_each_worker_on_its_metrics_port():
+    config = _yaml("prometheus.yml")
+    jobs = {job["job_name"]: job for job in config["scrape_configs"]}
+    site, workers = jobs["leaderboard-site"], jobs["leaderboard-scoring-workers"]
+    assert site["metrics_path"] == "/metrics"
+    assert site["authorization"] == {"type": "Bearer", "credentials_file": site["authorization"]["credentials_file"]}
+    port = _env_example("EVAL_METRICS_PORT")
+    assert all(t.endswith(f":{port}") for c in workers["static_configs"] for t in c["targets"])
+    for rules in config["rule_files"]:
+        assert (ROOT / "deploy" / rules).is_file()
+    alerts = _yaml("prometheus-alerts.yml")
+    assert all({"alert", "expr", "annotations"} <= set(rule) for g in alerts["groups"] for rule in g["rules"])
+
+
+def test_the_dashboard_is_grafana_json_with_a_query_in_every_panel():
+    dashboard = json.loads((ROOT / "deploy" / "grafana-dashboard.json").read_text())
+    panels = dashboard["panels"]
+    assert dashboard["uid"] and len({p["id"] for p in panels}) == len(panels) >= 10
+    for panel in panels:
+        assert panel["datasource"]["uid"] == "${datasource}" and panel["targets"]
+        assert all(t["expr"].strip() for t in panel["targets"]), panel["title"]
+
+
+def test_every_metric_the_dashboard_and_the_alerts_use_is_served(client, db, settings, redis_url):
+    """The names in the queries are the names the site's /metrics and a worker's port really serve."""
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from evaluation_workers.worker import metrics as worker_metrics
+
+    settings.CELERY_BROKER_URL, settings.METRICS_TOKEN = redis_url, "t" * 32
+    settings.CACHES = {"default": {**settings.CACHES["default"], "LOCATION": redis_url}}
+    client.get("/benchmarks/")  # a page-cache count
+    site = client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {'t' * 32}").content.decode()
+    registry = CollectorRegistry()
+    worker_metrics.duration(registry).labels("sqa3d", "scored").observe(1.0)
+    families = [f for text in (site, generate_latest(registry).decode()) for f in text_string_to_metric_families(text)]
+    served = {s.name for f in families for s in f.samples} | {f.name for f in families} | \
+        {f"{f.name}_total" for f in families if f.type == "counter"}
+    queries = [t["expr"] for p in json.loads((ROOT / "deploy" / "grafana-dashboard.json").read_text())["panels"]
+               for t in p["targets"]]
+    queries += [rule["expr"] for g in _yaml("prometheus-alerts.yml")["groups"] for rule in g["rules"]]
+    used = {name for q in queries for name in METRIC_NAME.findall(q)}
+    assert used and used <= served, used - served

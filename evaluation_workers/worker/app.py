@@ -6,7 +6,8 @@ Variables: ``EVAL_BROKER_URL`` (default ``REDIS_URL``), ``EVAL_UPLOADS_DIR`` and
 ``EVAL_LABELS_DIR`` (the roots that storage keys are relative to),
 ``EVAL_DEVICE`` (auto|cpu|gpu), ``EVAL_HEARTBEAT_SECONDS`` (default 20), ``EVAL_TRACKS``,
 ``EVAL_QUEUE_DEVICES``, ``EVAL_LABELS_S3_BUCKET`` (labels from a bucket, ``labels_cache``),
-``EVAL_RESULTS_SIGNING_KEY`` (or ``_FILE``: the site's ``RESULTS_SIGNING_KEY``). The worker needs no
+``EVAL_RESULTS_SIGNING_KEY`` (or ``_FILE``: the site's ``RESULTS_SIGNING_KEY``), ``EVAL_METRICS_PORT``
+and ``EVAL_METRICS_ADDR`` (Prometheus metrics, ``worker.metrics``). The worker needs no
 database credentials: it reports over the broker to the site queue named in each request.
 
 Every message it sends is signed, and it runs only messages signed with the same key
@@ -17,11 +18,12 @@ nor make a worker score something the site did not ask for.
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 from celery import Celery, Task
 
-from evaluation_workers import signing
+from evaluation_workers import contracts, signing
 
 
 class SignedTask(Task):  # type: ignore[misc]  # Celery's classes are untyped
@@ -38,12 +40,14 @@ class SigningCelery(Celery):  # type: ignore[misc]
 
     def send_task(self, name: str, args: Any = None, kwargs: Any = None, **options: Any) -> Any:
         key = signing.key_from_environ("EVAL_RESULTS_SIGNING_KEY")
+        options["headers"] = {**(options.get("headers") or {}), contracts.SENT_AT_HEADER: time.time()}
         return super().send_task(name, args, signing.signed(name, kwargs, key), **options)
 
 
 app = SigningCelery("evaluation_workers", task_cls=SignedTask,
                     include=["evaluation_workers.worker.tasks", "evaluation_workers.worker.significance",
-                             "evaluation_workers.worker.deferred_intervals", "evaluation_workers.worker.presence"])
+                             "evaluation_workers.worker.deferred_intervals", "evaluation_workers.worker.presence",
+                             "evaluation_workers.worker.metrics"])
 app.conf.update(
     broker_url=os.environ.get("EVAL_BROKER_URL") or os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"),
     # Scoring is idempotent (a re-run overwrites the same result), so a task is

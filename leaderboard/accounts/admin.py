@@ -1,6 +1,7 @@
 from django.contrib import admin
 
 from leaderboard.accounts.models import ApiToken, Membership, Team
+from leaderboard.moderation.admin_audit import AuditedAdmin
 
 
 class MembershipInline(admin.TabularInline):
@@ -9,7 +10,7 @@ class MembershipInline(admin.TabularInline):
 
 
 @admin.register(Team)
-class TeamAdmin(admin.ModelAdmin):
+class TeamAdmin(AuditedAdmin):
     list_display = ("name", "slug", "is_personal", "created_at")
     search_fields = ("name", "slug")
     inlines = [MembershipInline]

@@ -1,6 +1,7 @@
 from django.contrib import admin
 
 from leaderboard.benchmarks.models import Benchmark, LabelSet, Split
+from leaderboard.moderation.admin_audit import AuditedAdmin
 
 
 class SplitInline(admin.StackedInline):
@@ -15,13 +16,13 @@ class SplitInline(admin.StackedInline):
 
 
 @admin.register(Benchmark)
-class BenchmarkAdmin(admin.ModelAdmin):
+class BenchmarkAdmin(AuditedAdmin):
     list_display = ("track", "title", "is_active", "order")
     inlines = [SplitInline]
 
 
 @admin.register(LabelSet)
-class LabelSetAdmin(admin.ModelAdmin):
+class LabelSetAdmin(AuditedAdmin):
     list_display = ("split", "sha256", "is_active", "has_partition", "loaded_at", "loaded_by")
     # The manifest is public; the labels themselves (and the public subset's ids) never reach the database.
     readonly_fields = ("split", "sha256", "storage_key", "manifest", "has_partition", "loaded_at", "loaded_by")

@@ -43,6 +43,8 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import Resolver404, resolve
 from django.utils import timezone
 
+from leaderboard.ops import metrics
+
 log = logging.getLogger(__name__)
 
 CACHE_ALIAS = "default"
@@ -260,6 +262,7 @@ class PageCacheMiddleware:
             version, stored = _lookup(version_key, key)
         except CacheErrors as error:
             _cache_failed("read", error)
+            metrics.PAGE_CACHE_ERROR.inc()
             return self.get_response(request)
         rendering = False
         if stored is None:
@@ -271,8 +274,10 @@ class PageCacheMiddleware:
             for name, value in headers:
                 response[name] = value
             response["X-Page-Cache"] = "hit"
+            metrics.PAGE_CACHE_HIT.inc()
             return response
         response = self.get_response(request)
+        metrics.PAGE_CACHE_MISS.inc()
         timeout = _timeout(request)
         # A response that sets a cookie (a CSRF token, a message) belongs to one viewer.
         if response.status_code == 200 and not response.cookies and not response.streaming and timeout > 0:

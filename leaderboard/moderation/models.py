@@ -42,6 +42,9 @@ class AuditEntry(models.Model):
         # A maintainer changing a team's locked final selection on its behalf (``details.was_published``).
         PUBLISH_FOR_TEAM = "publish_for_team"
         WITHDRAW_FOR_TEAM = "withdraw_for_team"
+        # A superuser deleting or editing, in /admin/, what the public pages show (``admin_audit``).
+        ADMIN_DELETE = "admin_delete"
+        ADMIN_CHANGE = "admin_change"
 
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+")
     actor_name = models.CharField(max_length=150)

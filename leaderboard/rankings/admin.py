@@ -3,11 +3,12 @@ from typing import Any
 from django.contrib import admin
 
 from leaderboard.lib.pagecache import bump
+from leaderboard.moderation.admin_audit import AuditedAdmin
 from leaderboard.rankings.models import LeaderboardEntry, PairedTest
 
 
 @admin.register(LeaderboardEntry)
-class LeaderboardEntryAdmin(admin.ModelAdmin):
+class LeaderboardEntryAdmin(AuditedAdmin):
     list_display = ("name", "split", "primary_score", "is_paper", "scorer_version", "published_at")
     list_filter = ("split", "is_paper")
 

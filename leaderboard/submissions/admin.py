@@ -1,5 +1,6 @@
 from django.contrib import admin
 
+from leaderboard.moderation.admin_audit import AuditedAdmin
 from leaderboard.submissions.models import (
     Method,
     QuotaOverride,
@@ -12,7 +13,7 @@ from leaderboard.submissions.models import (
 
 
 @admin.register(Method)
-class MethodAdmin(admin.ModelAdmin):
+class MethodAdmin(AuditedAdmin):
     list_display = ("name", "team", "uses_extra_data", "created_at")
 
 
@@ -23,7 +24,7 @@ class ResultInline(admin.StackedInline):
 
 
 @admin.register(Submission)
-class SubmissionAdmin(admin.ModelAdmin):
+class SubmissionAdmin(AuditedAdmin):
     list_display = ("id", "method", "split", "team", "status", "failure_kind", "quota", "is_published",
                     "created_at")
     list_filter = ("status", "split", "is_published", "is_hidden")

@@ -16,6 +16,7 @@ from celery import shared_task
 from django.db import DatabaseError, InterfaceError
 
 from evaluation_workers import contracts
+from leaderboard.ops import metrics
 from leaderboard.submissions import lifecycle, retention
 from leaderboard.submissions.uploads import do_expire_uploads
 
@@ -58,7 +59,9 @@ def record_lost(**report: Any) -> None:
 @shared_task(name="submissions.sweep", ignore_result=True)
 def sweep() -> dict[str, int]:
     """Run by Celery beat every ``SWEEP_INTERVAL`` seconds; ``manage.py sweep`` does the same."""
-    return lifecycle.do_sweep()
+    counts = lifecycle.do_sweep()
+    metrics.count_sweep(counts)  # leaderboard_sweeper_actions_total on every site's /metrics
+    return counts
 
 
 @shared_task(name="submissions.expire_uploads", ignore_result=True)

@@ -196,4 +196,5 @@ def test_a_file_that_is_no_zip_is_told_both_forms(small: tuple[dict, list[bytes]
     with pytest.raises(PredictionFormatError) as caught:
         validate(wrong, small[0])
     assert caught.value.message == ("predictions.json: Expected a zip archive: the official zip (an .npz per scene) "
-                                    "or the compact .npz, but got BadZipFile: File is not a zip file")
+                                    "or the compact .npz, but got no readable zip directory (a zip file ends "
+                                    "with one; this file was cut short, is damaged, or is another kind of file)")

@@ -136,12 +136,13 @@ def queues() -> dict[str, str]:
 
 @contextlib.contextmanager
 def scoring_worker(redis_url: str, storage_dirs: dict[str, Path], queue: str, log: Path, *,
-                   name: str | None = None, command: list[str] | None = None,
+                   name: str | None = None, command: list[str] | None = None, pool: str = "solo",
                    **env_extra: str) -> Iterator[subprocess.Popen[bytes]]:
     """A real scoring worker process (``python -m evaluation_workers worker``) serving every track's
     queues under the base name ``queue`` (the site's ``EVAL_QUEUE_CPU``), without the site's
     settings; ``env_extra`` adds EVAL_* variables (e.g. S3, ``EVAL_TRACKS``). ``name`` is its node
-    name; ``command`` replaces ``python -m evaluation_workers`` (a wrapper, another namespace)."""
+    name; ``command`` replaces ``python -m evaluation_workers`` (a wrapper, another namespace); ``pool``
+    is Celery's pool (``prefork`` scores in child processes, ``EVAL_CONCURRENCY`` of them)."""
     env = {**os.environ, "REDIS_URL": redis_url, "EVAL_UPLOADS_DIR": str(storage_dirs["uploads"]),
            "EVAL_LABELS_DIR": str(storage_dirs["labels"]), "EVAL_OUTCOMES_DIR": str(storage_dirs.get("outcomes") or Path(storage_dirs["labels"]).parent / "outcomes"),
            "EVAL_DEVICE": "cpu", "EVAL_QUEUE_CPU": queue,
@@ -149,7 +150,7 @@ def scoring_worker(redis_url: str, storage_dirs: dict[str, Path], queue: str, lo
     env.pop("DJANGO_SETTINGS_MODULE", None)
     command = command or [sys.executable, "-m", "evaluation_workers"]
     with open(log, "wb") as out:
-        proc = subprocess.Popen([*command, "worker", "-P", "solo", "-n", name or f"{queue}@%h", "-l", "info",
+        proc = subprocess.Popen([*command, "worker", "-P", pool, "-n", name or f"{queue}@%h", "-l", "info",
                                  "--without-mingle", "--without-gossip"],
                                 cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 60

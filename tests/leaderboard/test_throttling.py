@@ -68,3 +68,63 @@ def test_revoking_does_not_refill_the_cap_and_issue_token_is_exempt(client, owne
     call_command("issue_token", "alice", "--name", "from the shell")
     assert capsys.readouterr().out.startswith("lb_")
     assert ApiToken.objects.filter(user=owner).count() == 2
+
+
+# Limits per address, over every username and token (issue 26).
+
+
+def test_password_spraying_across_usernames_is_refused_for_the_address(client, owner, settings, django_user_model):
+    """One password tried on many accounts never trips the per-username lockout; the address's count does."""
+    settings.LOGIN_FAILURES_PER_ADDRESS = 5
+    for i in range(5):
+        django_user_model.objects.create_user(f"user{i}", password="something else entirely")
+        assert login(client, f"user{i}", "Summer2026!").status_code == 200
+    refused = login(client, "alice", PASSWORD)
+    assert refused.status_code == 429 and not signed_in(client)
+    assert 0 < int(refused["Retry-After"]) <= settings.ADDRESS_THROTTLE_WINDOW + 1
+    assert "More than 5 failed sign-ins came from your address" in refused.content.decode()
+    # Another address signs in as before.
+    assert login(client, "alice", PASSWORD, ip="10.0.0.9").status_code == 302 and signed_in(client)
+
+
+def test_the_address_may_sign_in_again_in_the_next_window(client, owner, settings, monkeypatch):
+    from leaderboard.accounts import throttle
+
+    settings.LOGIN_FAILURES_PER_ADDRESS, settings.ADDRESS_THROTTLE_WINDOW = 2, 600
+    now = [6000.0]  # the start of a window
+    monkeypatch.setattr(throttle.time, "time", lambda: now[0])
+    for name in ("x", "y"):
+        login(client, name, "wrong")
+    assert login(client, "alice", PASSWORD).status_code == 429
+    now[0] += 600
+    assert login(client, "alice", PASSWORD).status_code == 302
+
+
+def api_me(client, key, ip="10.0.0.1"):
+    return client.get("/api/v1/me", HTTP_AUTHORIZATION=f"Token {key}", REMOTE_ADDR=ip)
+
+
+def test_token_guessing_is_refused_for_the_address(client, owner, settings):
+    from leaderboard.accounts.services import do_create_token
+
+    settings.TOKEN_FAILURES_PER_ADDRESS = 3
+    key = do_create_token(owner, name="laptop")
+    prefix = key.split("_")[1]
+    for guess in (f"lb_{prefix}_guess1", "lb_zzzz_guess2", "not-a-token"):
+        assert api_me(client, guess).status_code == 401
+    refused = api_me(client, key)
+    assert refused.status_code == 429 and refused.json()["error"]["code"] == "throttled"
+    assert "More than 3 failed token authentications" in refused.json()["error"]["message"]
+    assert 0 < int(refused["Retry-After"]) <= settings.ADDRESS_THROTTLE_WINDOW + 1
+    assert api_me(client, key, ip="10.0.0.9").status_code == 200
+
+
+def test_without_the_cache_nobody_is_limited_here(client, owner, settings):
+    """The counts are an accelerator's job: a cache that is down limits no one (axes still locks per username)."""
+    from leaderboard.accounts.services import do_create_token
+
+    settings.TOKEN_FAILURES_PER_ADDRESS = 1
+    settings.CACHES = {"default": {**settings.CACHES["default"], "LOCATION": "redis://127.0.0.1:9/0"}}
+    key = do_create_token(owner, name="laptop")
+    assert api_me(client, "lb_x_wrong").status_code == 401
+    assert api_me(client, key).status_code == 200

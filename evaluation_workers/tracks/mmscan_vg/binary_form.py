@@ -27,7 +27,13 @@ from typing import IO, Any, Literal
 import numpy as np
 
 from evaluation_workers import inflate
-from evaluation_workers.errors import PredictionFormatError, where
+from evaluation_workers.errors import (
+    CORRUPT_COMPRESSED,
+    NO_ZIP_DIRECTORY,
+    UNSUPPORTED_ZIP,
+    PredictionFormatError,
+    where,
+)
 from evaluation_workers.limits import MAX_RATIO, RATIO_FLOOR, Budget, npy_header
 from evaluation_workers.tracks.mmscan_vg.checks import check_ids, check_values, clip
 from evaluation_workers.tracks.mmscan_vg.labels import BOX_ARITY, MAX_BOXES_PER_PROMPT, Predictions
@@ -130,8 +136,8 @@ def _inflate_into(path: Path, offset: int, info: zipfile.ZipInfo, skip: int, out
                 left = left - len(pending) if pending else 0
             try:
                 chunk = stream.decompress(pending, min(_OUT_CHUNK, total - produced + 1))
-            except inflate.ERRORS as exc:
-                raise PredictionFormatError(f"{what}: Expected valid deflate data, but it is corrupt ({exc})") from None
+            except inflate.ERRORS:
+                raise PredictionFormatError(f"{what}: Expected valid deflate data, but got {CORRUPT_COMPRESSED}") from None
             pending = stream.unconsumed_tail
             if not chunk and not pending and not left:
                 break  # no input left and nothing more comes out: the stream stops short of its end
@@ -172,8 +178,9 @@ def load(path: Path, known: dict[str, int], budget: Budget) -> Predictions:
     # NotImplementedError: a zip version or feature zipfile does not read ("zip file version 6.4").
     except (zipfile.BadZipFile, zlib.error, EOFError, OSError, struct.error, ValueError, OverflowError,
             NotImplementedError) as exc:
-        raise PredictionFormatError(
-            f"{name}: Expected a valid .npz (zip) file, but it is corrupt: {clip(str(exc), 200)}") from None
+        damage = (UNSUPPORTED_ZIP if isinstance(exc, NotImplementedError)
+                  else CORRUPT_COMPRESSED if isinstance(exc, inflate.ERRORS) else NO_ZIP_DIRECTORY)
+        raise PredictionFormatError(f"{name}: Expected a valid .npz (zip) file, but got {damage}") from None
 
 
 def _check_member_count(path: Path, name: str) -> None:

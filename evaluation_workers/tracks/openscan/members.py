@@ -17,6 +17,7 @@ first (``limits.npy_header``), then exactly the announced payload.
 
 from __future__ import annotations
 
+import errno
 import io
 import math
 import mmap
@@ -32,7 +33,12 @@ from typing import IO, Any, cast
 import numpy as np
 
 from evaluation_workers import inflate
-from evaluation_workers.errors import PredictionFormatError
+from evaluation_workers.errors import (
+    CORRUPT_COMPRESSED,
+    NO_ZIP_DIRECTORY,
+    UNSUPPORTED_ZIP,
+    PredictionFormatError,
+)
 from evaluation_workers.limits import Budget, npy_header
 from evaluation_workers.mapped import give_back, map_file
 
@@ -88,8 +94,8 @@ class ViewFile(io.RawIOBase):
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
         base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: len(self._view)}[whence]
-        if base + offset < 0:
-            raise ValueError("negative seek position")
+        if base + offset < 0:  # as a file on disk answers (zipfile reads it as "no directory here")
+            raise OSError(errno.EINVAL, "Invalid argument")
         self._pos = base + offset
         return self._pos
 
@@ -376,8 +382,9 @@ class MemberStream:
         else:
             try:
                 out = self._inflate.decompress(self._data[self._pos :], n) if n else b""
-            except inflate.ERRORS as exc:
-                raise PredictionFormatError(f"{self.what}: Expected valid deflate data, but got {exc}") from None
+            except inflate.ERRORS:
+                raise PredictionFormatError(f"{self.what}: Expected valid deflate data, but got {CORRUPT_COMPRESSED}"
+                                            ) from None
             tail = self._inflate.unconsumed_tail
             self._pos = len(self._data) - len(tail)
         self.budget.take(len(out))
@@ -389,6 +396,11 @@ class MemberStream:
 
 
 def _describe(exc: BaseException) -> str:
+    """What was wrong with a zip that zipfile could not open, in the submitter's words (never zipfile's)."""
     if isinstance(exc, UnicodeDecodeError):
         return "a member name that is not valid UTF-8 although the archive flags it so"
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    if isinstance(exc, NotImplementedError):
+        return UNSUPPORTED_ZIP
+    if isinstance(exc, inflate.ERRORS):
+        return CORRUPT_COMPRESSED
+    return NO_ZIP_DIRECTORY
