@@ -205,3 +205,15 @@ def test_the_openapi_schemas_describe_answers_with_references(client, board):
         jsonschema.validate(body, {**schema, **registry})
     params = {p["name"] for p in doc["paths"]["/api/v1/leaderboards/{track}"]["get"]["parameters"]}
     assert {"protocol", "iou"} <= params
+
+
+def test_the_migration_marks_the_references_of_rows_loaded_before(split):
+    from importlib import import_module
+
+    from django.apps import apps
+
+    do_seed_paper_rows("sqa3d")
+    LeaderboardEntry.objects.update(is_reference=False)  # as loaded before the field existed
+    import_module("leaderboard.rankings.migrations.0009_entry_is_reference").mark_references(apps, None)
+    assert list(LeaderboardEntry.objects.filter(is_reference=True).values_list("name", flat=True)) == [
+        "Human (amateur)"]
