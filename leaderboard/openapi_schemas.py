@@ -111,7 +111,11 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "team": {**nullable(STR), "description": "null for an anonymous row (under review); '' for a paper row"},
         "anonymous": {"type": "boolean", "description": "Published as 'Anonymous (under review)': no team until "
                                                          "the team reveals it"},
-        "reported_in_paper": BOOL, "note": STR,
+        "reported_in_paper": BOOL,
+        "reference": {"type": "boolean", "description": "A point of reference from a paper (human performance, an "
+                                                        "oracle, an upper bound): listed under 'references', never "
+                                                        "ranked (rank null)"},
+        "note": STR,
         "paper_url": {"type": "string", "description": "Paper rows: the publication the numbers come from"},
         "venue": STR, "protocol": {"type": "string", "description": "The track's scoring protocol that produced "
                                                                     "the row (GET /api/v1/tracks lists them)"},
@@ -134,7 +138,9 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "scores_of": {"type": "string", "enum": ["all", "public", "private"],
                       "description": "The units the rows' scores cover"},
         "significance": nullable(SIGNIFICANCE),
-        "rows": {"type": "array", "items": ref("LeaderboardRow")}}),
+        "rows": {"type": "array", "items": ref("LeaderboardRow"), "description": "The ranked rows of the page"},
+        "references": {"type": "array", "items": ref("LeaderboardRow"),
+                       "description": "Every reference row the filters keep (rank null), not paged"}}),
     "Compare": _obj({"track": STR, "split": STR, "columns": {"type": "array", "items": STR}, "metric": STR,
                      "entries": {"type": "array", "items": _obj({"entry_id": INT, "method": STR,
                                                                  "reported_in_paper": BOOL, "scores": SCORES,
@@ -144,7 +150,10 @@ SCHEMAS: dict[str, dict[str, Any]] = {
                                                                  "hourly bound of a signed-in user); empty "
                                                                  "otherwise"}}),
     "Progress": _obj({"track": STR, "split": STR, "metric": STR,
-                      "points": {"type": "array", "items": _obj({"date": DATE, "best": NUM, "method": STR})}}),
+                      "points": {"type": "array", "items": _obj({"date": DATE, "best": NUM, "method": STR}),
+                                 "description": "Over the ranked rows; references never set a record"},
+                      "references": {"type": "array", "items": _obj({"method": STR, "value": NUM}),
+                                     "description": "Reference rows, drawn as lines"}}),
     "PublicMethod": _obj({
         "id": INT, "name": STR, "team": {**nullable(STR), "description": "null while anonymous"},
         "anonymous": BOOL, "description": STR,

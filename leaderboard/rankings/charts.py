@@ -1,10 +1,17 @@
 """Charts drawn on the server as inline SVG: no script, no network, readable
 without JavaScript and crisp at any width.
 
-Values are fractions in [0, 1]; labels are escaped. Each function returns a
-complete ``<svg>`` element as safe markup. ``errors`` (bars, radar) are the
-first series' 95 % intervals, one ``(lo, hi)`` or None per group, drawn as
-error bars (a paper row has none: nothing is drawn).
+Values are fractions in [0, 1], written as percentages by ``numbers.percent``;
+labels are escaped. Each function returns a complete ``<svg>`` element as safe
+markup. ``errors`` (bars, radar) are the first series' 95 % intervals, one
+``(lo, hi)`` or None per group, drawn as error bars (a paper row has none:
+nothing is drawn). ``references`` (human performance, oracles: rows that are not
+contestants) are dashed grey lines, never bars, and never a series' best.
+
+Axes have titles (the metric in %, the groups' name) and round ticks
+(``nice_ticks``). The drawings are 480 units wide with 15-unit type: a phone
+draws them about 320 px wide, so text stays at 10 px or more; ``.chart-box``
+caps them at 600 px on a desktop.
 """
 
 from __future__ import annotations
@@ -16,66 +23,131 @@ from datetime import datetime
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
+from leaderboard.rankings.numbers import percent
+
 PALETTE = ["#2f5bd3", "#e07a1f", "#1a7f37", "#b42318", "#7a4cc2", "#0e7490"]
+REFERENCE = "#475467"
+DASHES = ["7 4", "2 3", "10 3 2 3"]
+TEXT = 15
+WIDTH = 480
 Series = tuple[str, Sequence[float | None]]
+Reference = tuple[str, Sequence[float | None]]
 Errors = Sequence["Sequence[float] | None"]
 
 
-def _fmt(value: float | None) -> str:
-    return "–" if value is None else f"{value * 100:.1f}"
+def _text(value: float | None) -> str:
+    """A value as chart text: ``<0.1`` is markup-escaped."""
+    return escape(percent(value))
 
 
-def _legend(series: Sequence[Series], x: float, y: float) -> str:
+def nice_ticks(top: float, count: int = 5) -> list[float]:
+    """Round ticks from 0 to at least ``top`` (a fraction), about ``count`` steps of 1, 2 or 5
+    times a power of ten in percent: 0.70 gives 0, 20, 40, 60, 80 (%), never 18/35/52/70."""
+    span = min(max(top, 0.0), 1.0) * 100
+    if span <= 0:
+        return [0.0, 0.1]
+    raw = span / count
+    power = 10.0 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw - 1e-9)
+    steps = math.ceil(span / step - 1e-9)
+    return [round(i * step, 9) / 100 for i in range(steps + 1)]
+
+
+def _tick_label(tick: float) -> str:
+    return f"{tick * 100:.10g}"
+
+
+def _top(values: Sequence[float | None], errors: Errors | None = None) -> list[float]:
+    top = max((v for v in values if v is not None), default=0.0)
+    top = max([top] + [float(e[1]) for e in errors or () if e])
+    return nice_ticks(top)
+
+
+def _values(series: Sequence[Series], references: Sequence[Reference]) -> list[float | None]:
+    return [v for _, values in [*series, *references] for v in values]
+
+
+def _legend(series: Sequence[Series], references: Sequence[Reference], x: float, y: float) -> str:
     parts = []
     for i, (label, _) in enumerate(series):
-        color = PALETTE[i % len(PALETTE)]
-        parts.append(f'<rect x="{x}" y="{y + i * 18}" width="12" height="12" fill="{color}"/>'
-                     f'<text x="{x + 18}" y="{y + i * 18 + 10}" font-size="12">{escape(label)}</text>')
+        parts.append(f'<rect x="{x}" y="{y + i * 22 - 11}" width="13" height="13" fill="{PALETTE[i % len(PALETTE)]}"/>'
+                     f'<text x="{x + 20}" y="{y + i * 22}" font-size="{TEXT}">{escape(_short(label))}</text>')
+    for j, (label, _) in enumerate(references):
+        row = y + (len(series) + j) * 22
+        parts.append(f'<line x1="{x}" y1="{row - 5}" x2="{x + 14}" y2="{row - 5}" stroke="{REFERENCE}" '
+                     f'stroke-width="2.5" stroke-dasharray="{DASHES[j % len(DASHES)]}"/>'
+                     f'<text x="{x + 20}" y="{row}" font-size="{TEXT}">{escape(_short(label))} (reference)</text>')
     return "".join(parts)
 
 
-def _scale_max(series: Sequence[Series], errors: Errors | None = None) -> float:
-    top = max((v for _, values in series for v in values if v is not None), default=0.0)
-    top = max([top] + [float(e[1]) for e in errors or () if e])
-    # Round the axis up to the next 10 % so small values still fill the chart.
-    return max(0.1, math.ceil(top * 10 + 1e-9) / 10)
+def _short(label: str, limit: int = 44) -> str:
+    return label if len(label) <= limit else label[:limit - 1] + "…"
 
 
 def _error_title(label: str, group: str, bounds: Sequence[float]) -> str:
-    return escape(f"{label}, {group}: 95 % interval {_fmt(bounds[0])} to {_fmt(bounds[1])}")
+    return escape(f"{label}, {group}: 95 % interval {percent(bounds[0])} to {percent(bounds[1])}")
 
 
-def radar(axes: Sequence[str], series: Sequence[Series], title: str = "", errors: Errors | None = None) -> SafeString:
-    """A radar chart: one spoke per axis (e.g. OpenScan's aspects), one polygon per series;
-    the first series' intervals as segments along the spokes."""
-    size, cx, cy, radius = 420, 210, 200, 140
-    top = _scale_max(series, errors)
+def _y_title(metric: str, x: float, y: float) -> str:
+    """The value axis's title, read bottom to top beside it."""
+    return (f'<text class="axis-title" x="{x}" y="{y:.1f}" font-size="{TEXT}" text-anchor="middle" '
+            f'transform="rotate(-90 {x} {y:.1f})" fill="#344054">{escape(metric)} (%)</text>')
+
+
+def _svg(kind: str, title: str, height: float) -> str:
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {height:.0f}" role="img" '
+            f'class="chart {kind}" aria-label="{escape(title)}"><title>{escape(title)}</title>')
+
+
+def radar(axes: Sequence[str], series: Sequence[Series], title: str = "", errors: Errors | None = None, *,
+          metric: str = "", references: Sequence[Reference] = ()) -> SafeString:
+    """A radar chart: one spoke per axis (e.g. OpenScan's aspects), one polygon per series
+    (references dashed grey); rings at round ticks; the first series' intervals as segments
+    along the spokes."""
+    cx, cy, radius = WIDTH / 2, 230, 135
+    ticks = _top(_values(series, references), errors)
+    top = ticks[-1]
     n = len(axes)
     angle = [(-math.pi / 2 + 2 * math.pi * i / n) for i in range(n)]
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {size} {size + 18 * len(series)}" '
-           f'role="img" class="chart radar" aria-label="{escape(title)}"><title>{escape(title)}</title>']
-    for ring in (0.25, 0.5, 0.75, 1.0):
+    legend_y = cy + radius + 52
+    out = [_svg("radar", title, legend_y + 22 * (len(series) + len(references)))]
+    if metric:
+        out.append(f'<text class="axis-title" x="8" y="22" font-size="{TEXT}" fill="#344054">'
+                   f'{escape(metric)} (%)</text>')
+    for tick in ticks[1:]:
+        ring = tick / top
         pts = " ".join(f"{cx + radius * ring * math.cos(a):.1f},{cy + radius * ring * math.sin(a):.1f}"
                        for a in angle)
-        out.append(f'<polygon points="{pts}" fill="none" stroke="#d0d5dd"/>')
-        out.append(f'<text x="{cx + 3}" y="{cy - radius * ring + 11:.1f}" font-size="9" fill="#667085">'
-                   f'{top * ring * 100:.0f}</text>')
+        out.append(f'<polygon points="{pts}" fill="none" stroke="#d0d5dd"/>'
+                   f'<text class="tick" x="{cx + 4}" y="{cy - radius * ring + 14:.1f}" font-size="{TEXT}" '
+                   f'fill="#667085">{_tick_label(tick)}</text>')
     for a, label in zip(angle, axes):
         x, y = cx + radius * math.cos(a), cy + radius * math.sin(a)
-        lx, ly = cx + (radius + 14) * math.cos(a), cy + (radius + 14) * math.sin(a)
+        lx, ly = cx + (radius + 12) * math.cos(a), cy + (radius + 12) * math.sin(a)
         anchor = "middle" if abs(math.cos(a)) < 0.3 else ("start" if math.cos(a) > 0 else "end")
+        dy = 5 + (12 if math.sin(a) > 0.7 else -6 if math.sin(a) < -0.7 else 0)
         out.append(f'<line x1="{cx}" y1="{cy}" x2="{x:.1f}" y2="{y:.1f}" stroke="#d0d5dd"/>'
-                   f'<text x="{lx:.1f}" y="{ly + 4:.1f}" font-size="12" text-anchor="{anchor}">{escape(label)}</text>')
-    # The first series (the method) is drawn last, on top; references are dashed.
+                   f'<text x="{lx:.1f}" y="{ly + dy:.1f}" font-size="{TEXT}" text-anchor="{anchor}">'
+                   f'{escape(label)}</text>')
+
+    def points(values: Sequence[float | None]) -> str:
+        return " ".join(f"{cx + radius * (v or 0) / top * math.cos(a):.1f},"
+                        f"{cy + radius * (v or 0) / top * math.sin(a):.1f}" for a, v in zip(angle, values))
+
+    def described(label: str, values: Sequence[float | None]) -> str:
+        return escape(f"{label}: " + ", ".join(f"{ax} {percent(v)}" for ax, v in zip(axes, values)))
+
+    for j, (label, values) in enumerate(references):
+        out.append(f'<g class="reference"><polygon points="{points(values)}" fill="none" stroke="{REFERENCE}" '
+                   f'stroke-width="2" stroke-dasharray="{DASHES[j % len(DASHES)]}"><title>'
+                   f'{described(f"{label} (reference)", values)}</title></polygon></g>')
+    # The first series (the method) is drawn last, on top; the others are dashed.
     for i, (label, values) in reversed(list(enumerate(series))):
         color = PALETTE[i % len(PALETTE)]
         style = 'fill-opacity="0.15" stroke-width="2.5"' if i == 0 else \
             'fill-opacity="0.04" stroke-width="1.5" stroke-dasharray="6 3"'
-        pts = " ".join(f"{cx + radius * (v or 0) / top * math.cos(a):.1f},"
-                       f"{cy + radius * (v or 0) / top * math.sin(a):.1f}" for a, v in zip(angle, values))
-        out.append(f'<polygon points="{pts}" fill="{color}" {style} stroke="{color}">'
-                   f'<title>{escape(label)}: '
-                   f'{escape(", ".join(f"{ax} {_fmt(v)}" for ax, v in zip(axes, values)))}</title></polygon>')
+        out.append(f'<polygon points="{points(values)}" fill="{color}" {style} stroke="{color}">'
+                   f'<title>{described(label, values)}</title></polygon>')
     for a, label, bounds in zip(angle, axes, errors or ()):
         if not bounds:
             continue
@@ -87,78 +159,106 @@ def radar(axes: Sequence[str], series: Sequence[Series], title: str = "", errors
                    f'<line x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}"/>'
                    f'<line x1="{x1 - dx:.1f}" y1="{y1 - dy:.1f}" x2="{x1 + dx:.1f}" y2="{y1 + dy:.1f}"/>'
                    f'<line x1="{x2 - dx:.1f}" y1="{y2 - dy:.1f}" x2="{x2 + dx:.1f}" y2="{y2 + dy:.1f}"/></g>')
-    out.append(_legend(series, 20, size - 8))
+    out.append(_legend(series, references, 16, legend_y))
     out.append("</svg>")
     return mark_safe("".join(out))
 
 
-def bars(groups: Sequence[str], series: Sequence[Series], title: str = "", errors: Errors | None = None) -> SafeString:
-    """Grouped bars: one group per question type or category, one bar per series;
-    the first series' intervals as error bars on its bars."""
-    width, height, left, bottom, top_pad = 640, 260, 40, 40, 16
-    top = _scale_max(series, errors)
-    plot_w, plot_h = width - left - 10, height - bottom - top_pad
+def bars(groups: Sequence[str], series: Sequence[Series], title: str = "", errors: Errors | None = None, *,
+         metric: str = "", group_label: str = "", references: Sequence[Reference] = ()) -> SafeString:
+    """Grouped bars: one group per question type or category, one bar per series; each
+    reference a dashed line across each group; the first series' intervals as error bars."""
+    left, right, top_pad, plot_h = 60, 8, 12, 200
+    ticks = _top(_values(series, references), errors)
+    top = ticks[-1]
+    plot_w = WIDTH - left - right
+    base = top_pad + plot_h
     group_w = plot_w / max(1, len(groups))
     bar_w = group_w * 0.8 / max(1, len(series))
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height + 18 * len(series)}" '
-           f'role="img" class="chart bars" aria-label="{escape(title)}"><title>{escape(title)}</title>']
-    for tick in (0, 0.25, 0.5, 0.75, 1.0):
-        y = top_pad + plot_h * (1 - tick)
-        out.append(f'<line x1="{left}" y1="{y:.1f}" x2="{width - 10}" y2="{y:.1f}" stroke="#eaecf0"/>'
-                   f'<text x="{left - 6}" y="{y + 4:.1f}" font-size="10" text-anchor="end" fill="#667085">'
-                   f'{top * tick * 100:.0f}</text>')
+    legend_y = base + (66 if group_label else 46)
+    out = [_svg("bars", title, legend_y + 22 * (len(series) + len(references)) - 4)]
+    for tick in ticks:
+        y = base - plot_h * tick / top
+        out.append(f'<line x1="{left}" y1="{y:.1f}" x2="{WIDTH - right}" y2="{y:.1f}" stroke="#eaecf0"/>'
+                   f'<text class="tick" x="{left - 6}" y="{y + 5:.1f}" font-size="{TEXT}" text-anchor="end" '
+                   f'fill="#667085">{_tick_label(tick)}</text>')
+    out.append(f'<line x1="{left}" y1="{base}" x2="{WIDTH - right}" y2="{base}" stroke="#98a2b3"/>')
+    if metric:
+        out.append(_y_title(metric, 16, top_pad + plot_h / 2))
     for g, group in enumerate(groups):
         x0 = left + g * group_w + group_w * 0.1
         for i, (label, values) in enumerate(series):
             value = values[g]
             h = plot_h * (value or 0) / top
-            out.append(f'<rect x="{x0 + i * bar_w:.1f}" y="{top_pad + plot_h - h:.1f}" width="{bar_w - 2:.1f}" '
+            out.append(f'<rect x="{x0 + i * bar_w:.1f}" y="{base - h:.1f}" width="{max(bar_w - 2, 1):.1f}" '
                        f'height="{h:.1f}" fill="{PALETTE[i % len(PALETTE)]}"><title>{escape(label)}, '
-                       f'{escape(group)}: {_fmt(value)}</title></rect>')
+                       f'{escape(group)}: {_text(value)}</title></rect>')
             bounds = errors[g] if errors and i == 0 and g < len(errors) else None
             if bounds:
                 xm = x0 + i * bar_w + (bar_w - 2) / 2
-                y_lo, y_hi = (top_pad + plot_h * (1 - float(v) / top) for v in bounds)
+                y_lo, y_hi = (base - plot_h * float(v) / top for v in bounds)
                 out.append(f'<g class="error-bar" stroke="#101828" stroke-width="1.5"><title>'
                            f'{_error_title(label, group, bounds)}</title>'
                            f'<line x1="{xm:.1f}" y1="{y_lo:.1f}" x2="{xm:.1f}" y2="{y_hi:.1f}"/>'
                            f'<line x1="{xm - 4:.1f}" y1="{y_lo:.1f}" x2="{xm + 4:.1f}" y2="{y_lo:.1f}"/>'
                            f'<line x1="{xm - 4:.1f}" y1="{y_hi:.1f}" x2="{xm + 4:.1f}" y2="{y_hi:.1f}"/></g>')
-        out.append(f'<text x="{left + (g + 0.5) * group_w:.1f}" y="{height - bottom + 16}" font-size="12" '
+        out.append(f'<text x="{left + (g + 0.5) * group_w:.1f}" y="{base + 21}" font-size="{TEXT}" '
                    f'text-anchor="middle">{escape(group)}</text>')
-    out.append(_legend(series, left, height - 6))
+    for j, (label, values) in enumerate(references):
+        lines = []
+        for g, (group, value) in enumerate(zip(groups, values)):
+            if value is None:
+                continue
+            y = base - plot_h * value / top
+            lines.append(f'<line x1="{left + g * group_w + 2:.1f}" y1="{y:.1f}" x2="{left + (g + 1) * group_w - 2:.1f}" '
+                         f'y2="{y:.1f}"><title>{escape(label)} (reference), {escape(group)}: {_text(value)}</title>'
+                         f'</line>')
+        out.append(f'<g class="reference" stroke="{REFERENCE}" stroke-width="2.5" '
+                   f'stroke-dasharray="{DASHES[j % len(DASHES)]}">{"".join(lines)}</g>')
+    if group_label:
+        out.append(f'<text class="axis-title" x="{left + plot_w / 2:.1f}" y="{base + 44}" font-size="{TEXT}" '
+                   f'text-anchor="middle" fill="#344054">{escape(group_label)}</text>')
+    out.append(_legend(series, references, left, legend_y))
     out.append("</svg>")
     return mark_safe("".join(out))
 
 
-def progress(points: Sequence[tuple[datetime, float, str]], title: str = "") -> SafeString:
-    """A step line of the best score over time, one dot where the record improved.
+def progress(points: Sequence[tuple[datetime, float, str]], title: str = "", *, metric: str = "",
+             references: Sequence[tuple[str, float]] = ()) -> SafeString:
+    """A step line of the best score over time, one dot where the record improved; each
+    reference a dashed grey line across, labelled with its name and value.
 
-    Drawn small (480 wide) with large type, so that it stays readable when a
-    phone scales it to 350 px. The current record is labelled with its method
-    and value. One record is a single labelled dot over one date (a line
-    between two equal dates would say nothing).
+    The current record is labelled with its method and value. One record is a
+    single labelled dot over one date (a line between two equal dates would say nothing).
     """
-    width, height, left, right, bottom, top_pad = 480, 230, 44, 16, 34, 34
+    height, left, right, bottom, top_pad = 262, 60, 16, 62, 34
     if not points:
         return mark_safe("")
-    top = _scale_max([("", [p[1] for p in points])])
+    ticks = _top([p[1] for p in points] + [v for _, v in references])
+    top = ticks[-1]
     t0, t1 = points[0][0].timestamp(), points[-1][0].timestamp()
     single = len(points) == 1 or t1 <= t0
     span = max(t1 - t0, 1.0)
-    plot_w, plot_h = width - left - right, height - bottom - top_pad
+    plot_w, plot_h = WIDTH - left - right, height - bottom - top_pad
 
     def xy(t: datetime, v: float) -> tuple[float, float]:
         x = left + plot_w / 2 if single else left + plot_w * (t.timestamp() - t0) / span
         return x, top_pad + plot_h * (1 - v / top)
 
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" role="img" '
-           f'class="chart progress" aria-label="{escape(title)}"><title>{escape(title)}</title>']
-    for tick in (0, 0.5, 1.0):
-        y = top_pad + plot_h * (1 - tick)
-        out.append(f'<line x1="{left}" y1="{y:.1f}" x2="{width - right}" y2="{y:.1f}" stroke="#eaecf0"/>'
-                   f'<text x="{left - 6}" y="{y + 5:.1f}" font-size="14" text-anchor="end" fill="#667085">'
-                   f'{top * tick * 100:.0f}</text>')
+    out = [_svg("progress", title, height)]
+    for tick in ticks:
+        y = top_pad + plot_h * (1 - tick / top)
+        out.append(f'<line x1="{left}" y1="{y:.1f}" x2="{WIDTH - right}" y2="{y:.1f}" stroke="#eaecf0"/>'
+                   f'<text class="tick" x="{left - 6}" y="{y + 5:.1f}" font-size="{TEXT}" text-anchor="end" '
+                   f'fill="#667085">{_tick_label(tick)}</text>')
+    if metric:
+        out.append(_y_title(metric, 16, top_pad + plot_h / 2))
+    for j, (name, value) in enumerate(references):
+        y = top_pad + plot_h * (1 - value / top)
+        out.append(f'<g class="reference"><line x1="{left}" y1="{y:.1f}" x2="{WIDTH - right}" y2="{y:.1f}" '
+                   f'stroke="{REFERENCE}" stroke-width="2" stroke-dasharray="{DASHES[j % len(DASHES)]}"/>'
+                   f'<text x="{WIDTH - right}" y="{y - 6:.1f}" font-size="{TEXT}" text-anchor="end" '
+                   f'fill="{REFERENCE}">{escape(_short(name, 28))} {_text(value)} (reference)</text></g>')
     if not single:
         path = []
         for i, (t, v, _) in enumerate(points):
@@ -169,21 +269,22 @@ def progress(points: Sequence[tuple[datetime, float, str]], title: str = "") -> 
     for t, v, name in points:
         x, y = xy(t, v)
         out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="5" fill="{PALETTE[0]}"><title>{escape(name)}: '
-                   f'{_fmt(v)} ({t:%Y-%m-%d})</title></circle>')
+                   f'{_text(v)} ({t:%Y-%m-%d})</title></circle>')
     t_last, v_last, name_last = points[-1]
     x, y = xy(t_last, v_last)
-    label = name_last if len(name_last) <= 28 else name_last[:27] + "…"
     # Beside the dot, on the side with room (a record set on the first day sits at the left edge).
     anchor = "middle" if single else ("start" if x < left + plot_w / 2 else "end")
-    out.append(f'<text x="{x:.1f}" y="{max(y - 12, 16):.1f}" font-size="14" '
-               f'text-anchor="{anchor}" font-weight="600">{escape(label)} {_fmt(v_last)}</text>')
-    base = height - 10
+    out.append(f'<text x="{x:.1f}" y="{max(y - 12, 16):.1f}" font-size="{TEXT}" '
+               f'text-anchor="{anchor}" font-weight="600">{escape(_short(name_last, 28))} {_text(v_last)}</text>')
+    dates = height - bottom + 22
     if single or points[0][0].date() == t_last.date():
-        out.append(f'<text x="{left + plot_w / 2:.1f}" y="{base}" font-size="14" text-anchor="middle" '
+        out.append(f'<text x="{left + plot_w / 2:.1f}" y="{dates}" font-size="{TEXT}" text-anchor="middle" '
                    f'fill="#667085">{t_last:%Y-%m-%d}</text>')
     else:
-        out.append(f'<text x="{left}" y="{base}" font-size="14" fill="#667085">{points[0][0]:%Y-%m-%d}</text>'
-                   f'<text x="{width - right}" y="{base}" font-size="14" text-anchor="end" fill="#667085">'
+        out.append(f'<text x="{left}" y="{dates}" font-size="{TEXT}" fill="#667085">{points[0][0]:%Y-%m-%d}</text>'
+                   f'<text x="{WIDTH - right}" y="{dates}" font-size="{TEXT}" text-anchor="end" fill="#667085">'
                    f'{t_last:%Y-%m-%d}</text>')
+    out.append(f'<text class="axis-title" x="{left + plot_w / 2:.1f}" y="{height - 10}" font-size="{TEXT}" '
+               f'text-anchor="middle" fill="#344054">publication date</text>')
     out.append("</svg>")
     return mark_safe("".join(out))

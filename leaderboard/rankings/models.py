@@ -63,8 +63,11 @@ class LeaderboardEntry(models.Model):
     "reported in paper" have no method or submission and carry their citation:
     ``paper_note``, ``paper_url``, ``venue`` and, as ``published_at``, the
     paper's publication date (not when the row was loaded), so ties list the
-    earlier publication first. ``protocol`` names the track's scoring protocol
-    that produced the row (``Track.protocols``). An anonymous row
+    earlier publication first. ``is_reference``: a paper row that is a point of
+    reference, not a contestant (human performance, an oracle, an upper bound):
+    listed apart, never ranked, never a chart's best or median. ``protocol``
+    names the track's scoring protocol that produced the row (``Track.protocols``;
+    empty: scored the way this service scores). An anonymous row
     (``is_anonymous``) has an empty ``team_name``: the copy never holds the team.
     ``scores`` is flat: ``"<metric>"`` overall, ``"<group>/<metric>"`` per group;
     an undefined value is an absent key (never a JSON null, which SQLite would
@@ -80,6 +83,7 @@ class LeaderboardEntry(models.Model):
     name = models.CharField(max_length=200)
     team_name = models.CharField(max_length=100, blank=True)
     is_paper = models.BooleanField(default=False)
+    is_reference = models.BooleanField(default=False)
     paper_note = models.CharField(max_length=300, blank=True)
     uses_extra_data = models.BooleanField(default=False)
     is_verified = models.BooleanField(default=False)

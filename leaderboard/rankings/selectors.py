@@ -10,6 +10,11 @@ earlier publication (``published_at``: a paper row's publication date, a
 scored row's publishing here), then by the lower row id; the index
 ``(split, -primary_score, published_at, id)`` serves this order. Ranks are
 competition ranks (1, 2, 2, 4) over the sort column: equal values share a rank.
+
+Reference rows (``is_reference``: human performance, oracles, upper bounds copied
+from papers) are not contestants: the filters choose them like any row, but they
+are listed apart (``reference_entries``), never ranked, never a chart's best or
+median, and drawn on charts as lines.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import F, FloatField, QuerySet
+from django.db.models import F, FloatField, Q, QuerySet
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 
@@ -33,6 +38,7 @@ from leaderboard.rankings.models import (
     export_texts,
 )
 from leaderboard.rankings.paired_tests import Family, Rung, Verdict, board_verdicts, testable_units
+from leaderboard.rankings.thresholds import metric_at, threshold_of, thresholds
 
 PAGE_SIZE = 50
 
@@ -49,8 +55,11 @@ class LeaderboardView:
     Query parameters: ``metric`` (one of the track's metrics), ``sort`` (a
     column key, default the primary metric), ``order`` (``desc``|``asc``),
     ``paper`` (``0`` hides paper-reported rows), ``extra`` (``no`` hides
-    methods using extra training data, ``only`` keeps only those), ``ci``
-    (``1`` shows each score's 95 % interval as ±), ``page``.
+    methods using extra training data, ``only`` keeps only those), ``protocol``
+    (one of the track's protocol keys: only the rows it produced; a row that
+    declares none counts as this service's, the first), ``iou`` (MMScan: the same
+    metric and sort column at this IoU threshold), ``ci`` (``1`` shows each
+    score's 95 % interval as ±), ``page``.
     """
 
     split: Split
@@ -62,6 +71,7 @@ class LeaderboardView:
     page: int = 1
     intervals: bool = False
     embargoed: bool = False
+    protocol: str = ""
     columns: list[str] = field(default_factory=list)
     headers: list[str] = field(default_factory=list)
 
@@ -72,6 +82,11 @@ class LeaderboardView:
         columns = [metric] + [f"{g}/{metric}" for g in spec.groups]
         sortable = set(spec.metrics) | {f"{g}/{m}" for g in spec.groups for m in spec.metrics}
         sort = query.get("sort") if query.get("sort") in sortable else metric
+        if query.get("iou") in thresholds(spec):
+            metric, sort = (metric_at(metric, query["iou"]), metric_at(sort, query["iou"]))
+            columns = [metric] + [f"{g}/{metric}" for g in spec.groups]
+        protocol = query.get("protocol", "") if len(spec.protocols) > 1 and spec.protocol(
+            query.get("protocol", "")) else ""
         try:
             page = max(1, int(query.get("page", 1)))
         except ValueError:
@@ -79,8 +94,13 @@ class LeaderboardView:
         extra = query.get("extra") if query.get("extra") in {"no", "only"} else "any"
         return cls(split=split, metric=metric, sort=sort, ascending=query.get("order") == "asc",
                    include_paper=query.get("paper") != "0", extra=extra, page=page,
-                   intervals=query.get("ci") == "1", embargoed=embargoed,
+                   intervals=query.get("ci") == "1", embargoed=embargoed, protocol=protocol,
                    columns=columns, headers=["Overall", *spec.groups])
+
+    @property
+    def iou(self) -> str | None:
+        """The IoU threshold of the view's metric, where the track has several (else None)."""
+        return threshold_of(self.metric) if thresholds(self.split.benchmark.spec) else None
 
     @property
     def all_columns(self) -> list[str]:
@@ -93,13 +113,15 @@ class LeaderboardView:
 
         params = {"split": self.split.name, "metric": self.metric, "sort": self.sort,
                   "order": "asc" if self.ascending else "desc", "paper": "1" if self.include_paper else "0",
-                  "extra": self.extra, "ci": "1" if self.intervals else "0", "page": self.page}
+                  "extra": self.extra, "protocol": self.protocol, "ci": "1" if self.intervals else "0",
+                  "page": self.page}
         params.update(changes)
-        defaults = {"order": "desc", "paper": "1", "extra": "any", "ci": "0", "page": 1}
+        defaults = {"order": "desc", "paper": "1", "extra": "any", "protocol": "", "ci": "0", "page": 1}
         return urlencode({k: v for k, v in params.items() if defaults.get(k) != v})
 
 
 def filtered_entries(view: LeaderboardView) -> QuerySet[LeaderboardEntry]:
+    """The rows the view's filters choose, references included."""
     entries = LeaderboardEntry.objects.filter(split=view.split)
     if view.embargoed:
         entries = entries.filter(is_paper=True)
@@ -111,12 +133,28 @@ def filtered_entries(view: LeaderboardView) -> QuerySet[LeaderboardEntry]:
         entries = entries.filter(uses_extra_data=False)
     elif view.extra == "only":
         entries = entries.filter(uses_extra_data=True)
+    if view.protocol:
+        ours = view.protocol == view.split.benchmark.spec.protocols[0].key
+        entries = entries.filter(Q(protocol=view.protocol) | Q(protocol="")) if ours else \
+            entries.filter(protocol=view.protocol)
     return entries
 
 
+def contestants(view: LeaderboardView) -> QuerySet[LeaderboardEntry]:
+    """The view's rows that are ranked: every row but the references."""
+    return filtered_entries(view).filter(is_reference=False)
+
+
+def reference_entries(view: LeaderboardView) -> list[LeaderboardEntry]:
+    """The view's reference rows, best first on its sort column (missing values last), never ranked."""
+    value = score_expression(view.sort)
+    return list(filtered_entries(view).filter(is_reference=True).annotate(sort_value=value)
+                .order_by(value.desc(nulls_last=True), "name"))
+
+
 def missing_metric(view: LeaderboardView) -> dict[str, int]:
-    """How many of the view's rows have no value of its metric, paper rows and scored rows apart."""
-    missing = filtered_entries(view).exclude(scores__has_key=view.metric)
+    """How many of the view's ranked rows have no value of its metric, paper rows and scored rows apart."""
+    missing = contestants(view).exclude(scores__has_key=view.metric)
     return {"paper": missing.filter(is_paper=True).count(), "scored": missing.filter(is_paper=False).count()}
 
 
@@ -125,7 +163,7 @@ def ordered_entries(view: LeaderboardView) -> QuerySet[LeaderboardEntry]:
     primary = view.split.benchmark.spec.primary_metric
     value = F("primary_score") if view.sort == primary else score_expression(view.sort)
     direction = (value.asc(nulls_last=True) if view.ascending else value.desc(nulls_last=True))
-    return (filtered_entries(view).annotate(sort_value=value)
+    return (contestants(view).annotate(sort_value=value)
             .order_by(direction, F("primary_score").desc(nulls_last=True), "published_at", "id"))
 
 
@@ -148,10 +186,12 @@ class RankedRow:
     bounds: list[Any] = field(default_factory=list)
     versus_above: Verdict | None = None
     above_id: int | None = None
+    headers: list[str] = field(default_factory=list)
 
     @property
-    def pairs(self) -> list[tuple[Any, Any]]:
-        return list(zip(self.cells, self.bounds))
+    def labelled(self) -> list[tuple[str, Any, Any]]:
+        """(column header, value, interval) of each cell: a phone shows the header beside the value."""
+        return list(zip(self.headers, self.cells, self.bounds))
 
 
 @dataclass
@@ -185,13 +225,13 @@ def leaderboard_page(view: LeaderboardView, page_size: int = PAGE_SIZE) -> Page:
         elif rows and rows[-1].entry.sort_value == value:
             rank = rows[-1].rank
         elif i == 0 and offset > 0:
-            better = (filtered_entries(view).annotate(v=score_expression(view.sort))
+            better = (contestants(view).annotate(v=score_expression(view.sort))
                       .filter(**{"v__lt" if view.ascending else "v__gt": value}).count())
             rank = better + 1
         else:
             rank = offset + i + 1
         rows.append(RankedRow(rank=rank, entry=entry, cells=[entry.scores.get(c) for c in view.columns],
-                              bounds=[entry.intervals.get(c) for c in view.columns]))
+                              bounds=[entry.intervals.get(c) for c in view.columns], headers=view.headers))
     verdicts, family = board_verdicts([_rung(e.pk, e.result_id, e.test_labels, e.test_scorer, e.test_partition,
                                              e.sort_value) for e in page_entries], view.sort, view.split.pk, "shown")
     for above, row, verdict in zip([None, *rows], rows, verdicts):
@@ -215,8 +255,8 @@ def entry_as_json(row: RankedRow, columns: list[str]) -> dict[str, Any]:
     e = row.entry
     return {"rank": row.rank, "entry_id": e.pk, "method": e.name, "method_id": e.method_id,
             "team": None if e.is_anonymous else e.team_name, "anonymous": e.is_anonymous,
-            "reported_in_paper": e.is_paper, "note": e.paper_note, "paper_url": e.paper_url, "venue": e.venue,
-            "protocol": e.protocol, "uses_extra_data": e.uses_extra_data,
+            "reported_in_paper": e.is_paper, "reference": e.is_reference, "note": e.paper_note,
+            "paper_url": e.paper_url, "venue": e.venue, "protocol": e.protocol, "uses_extra_data": e.uses_extra_data,
             "verified": e.is_verified, "scorer_version": e.scorer_version, "submission_id": e.submission_id,
             "published_at": e.published_at.isoformat(), "scores": {c: e.scores.get(c) for c in columns},
             "intervals": {c: e.intervals[c] for c in columns if e.intervals.get(c) is not None},
@@ -270,12 +310,13 @@ def track_summary(split: Split, embargoed: bool, top: int = 3) -> TrackSummary:
                         scored=entries.filter(is_paper=False).count(), paper=entries.filter(is_paper=True).count())
 
 
-EXPORT_FIELDS = ("id", "name", "method_id", "team_name", "is_anonymous", "is_paper", "paper_note", "paper_url",
-                 "venue", "protocol", "uses_extra_data", "is_verified", "scorer_version", "submission_id",
+EXPORT_FIELDS = ("id", "name", "method_id", "team_name", "is_anonymous", "is_paper", "is_reference", "paper_note",
+                 "paper_url", "venue", "protocol", "uses_extra_data", "is_verified", "scorer_version", "submission_id",
                  "published_at")
 # Their names in exports and the API (entry_as_json).
-EXPORT_KEYS = ("entry_id", "method", "method_id", "team", "anonymous", "reported_in_paper", "note", "paper_url",
-               "venue", "protocol", "uses_extra_data", "verified", "scorer_version", "submission_id", "published_at")
+EXPORT_KEYS = ("entry_id", "method", "method_id", "team", "anonymous", "reported_in_paper", "reference", "note",
+               "paper_url", "venue", "protocol", "uses_extra_data", "verified", "scorer_version", "submission_id",
+               "published_at")
 _RANKED_KEYS = ("rank", *EXPORT_KEYS)
 
 
@@ -291,13 +332,14 @@ class ExportRow:
 
 
 def export_rows(view: LeaderboardView, limit: int, fmt: str) -> tuple[list[ExportRow], Family]:
-    """Every row of the view (up to ``limit``), ranked as ``leaderboard_page`` ranks them,
-    with their scores as stored for ``fmt`` ("json" or "csv"), and each row's paired test
-    against the row above, adjusted over the adjacent pairs of the export's rows.
+    """Every ranked row of the view (up to ``limit``), ranked as ``leaderboard_page`` ranks them,
+    then its reference rows (``"reference": True``, rank None, untested), with their scores as
+    stored for ``fmt`` ("json" or "csv"), and each ranked row's paired test against the row
+    above, adjusted over the adjacent pairs of the export's rows.
 
-    Two queries of plain values and the rows' stored export texts: building
-    thousands of model instances and re-encoding each score was most of an
-    export's time (issue 11). Scores are decoded only for rows whose text is
+    Two queries of plain values and the rows' stored export texts (and one for the
+    references): building thousands of model instances and re-encoding each score was
+    most of an export's time (issue 11). Scores are decoded only for rows whose text is
     missing or was written for other columns (one more query).
     """
     columns = view.all_columns
@@ -308,6 +350,16 @@ def export_rows(view: LeaderboardView, limit: int, fmt: str) -> tuple[list[Expor
     rows: list[ExportRow] = []
     rungs: list[Rung] = []
     stale: dict[int, ExportRow] = {}
+
+    def add(rank: int | None, fields: list[Any]) -> None:
+        row = dict(zip(_RANKED_KEYS, (rank, *fields)))
+        if row["anonymous"]:
+            row["team"] = None
+        text = texts.get(row["entry_id"], "")  # "": published in between
+        rows.append(export := ExportRow(row, text[TAG_LENGTH:]))
+        if not text.startswith(tag):
+            stale[row["entry_id"]] = export
+
     previous, rank = None, None
     listed = with_units(ordered_entries(view)).values_list(*EXPORT_FIELDS, "sort_value", "result_id", "test_labels",
                                                            "test_scorer", "test_partition")[:limit]
@@ -318,27 +370,28 @@ def export_rows(view: LeaderboardView, limit: int, fmt: str) -> tuple[list[Expor
         elif not i or value != previous:
             rank = i + 1
         previous = value
-        row = dict(zip(_RANKED_KEYS, (rank, *fields)))
-        if row["anonymous"]:
-            row["team"] = None
-        text = texts.get(row["entry_id"], "")  # "": published in between
-        rows.append(export := ExportRow(row, text[TAG_LENGTH:]))
-        if not text.startswith(tag):
-            stale[row["entry_id"]] = export
+        add(rank, fields)
+    ranked = len(rows)
+    for fields in (filtered_entries(view).filter(is_reference=True)
+                   .order_by(score_expression(view.sort).desc(nulls_last=True), "name").values_list(*EXPORT_FIELDS)):
+        add(None, list(fields))
     for pk, scores, bounds in (LeaderboardEntry.objects.filter(pk__in=stale).values_list("pk", "scores", "intervals")
                                if stale else ()):
         stale[pk].scores = export_texts(scores, columns, bounds)[fmt == "csv"][TAG_LENGTH:]
     verdicts, family = board_verdicts(rungs, view.sort, view.split.pk, "in this file")
-    for above, row, verdict in zip([None, *rows], rows, verdicts):
+    for above, row, verdict in zip([None, *rows[:ranked]], rows[:ranked], verdicts):
         row.fields.update(significance_json(verdict, above.fields["entry_id"] if above else None))
+    for row in rows[ranked:]:
+        row.fields.update(significance_json(None, None))
     return rows, family
 
 
 def group_profile(split: Split, metric: str) -> dict[str, dict[str, float | None]]:
-    """Per group: the best value and the median over the split's entries (for charts)."""
+    """Per group: the best value and the median over the split's ranked entries (for charts;
+    references are neither)."""
     spec = split.benchmark.spec
     values: dict[str, list[float]] = {g: [] for g in spec.groups}
-    for scores in LeaderboardEntry.objects.filter(split=split).values_list("scores", flat=True):
+    for scores in LeaderboardEntry.objects.filter(split=split, is_reference=False).values_list("scores", flat=True):
         for g in spec.groups:
             v = scores.get(f"{g}/{metric}")
             if v is not None:
@@ -347,15 +400,24 @@ def group_profile(split: Split, metric: str) -> dict[str, dict[str, float | None
             for g, v in values.items()}
 
 
+def group_references(split: Split, metric: str, but: int | None = None) -> list[tuple[str, list[float | None]]]:
+    """The split's reference rows (except entry ``but``) and their value of ``metric`` per group,
+    as charts draw them: a line across each group."""
+    spec = split.benchmark.spec
+    return [(name, [scores.get(f"{g}/{metric}") for g in spec.groups])
+            for name, scores in LeaderboardEntry.objects.filter(split=split, is_reference=True).exclude(pk=but)
+            .order_by("name").values_list("name", "scores")]
+
+
 def best_over_time(view: LeaderboardView) -> list[tuple[Any, float, str]]:
     """(date, best value of the view's metric so far, method) at each date the best improved.
 
-    Over the rows the table shows (paper rows included unless the view hides
-    them), so the last point is the table's best. A paper row's date is its
-    paper's publication date (``published_at``).
+    Over the ranked rows the table shows (paper rows included unless the view
+    hides them; references never), so the last point is the table's best. A
+    paper row's date is its paper's publication date (``published_at``).
     """
     points: list[tuple[Any, float, str]] = []
-    for published_at, score, name in (filtered_entries(view).annotate(v=score_expression(view.metric))
+    for published_at, score, name in (contestants(view).annotate(v=score_expression(view.metric))
                                       .filter(v__isnull=False).order_by("published_at", "id")
                                       .values_list("published_at", "v", "name")):
         if not points or score > points[-1][1]:
@@ -363,3 +425,10 @@ def best_over_time(view: LeaderboardView) -> list[tuple[Any, float, str]]:
                 points.pop()
             points.append((published_at, score, name))
     return points
+
+
+def reference_lines(view: LeaderboardView, references: list[LeaderboardEntry] | None = None) -> list[tuple[str, float]]:
+    """(method, value of the view's metric) of each reference row the view shows with that metric
+    (``references``: the view's ``reference_entries``, when the caller has them)."""
+    return [(e.name, e.scores[view.metric]) for e in (reference_entries(view) if references is None else references)
+            if e.scores.get(view.metric) is not None]

@@ -138,14 +138,24 @@ def paper_metadata(data: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
     return fields
 
 
+def reference_flag(path: Path, row: dict[str, Any]) -> bool:
+    """A paper row's ``reference`` (absent: false), refused unless true or false."""
+    flag = row.get("reference", False)
+    if not isinstance(flag, bool):
+        raise ValueError(f"{path.name}: {row['method']}: expected reference to be true or false, but got {flag!r}")
+    return flag
+
+
 def do_seed_paper_rows(track: str) -> int:
     """Load the rows "reported in paper" of ``benchmarks/paper_rows/<track>.json`` (idempotent:
-    rows loaded before get the file's scores and citation again).
+    rows loaded before get the file's scores, citation and ``reference`` again).
 
     File: ``{"split": ..., "source": ..., "paper": {"url", "venue", "published"}, "protocol": ...,
-    "rows": [{"method", "note", "scores"[, "paper"][, "protocol"][, "uses_extra_data"]}]}``,
+    "rows": [{"method", "note", "scores"[, "paper"][, "protocol"][, "uses_extra_data"][, "reference"]}]}``,
     scores flat as in ``flatten_scores``, as fractions; ``protocol`` one of the track's
-    ``Track.protocols`` keys.
+    ``Track.protocols`` keys (absent: scored the way this service scores); ``reference: true``
+    for a point of reference that is not a contestant (human performance, an oracle, an
+    upper bound): listed apart from the ranked rows, drawn as a line on charts.
     """
     path = PAPER_ROWS_DIR / f"{track}.json"
     if not path.exists():
@@ -162,5 +172,6 @@ def do_seed_paper_rows(track: str) -> int:
             split=split, name=row["method"], is_paper=True,
             defaults={"paper_note": row.get("note") or data.get("source", ""),
                       "scores": row["scores"], "primary_score": row["scores"].get(spec.primary_metric),
-                      "uses_extra_data": row.get("uses_extra_data", False), **metadata})
+                      "uses_extra_data": row.get("uses_extra_data", False),
+                      "is_reference": reference_flag(path, row), **metadata})
     return len(data["rows"])

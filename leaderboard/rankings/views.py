@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -19,19 +20,24 @@ from leaderboard.benchmarks.models import Split
 from leaderboard.benchmarks.permissions import results_embargoed
 from leaderboard.benchmarks.selectors import get_split
 from leaderboard.lib.pagecache import cache_until, cached_page
-from leaderboard.rankings import charts, paired_tests
+from leaderboard.rankings import charts, paired_tests, thresholds
 from leaderboard.rankings.drilldown import Drilldown, drilldown
 from leaderboard.rankings.models import ANONYMOUS_LABEL, LeaderboardEntry, interval_columns
+from leaderboard.rankings.numbers import cleaned
 from leaderboard.rankings.selectors import (
     LeaderboardView,
     PublicMethod,
+    RankedRow,
     best_over_time,
     entry_as_json,
     export_rows,
     group_profile,
+    group_references,
     leaderboard_page,
     missing_metric,
     ordered_entries,
+    reference_entries,
+    reference_lines,
 )
 from leaderboard.rankings.services import reveal_if_due
 from leaderboard.submissions.models import Method
@@ -69,24 +75,40 @@ def _view(request: HttpRequest, track: str) -> LeaderboardView:
     return LeaderboardView.from_query(split, request.GET, embargoed=_embargoed(request, split))
 
 
+def _iou_links(view: LeaderboardView) -> list[tuple[str, str, bool]]:
+    """The board's and compare's IoU toggle: the same metric and sort column at each threshold."""
+    return thresholds.links(view.split.benchmark.spec, view.iou, lambda t: "?" + view.query(
+        metric=thresholds.metric_at(view.metric, t), sort=thresholds.metric_at(view.sort, t), page=1))
+
+
+def _reference_rows(view: LeaderboardView, references: list[LeaderboardEntry]) -> list[RankedRow]:
+    return [RankedRow(rank=None, entry=e, cells=[e.scores.get(c) for c in view.columns],
+                      bounds=[e.intervals.get(c) for c in view.columns], headers=view.headers)
+            for e in references]
+
+
 @cached_page("track")
 def leaderboard(request: HttpRequest, track: str) -> HttpResponse:
     view = _view(request, track)
     page = leaderboard_page(view)
+    references = reference_entries(view)
     spec = view.split.benchmark.spec
     context = {"benchmark": view.split.benchmark, "split": view.split, "splits": view.split.benchmark.splits.all(),
-               "view": view, "spec": spec, "page": page,
+               "view": view, "spec": spec, "page": page, "references": _reference_rows(view, references),
                "sort_links": [(h, c, view.query(sort=c, order="asc" if view.sort == c and not view.ascending
                                                 else "desc", page=1))
                               for h, c in zip(view.headers, view.columns)],
-               "progress_chart": charts.progress(best_over_time(view), f"Best {view.metric} over time")
+               "progress_chart": charts.progress(best_over_time(view), f"Best {view.metric} over time",
+                                                 metric=view.metric, references=reference_lines(view, references))
                if not view.embargoed else "",
                "missing": missing_metric(view),
                "ci_query": view.query(ci="0" if view.intervals else "1"),
                "families": spec.metric_families or (spec.metrics,),
+               "iou_links": _iou_links(view),
                "phase": phases.describe(view.split), "has_partition": view.split.has_partition,
-               # Each row names its protocol only where the track has several.
-               "protocols": {p.key: p for p in spec.protocols} if len(spec.protocols) > 1 else {}}
+               # Each row names its protocol only where the track has several; the first is this service's.
+               "protocols": {p.key: p for p in spec.protocols} if len(spec.protocols) > 1 else {},
+               "our_protocol": spec.protocols[0].key if spec.protocols else ""}
     return render(request, "rankings/leaderboard.html", context)
 
 
@@ -100,6 +122,7 @@ def export(request: HttpRequest, track: str, fmt: str) -> HttpResponse:
     name = f"{track}-{view.split.name}-{view.metric}"
     if fmt == "json":
         # The rows' scores are stored as JSON text; the document is assembled around them.
+        ranked, references = ([r for r in rows if r.fields["reference"] is flag] for flag in (False, True))
         head = json.dumps({"track": track, "split": view.split.name, "sort": view.sort,
                            "scorer_version": view.split.benchmark.spec.scorer_version,
                            "columns": view.all_columns, "interval_level": 0.95,
@@ -112,13 +135,15 @@ def export(request: HttpRequest, track: str, fmt: str) -> HttpResponse:
                 r.fields["drilldown"] = shown.as_json() if shown else None
         # ``r.scores`` holds the members ``"scores": {..}, "intervals": {..}`` (``models.export_texts``);
         # orjson writes each row's fields (``published_at`` as ISO 8601) 5-10x faster than json.dumps.
-        body = ", ".join(f"{orjson.dumps(r.fields).decode()[:-1]}, {r.scores}}}" for r in rows)
-        response = HttpResponse(f'{head[:-1]}, "rows": [{body}]}}', content_type="application/json")
+        body, apart = (", ".join(f"{orjson.dumps(r.fields).decode()[:-1]}, {r.scores}}}" for r in part)
+                       for part in (ranked, references))
+        response = HttpResponse(f'{head[:-1]}, "rows": [{body}], "references": [{apart}]}}',
+                                content_type="application/json")
     else:
         buffer = io.StringIO()
         csv.writer(buffer).writerow(["rank", "method", "team", "reported_in_paper", "uses_extra_data", "verified",
                                      "scorer_version", "published_at", "venue", "paper_url", "protocol",
-                                     "adjusted_p_value", "no_significant_difference_from_row_above",
+                                     "reference", "adjusted_p_value", "no_significant_difference_from_row_above",
                                      *view.all_columns, *interval_columns(view.all_columns)])
         # Each row's fields end in a comma, then come its stored score cells.
         writer = csv.writer(buffer, lineterminator=",")
@@ -128,7 +153,7 @@ def export(request: HttpRequest, track: str, fmt: str) -> HttpResponse:
             writer.writerow([_csv_cell(v) for v in (f["rank"], f["method"], team, f["reported_in_paper"],
                                                     f["uses_extra_data"], f["verified"], f["scorer_version"],
                                                     f["published_at"].isoformat(), f["venue"], f["paper_url"],
-                                                    f["protocol"], *_significance_cells(f))])
+                                                    f["protocol"], f["reference"], *_significance_cells(f))])
             buffer.write(r.scores)  # numbers only, stored as CSV cells when the row was written
             buffer.write("\r\n")
         response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
@@ -136,31 +161,58 @@ def export(request: HttpRequest, track: str, fmt: str) -> HttpResponse:
     return response
 
 
-def _entry_chart(entry: LeaderboardEntry) -> Any:
-    """Radar for OpenScan's aspects, grouped bars elsewhere: the entry vs the best and the median."""
+def _entry_chart(entry: LeaderboardEntry, iou: str | None) -> Any:
+    """Radar for OpenScan's aspects, grouped bars elsewhere: the entry vs the best and the median
+    of the ranked rows, on the primary metric (at IoU ``iou``); references drawn as lines."""
     spec = entry.split.benchmark.spec
-    metric = spec.primary_metric
+    metric = thresholds.metric_at(spec.primary_metric, iou) if iou else spec.primary_metric
     profile = group_profile(entry.split, metric)
     series = [(entry.name, [entry.scores.get(f"{g}/{metric}") for g in spec.groups]),
               ("Best", [profile[g]["best"] for g in spec.groups]),
               ("Median", [profile[g]["median"] for g in spec.groups])]
+    references = group_references(entry.split, metric, but=entry.pk)
     title = f"{entry.name}: {metric} per {spec.group_label.lower()} on {spec.title} {entry.split.name}"
     errors = [entry.intervals.get(f"{g}/{metric}") for g in spec.groups]
-    return charts.radar(spec.groups, series, title, errors) if len(spec.groups) >= 5 and spec.name == "openscan" \
-        else charts.bars(spec.groups, series, title, errors)
+    if len(spec.groups) >= 5 and spec.name == "openscan":
+        return charts.radar(spec.groups, series, title, errors, metric=metric, references=references)
+    return charts.bars(spec.groups, series, title, errors, metric=metric, group_label=spec.group_label,
+                       references=references)
+
+
+@dataclass
+class ResultCard:
+    """One result on a method or paper-row page: its scores table shows ``metrics`` (one IoU
+    threshold of MMScan's, ``iou_links`` to switch), then its chart and drill-down."""
+
+    entry: LeaderboardEntry
+    spec: Any
+    metrics: list[str]
+    iou_links: list[tuple[str, str, bool]]
+    chart: Any
+    protocol: Any
+    drill: Drilldown | None = None
+
+
+def _card(request: HttpRequest, entry: LeaderboardEntry) -> ResultCard:
+    spec = entry.split.benchmark.spec
+    iou = thresholds.chosen(spec, request.GET)
+    return ResultCard(entry=entry, spec=spec, metrics=thresholds.metrics_at(spec, iou),
+                      iou_links=thresholds.links(spec, iou, lambda t: f"?iou={t}"),
+                      chart=_entry_chart(entry, iou), protocol=_protocol(entry), drill=_drilldown(entry, iou))
 
 
 def _visible_entries(request: HttpRequest, entries: Any) -> list[LeaderboardEntry]:
     return [e for e in entries if not _embargoed(request, e.split)]
 
 
-def _drilldown(entry: LeaderboardEntry) -> Drilldown | None:
+def _drilldown(entry: LeaderboardEntry, iou: str | None) -> Drilldown | None:
     """Per attribute / sub-class, as the split's labels allow (rankings.drilldown); on the page,
-    the primary metric's family only (the JSON has every metric)."""
+    the primary metric's family only, at IoU ``iou`` (the JSON has every metric)."""
     shown = drilldown(entry.result.details if entry.result else None, entry.split)
     if shown is not None:
         spec = entry.split.benchmark.spec
-        family = next((f for f in spec.metric_families if spec.primary_metric in f), None)
+        primary = thresholds.metric_at(spec.primary_metric, iou) if iou else spec.primary_metric
+        family = next((f for f in spec.metric_families if primary in f), None)
         shown.page_metrics = [m for m in shown.metrics if family is None or m in family]
     return shown
 
@@ -184,7 +236,7 @@ def method_detail(request: HttpRequest, pk: int) -> HttpResponse:
                   and method.team.members.filter(pk=request.user.pk).exists())
     return render(request, "rankings/method.html", {
         "method": PublicMethod.of(method), "disqualified": disqualified, "member_of_anonymous": member,
-        "entries": [(e, e.split.benchmark.spec, _entry_chart(e), _protocol(e), _drilldown(e)) for e in entries]})
+        "cards": [_card(request, e) for e in entries]})
 
 
 @cached_page()
@@ -193,8 +245,7 @@ def entry_detail(request: HttpRequest, pk: int) -> HttpResponse:
     entry = get_object_or_404(LeaderboardEntry.objects.select_related("split__benchmark"), pk=pk)
     if entry.method_id:
         return redirect("rankings:method", pk=entry.method_id)
-    return render(request, "rankings/entry.html", {"entry": entry, "spec": entry.split.benchmark.spec,
-                                                   "chart": _entry_chart(entry), "protocol": _protocol(entry)})
+    return render(request, "rankings/entry.html", {"entry": entry, "card": _card(request, entry)})
 
 
 @cached_page()
@@ -236,17 +287,21 @@ def compare(request: HttpRequest, track: str) -> HttpResponse:
     for header, column in zip(view.headers, view.columns):
         values = [e.scores.get(column) for e in entries]
         base = values[0] if values else None
-        rows.append((header, [(v, None if (i == 0 or v is None or base is None) else v - base,
+        rows.append((header, [(entries[i].name, v, None if (i == 0 or v is None or base is None) else cleaned(v - base),
                                entries[i].intervals.get(column)) for i, v in enumerate(values)]))
+    contenders = [e for e in entries if not e.is_reference]
     chart = charts.bars(spec.groups, [(e.name, [e.scores.get(f"{g}/{view.metric}") for g in spec.groups])
-                                      for e in entries], f"{view.metric} per {spec.group_label.lower()}") \
-        if len(entries) >= 2 else ""
-    candidates = list(ordered_entries(view)[:200])
+                                      for e in contenders], f"{view.metric} per {spec.group_label.lower()}",
+                        metric=view.metric, group_label=spec.group_label,
+                        references=[(e.name, [e.scores.get(f"{g}/{view.metric}") for g in spec.groups])
+                                    for e in entries if e.is_reference]) if len(entries) >= 2 else ""
+    candidates = list(ordered_entries(view)[:200]) + reference_entries(view)
     names = {e.pk: e.name for e in entries}
     tests, family, notice = _pair_tests(request, track, entries, view.metric)
     return render(request, "rankings/compare.html", {
         "benchmark": view.split.benchmark, "split": view.split, "view": view, "spec": spec, "entries": entries,
         "rows": rows, "chart": chart, "candidates": candidates, "selected": {e.pk for e in entries},
+        "iou_links": _iou_links(view),
         "tests": [{**t, "a_name": names[t["a"]], "b_name": names[t["b"]]} for t in tests],
         "family": family, "notice": notice})
 
@@ -269,6 +324,13 @@ def api_leaderboard(request: HttpRequest, track: str) -> JsonResponse:
     if request.GET.get("metric") and request.GET["metric"] not in spec.metrics:
         return api_error(f"Expected metric to be one of {', '.join(spec.metrics)}, "
                          f"but got {request.GET['metric']!r}.", 400)
+    if request.GET.get("protocol") and request.GET["protocol"] != view.protocol:
+        keys = [p.key for p in spec.protocols] if len(spec.protocols) > 1 else []
+        return api_error(f"Expected protocol to be one of {', '.join(keys) or 'nothing (one protocol)'}, "
+                         f"but got {request.GET['protocol']!r}.", 400)
+    if request.GET.get("iou") and request.GET["iou"] not in thresholds.thresholds(spec):
+        return api_error(f"Expected iou to be one of {', '.join(thresholds.thresholds(spec)) or 'nothing'} "
+                         f"(IoU thresholds of {track}), but got {request.GET['iou']!r}.", 400)
     page = leaderboard_page(view)
     return JsonResponse({"track": track, "split": view.split.name, "primary_metric": spec.primary_metric,
                          "metrics": list(spec.metrics), "groups": list(spec.groups), "sort": view.sort,
@@ -278,7 +340,9 @@ def api_leaderboard(request: HttpRequest, track: str) -> JsonResponse:
                          "public_subset": view.split.has_partition,
                          "scores_of": _scores_of(view.split),
                          "significance": page.significance.as_json() if page.significance else None,
-                         "rows": [entry_as_json(row, view.all_columns) for row in page.rows]})
+                         "rows": [entry_as_json(row, view.all_columns) for row in page.rows],
+                         "references": [entry_as_json(row, view.all_columns)
+                                        for row in _reference_rows(view, reference_entries(view))]})
 
 
 def _scores_of(split: Split) -> str:
@@ -329,4 +393,5 @@ def api_progress(request: HttpRequest, track: str) -> JsonResponse:
     view = _view(request, track)
     points = [] if view.embargoed else best_over_time(view)
     return JsonResponse({"track": track, "split": view.split.name, "metric": view.metric,
-                         "points": [{"date": t.isoformat(), "best": v, "method": name} for t, v, name in points]})
+                         "points": [{"date": t.isoformat(), "best": v, "method": name} for t, v, name in points],
+                         "references": [{"method": name, "value": v} for name, v in reference_lines(view)]})

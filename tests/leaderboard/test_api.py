@@ -112,9 +112,12 @@ def test_the_leaderboard_is_public_and_ranked(client, sqa3d_split):
     body = client.get("/api/v1/leaderboards/sqa3d?split=test").json()
     assert body["primary_metric"] == "EM" and body["groups"] == ["What", "Is", "How", "Can", "Which", "Others"]
     ems = [row["scores"]["EM"] for row in body["rows"]]
-    assert ems == sorted(ems, reverse=True) and len(ems) == 11
-    assert body["rows"][0]["method"] == "Human (amateur)" and body["rows"][0]["reported_in_paper"]
-    assert body["rows"][0]["scores"]["What/EM"] == pytest.approx(0.8853)
+    assert ems == sorted(ems, reverse=True) and len(ems) == 10
+    assert body["rows"][0]["method"] == "ScanQA + aux. task" and body["rows"][0]["reported_in_paper"]
+    # Human performance is a reference, not a contestant (issue 27): apart, unranked.
+    [human] = body["references"]
+    assert (human["method"], human["rank"], human["reference"]) == ("Human (amateur)", None, True)
+    assert human["scores"]["What/EM"] == pytest.approx(0.8853)
 
 
 def test_an_unknown_leaderboard_is_404(client, db):

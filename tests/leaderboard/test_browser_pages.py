@@ -58,7 +58,7 @@ def test_public_pages_sort_switch_compare_and_charts(page, live_server, board): 
 
     page.click("th a[data-column='Which/EM']")
     page.wait_for_url(re.compile(r"sort=Which%2FEM"))
-    values = [float(t) for t in page.locator("table.leaderboard tbody tr td:nth-child(9)").all_inner_texts()]
+    values = [float(t) for t in page.locator("table.leaderboard.ranked tbody tr td:nth-child(9)").all_inner_texts()]
     assert values == sorted(values, reverse=True)
 
     page.select_option("select[name=metric]", "EM_R")

@@ -32,7 +32,7 @@ def test_the_leaderboard_has_a_column_per_question_type_and_switches_metric(clie
     from leaderboard.rankings.services import do_seed_paper_rows
 
     do_seed_paper_rows("sqa3d")
-    with django_assert_max_num_queries(8):
+    with django_assert_max_num_queries(9):  # 8, and one for the reference rows listed apart (issue 27)
         page = client.get("/benchmarks/sqa3d/").content.decode()
     for header in ("Overall", "What", "Is", "How", "Can", "Which", "Others", "reported in paper"):
         assert f">{header}<" in page or header in page

@@ -63,24 +63,25 @@ def test_sqa3d_paper_rows_say_the_papers_protocol_and_scored_rows_this_services(
     page = client.get("/benchmarks/sqa3d/").content.decode()
     assert page.count("706-way answer classification") >= 11 and "EM on the open answer" in page
     assert 'href="https://arxiv.org/abs/2210.07474"' in page and "ICLR 2023" in page
-    rows = client.get("/api/v1/leaderboards/sqa3d").json()["rows"]
-    human = next(r for r in rows if r["method"] == "Human (amateur)")
+    # Human performance is a reference (issue 27): listed apart from the ranked rows, with its citation.
+    [human] = client.get("/api/v1/leaderboards/sqa3d").json()["references"]
     assert (human["venue"], human["paper_url"], human["protocol"]) == ("ICLR 2023", PAPERS["sqa3d"][1],
                                                                        "answer-classification-706")
     assert human["published_at"].startswith("2022-10-14")
     exported = client.get("/benchmarks/sqa3d/export.csv").content.decode().splitlines()
     header = exported[0].split(",")
     assert header[8:11] == ["venue", "paper_url", "protocol"]
-    assert any(line.startswith("1,Human (amateur),,True") and ",ICLR 2023,https://arxiv.org/abs/2210.07474,"
-               "answer-classification-706," in line for line in exported)
+    assert any(line.startswith(",Human (amateur),,True") and ",ICLR 2023,https://arxiv.org/abs/2210.07474,"
+               "answer-classification-706,True," in line for line in exported)
     method_page = client.get(f"/methods/{sub.method_id}/").content.decode()
     assert "EM on the open answer" in method_page
     entry = LeaderboardEntry.objects.get(name="Human (amateur)")
     paper_page = client.get(f"/entries/{entry.pk}/").content.decode()
     assert "ICLR 2023" in paper_page and "published 2022-10-14" in paper_page and "706 answer candidates" in paper_page
-    # The paper's rows share its date: the progress chart has one point there, their best.
+    # The paper's rows share its date: the progress chart has one point there, their best (not the human one).
     points = client.get("/api/v1/leaderboards/sqa3d/progress").json()["points"]
-    assert points == [{"date": "2022-10-14T00:00:00+00:00", "best": 0.9006, "method": "Human (amateur)"}]
+    assert points[0] == {"date": "2022-10-14T00:00:00+00:00", "best": 0.472, "method": "ScanQA + aux. task"}
+    assert [p["method"] for p in points[1:]] == ["OpenNet"]  # then the scored row, better than every paper row
     tracks = {t["track"]: t for t in client.get("/api/v1/tracks").json()["tracks"]}
     assert [p["key"] for p in tracks["sqa3d"]["protocols"]] == ["open-answer-em", "answer-classification-706"]
     assert tracks["openscan"]["protocols"] == []

@@ -1,0 +1,219 @@
+"""Reference rows are not contestants (issue 27): human performance, oracles and upper
+bounds copied from a paper are listed apart, never ranked, never a chart's Best or Median,
+and drawn as a line; paper rows of another protocol keep their rank with the protocol in
+the row, and a filter keeps the rows scored the way this service scores."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from leaderboard.benchmarks.models import Split
+from leaderboard.benchmarks.services import do_sync_benchmarks
+from leaderboard.rankings import charts
+from leaderboard.rankings.models import LeaderboardEntry
+from leaderboard.rankings.selectors import (
+    LeaderboardView,
+    best_over_time,
+    group_profile,
+    leaderboard_page,
+    reference_entries,
+    track_summary,
+)
+from leaderboard.rankings.services import PAPER_ROWS_DIR, do_seed_paper_rows
+
+GROUPS = ["What", "Is", "How", "Can", "Which", "Others"]
+
+
+@pytest.fixture
+def split(db):
+    do_sync_benchmarks()
+    return Split.objects.select_related("benchmark").get(benchmark__track="sqa3d", name="test")
+
+
+def add(split, name, em, *, paper=False, reference=False, protocol="", days=0):
+    scores = {"EM": em, "EM_R": em, **{f"{g}/EM": em for g in GROUPS}}
+    entry = LeaderboardEntry.objects.create(split=split, name=name, is_paper=paper or reference,
+                                            is_reference=reference, protocol=protocol, primary_score=em,
+                                            scores=scores)
+    LeaderboardEntry.objects.filter(pk=entry.pk).update(published_at=timezone.now() - timedelta(days=days))
+    return entry
+
+
+@pytest.fixture
+def board(split):
+    """Two scored rows, a paper row of the paper's protocol, a paper row without a declared
+    protocol, and a human reference far above them all."""
+    add(split, "Scored high", 0.5, protocol="open-answer-em", days=1)
+    add(split, "Scored low", 0.3, protocol="open-answer-em", days=2)
+    add(split, "Paper 706", 0.45, paper=True, protocol="answer-classification-706", days=30)
+    add(split, "Paper undeclared", 0.4, paper=True, days=40)
+    add(split, "Human", 0.9, reference=True, protocol="answer-classification-706", days=30)
+    return split
+
+
+def test_sqa3d_human_row_is_marked_reference_in_its_data_and_loaded_as_one(split):
+    data = json.loads((PAPER_ROWS_DIR / "sqa3d.json").read_text())
+    assert [r["method"] for r in data["rows"] if r.get("reference")] == ["Human (amateur)"]
+    do_seed_paper_rows("sqa3d")
+    assert list(LeaderboardEntry.objects.filter(is_reference=True).values_list("name", flat=True)) == [
+        "Human (amateur)"]
+    assert LeaderboardEntry.objects.filter(is_paper=True, is_reference=False).count() == 10
+
+
+def test_a_reference_that_is_not_true_or_false_is_refused(split, tmp_path, monkeypatch):
+    from leaderboard.rankings import services as ranking_services
+
+    data = json.loads((PAPER_ROWS_DIR / "sqa3d.json").read_text())
+    data["rows"][0]["reference"] = "yes"
+    (tmp_path / "sqa3d.json").write_text(json.dumps(data))
+    monkeypatch.setattr(ranking_services, "PAPER_ROWS_DIR", tmp_path)
+    with pytest.raises(ValueError, match=r"Blind test: expected reference to be true or false, but got 'yes'"):
+        ranking_services.do_seed_paper_rows("sqa3d")
+
+
+def test_a_reference_row_is_never_ranked_and_is_listed_apart(board):
+    view = LeaderboardView.from_query(board, {})
+    page = leaderboard_page(view)
+    assert [(r.rank, r.entry.name) for r in page.rows] == [
+        (1, "Scored high"), (2, "Paper 706"), (3, "Paper undeclared"), (4, "Scored low")]
+    assert page.count == 4
+    assert [e.name for e in reference_entries(view)] == ["Human"]
+    # Hiding paper rows hides the references copied from papers too.
+    assert reference_entries(LeaderboardView.from_query(board, {"paper": "0"})) == []
+
+
+def test_the_board_lists_references_below_the_ranked_table(client, board):
+    page = client.get("/benchmarks/sqa3d/").content.decode()
+    ranked, _, rest = page.partition('id="references"')
+    assert "Human" not in ranked.split("<tbody>")[1] and "Human" in rest
+    assert "not ranked" in rest
+    # The rank column of a reference says what it is, no number.
+    reference_row = re.search(r'<tr class="[^"]*reference[^"]*">.*?</tr>', rest, re.S).group(0)
+    assert '<td class="rank">ref' in reference_row
+
+
+def test_the_api_and_exports_say_reference_and_leave_its_rank_null(client, board):
+    body = client.get("/api/v1/leaderboards/sqa3d").json()
+    assert [r["method"] for r in body["rows"]] == ["Scored high", "Paper 706", "Paper undeclared", "Scored low"]
+    assert all(r["reference"] is False for r in body["rows"])
+    [human] = body["references"]
+    assert (human["method"], human["rank"], human["reference"]) == ("Human", None, True)
+    exported = client.get("/benchmarks/sqa3d/export.json").json()
+    assert [r["method"] for r in exported["rows"]] == [r["method"] for r in body["rows"]]
+    assert exported["references"] == body["references"]
+    rows = list(csv.DictReader(io.StringIO(client.get("/benchmarks/sqa3d/export.csv").content.decode())))
+    assert [(r["method"], r["rank"], r["reference"]) for r in rows] == [
+        ("Scored high", "1", "False"), ("Paper 706", "2", "False"), ("Paper undeclared", "3", "False"),
+        ("Scored low", "4", "False"), ("Human", "", "True")]
+
+
+def test_a_reference_is_never_the_best_or_median_of_a_chart(client, board):
+    profile = group_profile(board, "EM")
+    assert profile["What"] == {"best": 0.5, "median": pytest.approx(0.425)}
+    page = client.get(f"/entries/{LeaderboardEntry.objects.get(name='Paper 706').pk}/").content.decode()
+    svg = page[page.index("<svg"):]
+    assert "Best, What: 50.0" in svg and "Best, What: 90.0" not in svg
+    # It is drawn as a line across each group, named as a reference.
+    assert '<g class="reference"' in svg and "Human (reference), What: 90.0" in svg
+
+
+def test_the_best_over_time_leaves_references_out_and_draws_them_as_a_line(client, board):
+    view = LeaderboardView.from_query(board, {})
+    assert [name for _, _, name in best_over_time(view)] == ["Paper undeclared", "Paper 706", "Scored high"]
+    progress = client.get("/api/v1/leaderboards/sqa3d/progress").json()
+    assert [p["method"] for p in progress["points"]] == ["Paper undeclared", "Paper 706", "Scored high"]
+    assert progress["references"] == [{"method": "Human", "value": 0.9}]
+    page = client.get("/benchmarks/sqa3d/").content.decode()
+    chart = page[page.index('class="chart progress"'):]
+    assert 'class="reference"' in chart and "Human 90.0" in chart
+
+
+def test_the_seeded_sqa3d_board_ranks_no_human_first_anywhere(client, split):
+    do_seed_paper_rows("sqa3d")
+    rows = client.get("/api/v1/leaderboards/sqa3d").json()["rows"]
+    assert rows[0]["method"] == "ScanQA + aux. task" and rows[0]["rank"] == 1
+    summary = track_summary(split, embargoed=False)
+    assert "Human (amateur)" not in [e.name for e in summary.leaders]
+    points = client.get("/api/v1/leaderboards/sqa3d/progress").json()["points"]
+    assert [p["method"] for p in points] == ["ScanQA + aux. task"]
+
+
+def test_a_reference_can_be_compared_and_its_chart_draws_it_as_a_line(client, board):
+    high, human = (LeaderboardEntry.objects.get(name=n) for n in ("Scored high", "Human"))
+    page = client.get(f"/benchmarks/sqa3d/compare/?e={high.pk}&e={human.pk}").content.decode()
+    assert "reference" in page and "(+40.0)" in page
+    assert 'class="reference"' in page[page.index("<svg"):]
+
+
+def test_rows_of_another_protocol_keep_their_rank_and_carry_a_marker(client, board):
+    page = client.get("/benchmarks/sqa3d/").content.decode()
+    row = re.search(r'<tr[^>]*>(?:(?!</tr>).)*Paper 706.*?</tr>', page, re.S).group(0)
+    assert '<td class="rank">2' in row
+    assert 'class="protocol other"' in row and "706-way answer classification" in row
+    undeclared = re.search(r'<tr[^>]*>(?:(?!</tr>).)*Paper undeclared.*?</tr>', page, re.S).group(0)
+    assert 'protocol other' not in undeclared  # no declared protocol: scored as this service scores
+
+
+def test_the_protocol_filter_keeps_rows_scored_as_this_service_scores(client, board):
+    view = LeaderboardView.from_query(board, {"protocol": "open-answer-em"})
+    assert [r.entry.name for r in leaderboard_page(view).rows] == ["Scored high", "Paper undeclared", "Scored low"]
+    assert "protocol=open-answer-em" in view.query()
+    page = client.get("/benchmarks/sqa3d/?protocol=open-answer-em").content.decode()
+    assert 'option value="open-answer-em" selected' in page and "Paper 706" not in page
+    api = client.get("/api/v1/leaderboards/sqa3d?protocol=open-answer-em").json()
+    assert [r["method"] for r in api["rows"]] == ["Scored high", "Paper undeclared", "Scored low"]
+    assert api["references"] == []  # the human row was scored under the paper's protocol
+    exported = client.get("/benchmarks/sqa3d/export.csv?protocol=open-answer-em").content.decode()
+    assert "Paper 706" not in exported and "Paper undeclared" in exported
+    other = client.get("/api/v1/leaderboards/sqa3d?protocol=answer-classification-706").json()
+    assert [r["method"] for r in other["rows"]] == ["Paper 706"]
+    client.raise_request_exception = False
+    bad = client.get("/api/v1/leaderboards/sqa3d?protocol=made-up")
+    assert bad.status_code == 400 and "protocol" in bad.json()["error"]["message"]
+
+
+def test_a_track_with_one_protocol_offers_no_protocol_filter(client, split):
+    do_seed_paper_rows("openscan")
+    page = client.get("/benchmarks/openscan/").content.decode()
+    assert 'name="protocol"' not in page
+
+
+def test_the_progress_chart_draws_a_reference_line_with_its_label():
+    from datetime import UTC, datetime
+
+    svg = charts.progress([(datetime(2024, 1, 1, tzinfo=UTC), 0.4, "A")], "t", references=[("Human", 0.9)])
+    assert 'class="reference"' in svg and "Human 90.0" in svg
+
+
+def test_the_openapi_schemas_describe_answers_with_references(client, board):
+    import jsonschema
+
+    doc = client.get("/api/v1/openapi.json").json()
+    registry = {"components": doc["components"]}
+    for path, url in [("/api/v1/leaderboards/{track}", "/api/v1/leaderboards/sqa3d"),
+                      ("/api/v1/leaderboards/{track}/progress", "/api/v1/leaderboards/sqa3d/progress")]:
+        schema = doc["paths"][path]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+        body = client.get(url).json()
+        assert body["references"]
+        jsonschema.validate(body, {**schema, **registry})
+    params = {p["name"] for p in doc["paths"]["/api/v1/leaderboards/{track}"]["get"]["parameters"]}
+    assert {"protocol", "iou"} <= params
+
+
+def test_the_migration_marks_the_references_of_rows_loaded_before(split):
+    from importlib import import_module
+
+    from django.apps import apps
+
+    do_seed_paper_rows("sqa3d")
+    LeaderboardEntry.objects.update(is_reference=False)  # as loaded before the field existed
+    import_module("leaderboard.rankings.migrations.0009_entry_is_reference").mark_references(apps, None)
+    assert list(LeaderboardEntry.objects.filter(is_reference=True).values_list("name", flat=True)) == [
+        "Human (amateur)"]
