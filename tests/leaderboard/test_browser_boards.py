@@ -31,7 +31,8 @@ CHART_TEXT = """() => [...document.querySelectorAll("svg.chart")].filter((svg) =
 
 def _announce_a_worker_of_every_queue() -> None:
     """A scoring worker's presence as it writes it (12 queues: the health page's widest row)."""
-    from evaluation_workers import contracts, presence
+    from evaluation_workers import contracts
+    from evaluation_workers.worker import presence
     from leaderboard.submissions import broker, lifecycle
 
     info = presence.describe("eval@a-rather-long-host-name.example.org", list(lifecycle.all_queues()))
