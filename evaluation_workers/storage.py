@@ -2,8 +2,9 @@
 
 Keys are relative paths. Uploads live under ``EVAL_UPLOADS_DIR`` (local
 storage) or in the S3 bucket ``EVAL_S3_BUCKET`` (any S3-compatible store,
-``EVAL_S3_ENDPOINT_URL``, the same keys the site wrote); labels always live under ``EVAL_LABELS_DIR``, a
-folder only workers read.
+``EVAL_S3_ENDPOINT_URL``, the same keys the site wrote); labels live under ``EVAL_LABELS_DIR``, a
+folder only workers read, or in a bucket (``labels_cache``); per-unit outcomes in ``outcomes``.
+``s3_client`` makes the client of each store from its own ``EVAL_<STORE>_S3_*`` settings.
 """
 
 from __future__ import annotations
@@ -14,22 +15,47 @@ import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from evaluation_workers.errors import PlatformError
 
 log = logging.getLogger(__name__)
 
 
-def _safe_join(root: Path, key: str) -> Path:
+def checked_key(key: str) -> PurePosixPath:
+    """``key`` as a relative path; ``ValueError`` for an absolute one, one with ``..``, or an empty one."""
     rel = PurePosixPath(key)
     if rel.is_absolute() or ".." in rel.parts or not rel.parts:
         raise ValueError(f"Expected a relative storage key without '..', but got {key!r}")
-    return root.joinpath(*rel.parts)
+    return rel
+
+
+def safe_join(root: Path, key: str) -> Path:
+    return root.joinpath(*checked_key(key).parts)
 
 
 def labels_path(key: str) -> Path:
     root = Path(os.environ.get("EVAL_LABELS_DIR", "data/labels"))
-    return _safe_join(root, key)
+    return safe_join(root, key)
+
+
+def s3_client(*stores: str) -> Any:
+    """A boto3 client for the first of ``stores`` (setting prefixes such as ``"EVAL_LABELS_S3"``): each of
+    ``<prefix>_ENDPOINT_URL``, ``_REGION``, ``_ACCESS_KEY_ID`` and ``_SECRET_ACCESS_KEY`` is taken from the
+    first store that sets it, then from the uploads' ``EVAL_S3_*``, then from boto3's own chain (AWS_*
+    variables, instance roles)."""
+    import boto3  # only S3-backed workers need it loaded
+    from botocore.config import Config
+
+    def setting(name: str) -> str | None:
+        return next((os.environ[f"{store}_{name}"] for store in (*stores, "EVAL_S3")
+                     if os.environ.get(f"{store}_{name}")), None)
+
+    return boto3.client(
+        "s3", endpoint_url=setting("ENDPOINT_URL"), region_name=setting("REGION"),
+        aws_access_key_id=setting("ACCESS_KEY_ID"), aws_secret_access_key=setting("SECRET_ACCESS_KEY"),
+        config=Config(signature_version="s3v4",
+                      s3={"addressing_style": os.environ.get("EVAL_S3_ADDRESSING_STYLE", "path")}))
 
 
 UNREADABLE = ("The uploaded file could not be read from storage (a fault of the service, not of your "
@@ -58,20 +84,9 @@ def fetched_predictions(key: str) -> Iterator[Path]:
     """
     bucket = os.environ.get("EVAL_S3_BUCKET")
     if not bucket:
-        yield _readable(_safe_join(Path(os.environ.get("EVAL_UPLOADS_DIR", "data/uploads")), key))
+        yield _readable(safe_join(Path(os.environ.get("EVAL_UPLOADS_DIR", "data/uploads")), key))
         return
-    import boto3  # only S3-backed workers need it loaded
-    from botocore.config import Config
-
-    # Credentials: EVAL_S3_ACCESS_KEY_ID/EVAL_S3_SECRET_ACCESS_KEY, else boto3's own
-    # chain (AWS_* variables, instance roles). Read-only access to the bucket is enough.
-    client = boto3.client(
-        "s3", endpoint_url=os.environ.get("EVAL_S3_ENDPOINT_URL") or None,
-        region_name=os.environ.get("EVAL_S3_REGION") or None,
-        aws_access_key_id=os.environ.get("EVAL_S3_ACCESS_KEY_ID") or None,
-        aws_secret_access_key=os.environ.get("EVAL_S3_SECRET_ACCESS_KEY") or None,
-        config=Config(signature_version="s3v4",
-                      s3={"addressing_style": os.environ.get("EVAL_S3_ADDRESSING_STYLE", "path")}))
+    client = s3_client()  # read-only access to the bucket is enough
     from botocore.exceptions import BotoCoreError, ClientError
 
     with tempfile.TemporaryDirectory(prefix="eval-") as tmp:

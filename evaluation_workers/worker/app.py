@@ -6,6 +6,8 @@ Variables: ``EVAL_BROKER_URL`` (default ``REDIS_URL``), ``EVAL_UPLOADS_DIR`` and
 ``EVAL_LABELS_DIR`` (the roots that storage keys are relative to),
 ``EVAL_DEVICE`` (auto|cpu|gpu), ``EVAL_HEARTBEAT_SECONDS`` (default 20), ``EVAL_TRACKS``,
 ``EVAL_QUEUE_DEVICES``, ``EVAL_LABELS_S3_BUCKET`` (labels from a bucket, ``labels_cache``),
+``EVAL_OUTCOMES_S3_BUCKET`` or ``EVAL_OUTCOMES_DIR`` (per-unit outcomes, ``outcomes``),
+``EVAL_ANNOUNCE_SECONDS`` and ``EVAL_SITE_QUEUE`` (``presence``),
 ``EVAL_RESULTS_SIGNING_KEY`` (or ``_FILE``: the site's ``RESULTS_SIGNING_KEY``). The worker needs no
 database credentials: it reports over the broker to the site queue named in each request.
 
@@ -43,7 +45,8 @@ class SigningCelery(Celery):  # type: ignore[misc]
 
 app = SigningCelery("evaluation_workers", task_cls=SignedTask,
                     include=["evaluation_workers.worker.tasks", "evaluation_workers.worker.significance",
-                             "evaluation_workers.worker.deferred_intervals", "evaluation_workers.worker.presence"])
+                             "evaluation_workers.worker.deferred_intervals", "evaluation_workers.worker.presence",
+                             "evaluation_workers.worker.pruning"])
 app.conf.update(
     broker_url=os.environ.get("EVAL_BROKER_URL") or os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"),
     # Scoring is idempotent (a re-run overwrites the same result), so a task is
