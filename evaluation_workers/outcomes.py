@@ -80,9 +80,10 @@ def _client() -> Any:
 
 
 def _s3_errors() -> tuple[type[BaseException], ...]:
+    from boto3.exceptions import Boto3Error  # upload_file's S3UploadFailedError is one, not a ClientError
     from botocore.exceptions import BotoCoreError, ClientError
 
-    return (BotoCoreError, ClientError, OSError)
+    return (Boto3Error, BotoCoreError, ClientError, OSError)
 
 
 def _missing(exc: BaseException) -> bool:

@@ -269,6 +269,9 @@ def _keep_outcomes(track: str, result: dict[str, Any], per_unit: dict[str, Any])
     try:
         outcomes.save(key, per_unit)
     except outcomes.StoreError:
+        return False  # logged there
+    except Exception:  # noqa: BLE001 - keeping them is never worth the score
+        log.exception("Could not keep the outcomes %s", key)
         return False
     return True
 

@@ -124,21 +124,35 @@ def test_a_paired_test_is_not_answered_while_the_store_cannot_be_read(folder: Pa
     assert sent == []
 
 
-def test_a_deferred_result_whose_outcomes_could_not_be_kept_says_so_instead_of_a_follow_up(
-        tmp_path: Path, folder: Path, sent, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def scoring(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> contracts.ScoreRequest:
+    """A scoring request of synthetic SQA3D predictions, with the worker's folders and no broker."""
     uploads, labels = tmp_path / "uploads", tmp_path / "labels"
     sqa3d.write_labels(labels / "sqa3d/test/v1", 50, seed=3)
     (uploads / "t/1").mkdir(parents=True)
     sqa3d.write_predictions(labels / "sqa3d/test/v1", uploads / "t/1/p.json", accuracy=0.5, seed=4)
     monkeypatch.setenv("EVAL_UPLOADS_DIR", str(uploads))
     monkeypatch.setenv("EVAL_LABELS_DIR", str(labels))
-    monkeypatch.setenv("EVAL_BOOTSTRAP_INLINE_MAX", "1")
     monkeypatch.setattr(tasks.app.conf, "broker_url", "memory://")
+    return contracts.ScoreRequest(schema=1, submission_id=7, attempt=2, track="sqa3d", predictions_key="t/1/p.json",
+                                  labels_key="sqa3d/test/v1", reply_queue="site-x")
+
+
+def test_outcomes_that_cannot_be_kept_never_cost_the_score(folder: Path, sent, scoring, monkeypatch) -> None:
+    def broken(key: str, kept: dict[str, Any]) -> None:
+        raise RuntimeError("a fault in keeping them")
+
+    monkeypatch.setattr(outcomes, "save", broken)
+    tasks.run_score(scoring)
+    assert sent[-1][0] == contracts.RECORD_RESULT and sent[-1][1]["result"]["metrics"]["EM"] == pytest.approx(0.5)
+
+
+def test_a_deferred_result_whose_outcomes_could_not_be_kept_says_so_instead_of_a_follow_up(
+        folder: Path, sent, scoring, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVAL_BOOTSTRAP_INLINE_MAX", "1")
     folder.parent.mkdir(parents=True, exist_ok=True)
     folder.write_text("not a folder")  # the store cannot be written
-    tasks.run_score(contracts.ScoreRequest(schema=1, submission_id=7, attempt=2, track="sqa3d",
-                                           predictions_key="t/1/p.json", labels_key="sqa3d/test/v1",
-                                           reply_queue="site-x"))
+    tasks.run_score(scoring)
     names = [name for name, _, _ in sent]
     assert names[-2:] == [contracts.RECORD_RESULT, contracts.RECORD_INTERVALS]
     assert contracts.COMPUTE_INTERVALS not in names

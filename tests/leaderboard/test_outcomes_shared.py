@@ -26,8 +26,14 @@ pytestmark = pytest.mark.live
 
 @pytest.fixture
 def outcomes_bucket(s3_server: dict[str, str]) -> dict[str, str]:
-    """The workers' settings for a prefix of their own in the ``outcomes`` bucket of the test S3 server."""
-    Path(s3_server["root"], "outcomes").mkdir(exist_ok=True)
+    """The workers' settings for a prefix of their own in the ``outcomes`` bucket of the test S3 server
+    (made through the server: a folder made beside it is not seen while rclone keeps its listing)."""
+    import boto3
+
+    client = boto3.client("s3", endpoint_url=s3_server["endpoint"], aws_access_key_id=s3_server["access_key"],
+                          aws_secret_access_key=s3_server["secret_key"], region_name="us-east-1")
+    if not Path(s3_server["root"], "outcomes").is_dir():
+        client.create_bucket(Bucket="outcomes")
     return {"EVAL_OUTCOMES_S3_BUCKET": "outcomes", "EVAL_OUTCOMES_S3_PREFIX": f"t{uuid.uuid4().hex[:6]}/",
             "EVAL_OUTCOMES_S3_ENDPOINT_URL": s3_server["endpoint"],
             "EVAL_OUTCOMES_S3_ACCESS_KEY_ID": s3_server["access_key"],
@@ -175,6 +181,10 @@ def test_the_bucket_keeps_outcomes_whole_prunes_what_is_not_wanted_and_fails_lou
     assert outcomes.load("sqa3d/l/wanted-v1.npz") is not None and outcomes.load("openscan/l/old-v1.npz") is not None
     assert outcomes.prune("sqa3d/", set(), time.time() - 3600) == 0, "written within the grace: kept"
 
+    monkeypatch.setenv("EVAL_OUTCOMES_S3_BUCKET", "no-such-bucket")  # refused by the store, not unreachable
+    with pytest.raises(outcomes.StoreError):
+        outcomes.save("sqa3d/l/more-v1.npz", kept)
+    monkeypatch.setenv("EVAL_OUTCOMES_S3_BUCKET", "outcomes")
     monkeypatch.setenv("EVAL_OUTCOMES_S3_ENDPOINT_URL", "http://127.0.0.1:1")
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")  # boto3 would retry a refused connection for 8 s
     with pytest.raises(outcomes.StoreError):
