@@ -2,9 +2,10 @@
 
 ``app`` (the Celery app, its signed messages and queues), ``tasks`` (scoring
 one submission: claim, fetch, score, report), ``attempts`` (which attempt of
-a submission is current, in the broker), ``presence`` (what each worker
-announces), ``deferred_intervals`` (intervals computed after the score) and
-``significance`` (the paired-test task). The site never imports this package:
+a submission is current, and who claimed it, in the broker), ``presence``
+(what each worker announces), ``deferred_intervals`` (intervals computed
+after the score), ``significance`` (the paired-test task) and ``pruning``
+(the retention of the per-unit outcomes). The site never imports this package:
 it sends tasks by name (``evaluation_workers.contracts``) to queues named by
 ``evaluation_workers.queues``. The scoring core outside it never imports it
 either; ``python -m evaluation_workers worker`` imports it when it starts one.

@@ -51,8 +51,9 @@ app.conf.update(
     broker_url=os.environ.get("EVAL_BROKER_URL") or os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"),
     # Scoring is idempotent (a re-run overwrites the same result), so a task is
     # acknowledged only once it has run: a worker that dies whole leaves it
-    # unacknowledged, and the site's sweeper sends a new attempt when its
-    # heartbeats stop. When only the process scoring it dies (killed, out of
+    # unacknowledged, and the site's sweeper sends a new attempt as soon as the
+    # worker starts again or stops announcing itself (attempts, presence). When
+    # only the process scoring it dies (killed, out of
     # memory) the message is acknowledged, not requeued: requeueing would loop
     # forever on a file that always runs out of memory; the main process
     # reports the attempt lost instead, and the site decides (tasks._report_lost).
