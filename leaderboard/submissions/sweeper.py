@@ -54,7 +54,6 @@ from leaderboard.submissions.models import Result, Submission
 log = logging.getLogger(__name__)
 Status = Submission.Status
 Kind = Submission.FailureKind
-ACTIVE = (Status.QUEUED, Status.RUNNING)
 Attempt = tuple[int, int]
 
 
@@ -87,7 +86,7 @@ def do_sweep(now: datetime | None = None) -> dict[str, int]:
         log.warning("Sweeper could not read the broker: %s", exc)
         claims, live, uptime = None, {}, 0.0
     if claims is not None:
-        alive = _sweep_claims(claims, live, uptime, counts)
+        alive = _sweep_claims(claims, live, uptime, now, counts)
         unclaimed = [(ids, queue) for ids, (status, queue, sent_at, *_) in active.items()
                      if status == Status.QUEUED and ids not in claims and sent_at < ago(settings.SWEEP_QUEUED_AFTER)]
         _sweep_unclaimed(unclaimed, now, counts)
@@ -107,17 +106,19 @@ def _count(counts: dict[str, int], outcome: str) -> None:
         counts["requeued" if outcome == "requeued" else "failed"] += 1
 
 
-def _sweep_claims(claims: dict[Attempt, dict[str, Any]], live: dict[str, str], uptime: float,
+def _sweep_claims(claims: dict[Attempt, dict[str, Any]], live: dict[str, str], uptime: float, now: datetime,
                   counts: dict[str, int]) -> set[Attempt]:
     """Record the reports found in claims and retry the attempts whose worker is gone; returns the
-    attempts that a live worker holds (or whose report was just recorded)."""
+    attempts that a live worker holds, or whose signed report was found (the heartbeats no longer decide)."""
     alive: set[Attempt] = set()
     settled = uptime >= settings.SWEEP_AFTER_BROKER_RESTART
-    overdue = time.time() - settings.EVAL_TIME_LIMIT - settings.SWEEP_HEARTBEAT_TIMEOUT
+    overdue = now.timestamp() - settings.EVAL_TIME_LIMIT - settings.SWEEP_HEARTBEAT_TIMEOUT
     for (pk, attempt), claim in claims.items():
         if claim.get("report"):
-            counts["recorded"] += _record_kept(pk, attempt, claim)
-            alive.add((pk, attempt))
+            recorded = _record_kept(pk, attempt, claim)
+            if recorded is not None:  # a report that is not the worker's, or fails to record: the heartbeats decide
+                counts["recorded"] += recorded
+                alive.add((pk, attempt))
             continue
         now_live = live.get(claim["node"])
         if now_live == claim["instance"] and float(claim.get("since") or 0) < overdue:
@@ -134,22 +135,23 @@ def _sweep_claims(claims: dict[Attempt, dict[str, Any]], live: dict[str, str], u
     return alive
 
 
-def _record_kept(pk: int, attempt: int, claim: dict[str, Any]) -> bool:
-    """Record the report a worker kept in its claim (a lost report message); whether it changed anything."""
+def _record_kept(pk: int, attempt: int, claim: dict[str, Any]) -> bool | None:
+    """Record the report a worker kept in its claim (its message was lost): True if that changed the
+    submission, False if not; None if the report is not a signed one of this attempt, or failed to record."""
     task, signed = claim.get("report"), claim.get("kwargs")
     if task not in {contracts.RECORD_RESULT, contracts.RECORD_FAILURE} or not isinstance(signed, dict):
-        return False
+        return None
     report = signing.verified(str(task), (), signed, settings.RESULTS_SIGNING_KEY)
     if report is None or (report.get("submission_id"), report.get("attempt")) != (pk, attempt):
-        return False
+        return None
     try:
         if task == contracts.RECORD_RESULT:
             recorded = lifecycle.record_result(**report) is not None
         else:
             recorded = lifecycle.record_failure(**report) is not None
-    except Exception:  # one report that cannot be recorded must not stop the sweep; the next one tries again
+    except Exception:  # one report that cannot be recorded must not stop the sweep
         log.exception("Submission %s attempt %s: could not record the report kept in its claim", pk, attempt)
-        return False
+        return None
     if recorded:
         log.warning("Submission %s attempt %s: recorded the worker's %s from its claim (the report message was "
                     "lost)", pk, attempt, "result" if task == contracts.RECORD_RESULT else "failure")
