@@ -18,9 +18,13 @@ took to resume:
    the restart.
 2. **scoring worker killed**: one upload held while it is scored, then
    ``kill -9`` of the scoring worker's main process and its pool process
-   together (the whole worker, as a lost host would be); run_local starts it
-   again. Printed: when the attempt was sent again (a new attempt) and when the
-   submission finished, counted from the kill.
+   together (the whole worker); run_local starts it again. Printed: when the
+   attempt was sent again (a new attempt) and when the submission finished,
+   counted from the kill.
+3. **scoring worker vanished**: a second scoring worker beside run_local's;
+   one upload held while it is scored, then ``SIGSTOP`` of the worker scoring
+   it, main and pool process (a host cut off: it neither dies nor is started
+   again). Printed: the same, counted from the stop.
 
 Only the local machine is used; everything started is stopped at the end.
 """
@@ -127,6 +131,31 @@ def worker_killed(service: LocalService, predictions: Path, hold: float, timeout
           else f"  not finished within {timeout:.0f} s")
 
 
+def worker_vanished(service: LocalService, predictions: Path, hold: float, timeout: float) -> None:
+    with service.spare_worker() as spare:
+        service.hold("hold-scoring", hold)
+        pk = service.submit(predictions, "worker-vanished").json()["id"]
+        service.wait_status(pk, "running")
+        time.sleep(1)
+        taken_by = service.rows([pk])[pk]["worker"]
+        main = spare.pid if taken_by.startswith("spare@") else service.pid("scoring-worker")
+        victims = [main, *_children(main)]
+        stopped = time.monotonic()
+        for pid in victims:
+            os.kill(pid, signal.SIGSTOP)
+        service.hold("hold-scoring", 0)
+        try:
+            seen = _poll(service, [pk], stopped, timeout)[pk]
+        finally:
+            for pid in victims:
+                os.kill(pid, signal.SIGCONT)
+    print(f"\nscoring worker {taken_by.split(':')[0]} stopped mid-scoring (SIGSTOP of pids {victims}), another one running:")
+    print(f"  sent again (a new attempt) {seen['resent']:.1f} s after the stop" if "resent" in seen
+          else f"  not sent again within {timeout:.0f} s")
+    print(f"  finished {seen['done']:.1f} s after the stop" if "done" in seen
+          else f"  not finished within {timeout:.0f} s")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--submissions", type=int, default=6)
@@ -134,7 +163,7 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=400.0, help="seconds to wait for each recovery")
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                         help="a setting for the service (e.g. SWEEP_INTERVAL=60)")
-    parser.add_argument("--only", choices=["power-cut", "worker-killed"])
+    parser.add_argument("--only", choices=["power-cut", "worker-killed", "worker-vanished"])
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="lb-recovery-") as tmp:
         service = LocalService(Path(tmp))
@@ -149,6 +178,8 @@ def main() -> int:
                 power_cut(service, predictions, args.submissions, args.hold, args.timeout)
             if args.only in (None, "worker-killed"):
                 worker_killed(service, predictions, args.hold + 2, args.timeout)
+            if args.only in (None, "worker-vanished"):
+                worker_vanished(service, predictions, args.hold + 2, args.timeout)
         finally:
             service.stop()
     return 0

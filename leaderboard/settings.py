@@ -270,7 +270,7 @@ EVAL_TIME_LIMIT = envint("EVAL_TIME_LIMIT", 35 * 60)
 # worker took and never claimed (after SWEEP_QUEUED_AFTER s), a running one that
 # nobody claims and whose worker has not beaten for SWEEP_HEARTBEAT_TIMEOUT s, and
 # fails a submission as a platform error after SWEEP_MAX_LOST_ATTEMPTS lost attempts.
-SWEEP_INTERVAL = envfloat("SWEEP_INTERVAL", 10)
+SWEEP_INTERVAL = envfloat("SWEEP_INTERVAL", 5)
 SWEEP_UNSENT_AFTER = envfloat("SWEEP_UNSENT_AFTER", 10)
 SWEEP_QUEUED_AFTER = envfloat("SWEEP_QUEUED_AFTER", 15)
 SWEEP_HEARTBEAT_TIMEOUT = envfloat("SWEEP_HEARTBEAT_TIMEOUT", 120)
