@@ -49,7 +49,7 @@ def test_without_a_setting_the_outcomes_go_to_the_workers_cache_never_the_curren
     assert (tmp_path / "cache/outcomes/sqa3d/l/p-v1.npz").is_file() and not any(here.iterdir())
 
 
-def test_a_relative_folder_is_made_absolute_once(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_relative_setting_is_resolved_to_an_absolute_folder(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(folder.parent)
     monkeypatch.setenv("EVAL_OUTCOMES_DIR", "outcomes")
     assert outcomes.root() == folder and outcomes.root().is_absolute()
