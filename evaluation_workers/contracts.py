@@ -43,8 +43,8 @@ def running_key(submission_id: int, attempt: int) -> str:
 
 class Claim(TypedDict):
     """Who took an attempt (``node``, the Celery node name, and ``instance``, that start of it: see
-    ``WorkerInfo``) and when (``since``, seconds since the epoch on the worker's clock), and once it
-    is done what it reported: ``report`` is the task name (``RECORD_RESULT`` or ``RECORD_FAILURE``)
+    ``WorkerInfo``) and when (``since``, seconds since the epoch on the worker's clock; once it has
+    reported, when it reported), and once it is done what it reported: ``report`` is the task name (``RECORD_RESULT`` or ``RECORD_FAILURE``)
     and ``kwargs`` its signed keyword arguments, the same message the site queue gets, so that the
     site's sweeper can record it when that message was lost with the site worker that took it."""
 

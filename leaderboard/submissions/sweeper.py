@@ -10,8 +10,9 @@ within seconds. ``manage.py sweep`` runs it too. In order:
    never stored (``SWEEP_STALLED_UPLOAD_AFTER``): failed, refunded.
 2. **Never sent**: queued while the broker was down: sent now.
 3. **Claimed** (``broker.claims``, written by the worker that took the attempt):
-   - holding the worker's report, which the site worker that took its message
-     died before recording: recorded from the claim (signed like the message);
+   - holding the worker's report, kept ``SWEEP_UNSENT_AFTER`` s ago or more
+     and still not recorded (the site worker that took its message died before
+     recording it): recorded from the claim (signed like the message);
    - taken by an instance of a node that now announces another instance (the
      worker started again), or by a node that has not announced itself for three
      of its announce intervals (it vanished, 15 s by default; not within
@@ -113,8 +114,11 @@ def _sweep_claims(claims: dict[Attempt, dict[str, Any]], live: dict[str, str], u
     alive: set[Attempt] = set()
     settled = uptime >= settings.SWEEP_AFTER_BROKER_RESTART
     overdue = now.timestamp() - settings.EVAL_TIME_LIMIT - settings.SWEEP_HEARTBEAT_TIMEOUT
+    reported_before = now.timestamp() - settings.SWEEP_UNSENT_AFTER
     for (pk, attempt), claim in claims.items():
-        if claim.get("report"):
+        if claim.get("report") and float(claim.get("since") or 0) > reported_before:
+            alive.add((pk, attempt))  # its message is on its way to the site worker
+        elif claim.get("report"):
             recorded = _record_kept(pk, attempt, claim)
             if recorded is not None:  # a report that is not the worker's, or fails to record: the heartbeats decide
                 counts["recorded"] += recorded
@@ -153,8 +157,9 @@ def _record_kept(pk: int, attempt: int, claim: dict[str, Any]) -> bool | None:
         log.exception("Submission %s attempt %s: could not record the report kept in its claim", pk, attempt)
         return None
     if recorded:
-        log.warning("Submission %s attempt %s: recorded the worker's %s from its claim (the report message was "
-                    "lost)", pk, attempt, "result" if task == contracts.RECORD_RESULT else "failure")
+        log.warning("Submission %s attempt %s: recorded the worker's %s from its claim: the report message was not "
+                    "recorded within %s s (lost with a site worker, or the site queue is far behind)", pk, attempt,
+                    "result" if task == contracts.RECORD_RESULT else "failure", settings.SWEEP_UNSENT_AFTER)
     return recorded
 
 

@@ -105,6 +105,9 @@ def test_a_report_lost_with_the_site_worker_is_recorded_from_the_claim(running, 
     submission, node = running
     kwargs = signed_result(submission, sqa3d_files, settings.RESULTS_SIGNING_KEY.decode())
     claim(submission, node, "gone", report=contracts.RECORD_RESULT, kwargs=kwargs)
+    assert sweep(django_capture_on_commit_callbacks)["recorded"] == 0, "just sent: its message is on its way"
+    claim(submission, node, "gone", report=contracts.RECORD_RESULT, kwargs=kwargs,
+          since=time.time() - settings.SWEEP_UNSENT_AFTER - 1)
     assert sweep(django_capture_on_commit_callbacks)["recorded"] == 1
     submission.refresh_from_db()
     assert (submission.status, submission.attempt, submission.lost_attempts) == ("finished", 1, 0)
@@ -120,7 +123,7 @@ def test_a_report_in_a_claim_that_is_not_signed_by_a_worker_changes_nothing(runn
     """Anyone who can write to the broker can write a claim: only the workers' key makes a report."""
     submission, node = running
     forged = signed_result(submission, sqa3d_files, "a key that is not the site's, long enough to pass")
-    claim(submission, node, "gone", report=contracts.RECORD_RESULT, kwargs=forged)
+    claim(submission, node, "gone", report=contracts.RECORD_RESULT, kwargs=forged, since=time.time() - 3600)
     announce(node, "gone")
     assert sweep(django_capture_on_commit_callbacks)["recorded"] == 0
     submission.refresh_from_db()
@@ -133,7 +136,7 @@ def test_a_failure_lost_with_the_site_worker_is_recorded_from_the_claim(running,
                                                                          django_capture_on_commit_callbacks):
     submission, node = running
     report = {"submission_id": submission.pk, "attempt": 1, "kind": "invalid_input", "message": "Expected a list"}
-    claim(submission, node, "gone", report=contracts.RECORD_FAILURE,
+    claim(submission, node, "gone", report=contracts.RECORD_FAILURE, since=time.time() - 3600,
           kwargs=signing.signed(contracts.RECORD_FAILURE, report, settings.RESULTS_SIGNING_KEY))
     assert sweep(django_capture_on_commit_callbacks)["recorded"] == 1
     submission.refresh_from_db()
