@@ -266,7 +266,7 @@ EVAL_TIME_LIMIT = envint("EVAL_TIME_LIMIT", 35 * 60)
 # never got (after SWEEP_UNSENT_AFTER s), re-sends an attempt whose worker is gone
 # (started again, or not announcing itself: EVAL_ANNOUNCE_SECONDS x 3; not in the
 # first SWEEP_AFTER_BROKER_RESTART s of a restarted broker), records a report the
-# site worker lost, re-sends a queued attempt whose message vanished or that a
+# site worker lost (from the worker's claim, after SWEEP_UNSENT_AFTER s), re-sends a queued attempt whose message vanished or that a
 # worker took and never claimed (after SWEEP_QUEUED_AFTER s), a running one that
 # nobody claims and whose worker has not beaten for SWEEP_HEARTBEAT_TIMEOUT s, and
 # fails a submission as a platform error after SWEEP_MAX_LOST_ATTEMPTS lost attempts.
