@@ -54,7 +54,7 @@ UNAVAILABLE = ("The hidden labels of this split could not be fetched (a fault of
 
 
 def _client() -> Any:
-    return s3_client("EVAL_LABELS_S3")
+    return s3_client("labels")
 
 
 def cache_dir() -> Path:

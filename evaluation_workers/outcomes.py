@@ -76,7 +76,7 @@ def where() -> str:
 
 
 def _client() -> Any:
-    return s3_client("EVAL_OUTCOMES_S3", "EVAL_LABELS_S3")
+    return s3_client("outcomes", "labels")
 
 
 def _s3_errors() -> tuple[type[BaseException], ...]:

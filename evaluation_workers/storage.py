@@ -39,21 +39,31 @@ def labels_path(key: str) -> Path:
     return safe_join(root, key)
 
 
+# Each store's settings, spelled out so that they can be found: endpoint, region, access key, secret.
+S3_SETTINGS = {
+    "uploads": ("EVAL_S3_ENDPOINT_URL", "EVAL_S3_REGION", "EVAL_S3_ACCESS_KEY_ID", "EVAL_S3_SECRET_ACCESS_KEY"),
+    "labels": ("EVAL_LABELS_S3_ENDPOINT_URL", "EVAL_LABELS_S3_REGION", "EVAL_LABELS_S3_ACCESS_KEY_ID",
+               "EVAL_LABELS_S3_SECRET_ACCESS_KEY"),
+    "outcomes": ("EVAL_OUTCOMES_S3_ENDPOINT_URL", "EVAL_OUTCOMES_S3_REGION", "EVAL_OUTCOMES_S3_ACCESS_KEY_ID",
+                 "EVAL_OUTCOMES_S3_SECRET_ACCESS_KEY"),
+}
+
+
 def s3_client(*stores: str) -> Any:
-    """A boto3 client for the first of ``stores`` (setting prefixes such as ``"EVAL_LABELS_S3"``): each of
-    ``<prefix>_ENDPOINT_URL``, ``_REGION``, ``_ACCESS_KEY_ID`` and ``_SECRET_ACCESS_KEY`` is taken from the
-    first store that sets it, then from the uploads' ``EVAL_S3_*``, then from boto3's own chain (AWS_*
-    variables, instance roles)."""
+    """A boto3 client for the first of ``stores`` (keys of ``S3_SETTINGS``): each setting is taken from
+    the first of them that sets it, then from the uploads' ``EVAL_S3_*``, then from boto3's own chain
+    (AWS_* variables, instance roles)."""
     import boto3  # only S3-backed workers need it loaded
     from botocore.config import Config
 
-    def setting(name: str) -> str | None:
-        return next((os.environ[f"{store}_{name}"] for store in (*stores, "EVAL_S3")
-                     if os.environ.get(f"{store}_{name}")), None)
+    lines = [S3_SETTINGS[store] for store in (*stores, "uploads")]
+
+    def setting(i: int) -> str | None:
+        return next((os.environ[names[i]] for names in lines if os.environ.get(names[i])), None)
 
     return boto3.client(
-        "s3", endpoint_url=setting("ENDPOINT_URL"), region_name=setting("REGION"),
-        aws_access_key_id=setting("ACCESS_KEY_ID"), aws_secret_access_key=setting("SECRET_ACCESS_KEY"),
+        "s3", endpoint_url=setting(0), region_name=setting(1), aws_access_key_id=setting(2),
+        aws_secret_access_key=setting(3),
         config=Config(signature_version="s3v4",
                       s3={"addressing_style": os.environ.get("EVAL_S3_ADDRESSING_STYLE", "path")}))
 
