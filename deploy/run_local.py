@@ -52,6 +52,8 @@ def main() -> int:
     env["DATA_DIR"] = str(data_dir)
     env.setdefault("EVAL_UPLOADS_DIR", str(data_dir / "uploads"))
     env.setdefault("EVAL_LABELS_DIR", str(data_dir / "labels"))
+    env.setdefault("EVAL_OUTCOMES_DIR", str(data_dir / "outcomes"))  # one host: a folder of the data
+    env.setdefault("EVAL_SITE_QUEUE", env.get("SITE_QUEUE", "site"))  # where a starting worker asks for a sweep
     env.setdefault("PYTHONUNBUFFERED", "1")
     share_signing_key(env, data_dir)
     port = env.get("PORT", "8000")

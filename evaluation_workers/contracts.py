@@ -41,8 +41,22 @@ def attempt_key(submission_id: int) -> str:
 
 
 def running_key(submission_id: int, attempt: int) -> str:
-    """Broker key a worker holds (with an expiry it renews) while it scores this attempt."""
+    """Broker key of an attempt's claim: ``Claim`` as JSON, written by the worker that took it."""
     return f"lb:running:{submission_id}:{attempt}"
+
+
+class Claim(TypedDict):
+    """Who took an attempt (``node``, the Celery node name, and ``instance``, that start of it: see
+    ``WorkerInfo``) and when (``since``, seconds since the epoch on the worker's clock; once it has
+    reported, when it reported), and once it is done what it reported: ``report`` is the task name (``RECORD_RESULT`` or ``RECORD_FAILURE``)
+    and ``kwargs`` its signed keyword arguments, the same message the site queue gets, so that the
+    site's sweeper can record it when that message was lost with the site worker that took it."""
+
+    node: str
+    instance: str
+    since: float
+    report: NotRequired[str]
+    kwargs: NotRequired[dict[str, Any]]
 
 
 class ScoreRequest(TypedDict):
@@ -115,7 +129,9 @@ def worker_key(name: str) -> str:
 
 
 class WorkerInfo(TypedDict):
-    """What a scoring worker says about itself under ``worker_key`` (read by the site's health page)."""
+    """What a scoring worker says about itself under ``worker_key`` (read by the site's health page,
+    and by the sweeper: a claim of another ``instance`` of a node that announces itself now was taken
+    by a start of the worker that is gone). ``instance`` is random per start (absent: an older worker)."""
 
     name: str
     host: str
@@ -125,6 +141,13 @@ class WorkerInfo(TypedDict):
     versions: dict[str, str]
     started_at: float
     seen_at: float
+    instance: NotRequired[str]
+
+
+# The site's sweeper (``leaderboard/submissions/lifecycle.do_sweep``): Celery beat sends it every few
+# seconds; the site worker when it starts; a scoring worker when it starts (its earlier start's
+# attempts are lost at once). No arguments.
+SWEEP = "submissions.sweep"
 
 
 # Paired significance tests (issue 13). The site asks for one per pair of results; a
@@ -136,8 +159,21 @@ RECORD_PAIRED_TEST = "rankings.record_paired_test"
 
 
 def outcomes_key(track: str, labels_sha256: str, predictions_sha256: str, scorer_version: str) -> str:
-    """Where a worker keeps the per-unit outcomes of one result (relative to ``EVAL_OUTCOMES_DIR``)."""
+    """Where workers keep the per-unit outcomes of one result (in their store, ``outcomes``)."""
     return f"{track}/{labels_sha256}/{predictions_sha256}-v{scorer_version}.npz"
+
+
+# Retention of the outcomes: per track, the site lists the keys of the results that still need
+# theirs (a board row, intervals still to come) and a worker deletes the track's other outcomes
+# written before ``written_before`` (seconds since the epoch; the site's list minus its grace).
+PRUNE_OUTCOMES = "evaluation.prune_outcomes"
+
+
+class PruneOutcomesRequest(TypedDict):
+    schema: int
+    track: str
+    keep: list[str]
+    written_before: float
 
 
 class PairedTestRequest(TypedDict):
@@ -193,9 +229,13 @@ class IntervalsRequest(TypedDict):
 
 
 class IntervalsReport(TypedDict):
-    """``intervals`` and ``bootstrap`` as in the result JSON (aggregates only)."""
+    """``intervals`` and ``bootstrap`` as in the result JSON (aggregates only); or, when they could
+    not be computed, both empty and ``error`` saying why in words (never a unit's outcome), with
+    ``retry`` true where asking again later may succeed (the outcomes store could not be read)."""
 
     submission_id: int
     scorer_version: str
     intervals: dict[str, Any]
     bootstrap: dict[str, Any]
+    error: NotRequired[str]
+    retry: NotRequired[bool]

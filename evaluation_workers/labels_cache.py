@@ -43,7 +43,7 @@ from typing import IO, Any
 
 from evaluation_workers.errors import PlatformError
 from evaluation_workers.results import sha256_file, sha256_tree
-from evaluation_workers.storage import labels_path
+from evaluation_workers.storage import labels_path, s3_client
 
 log = logging.getLogger(__name__)
 
@@ -53,22 +53,8 @@ UNAVAILABLE = ("The hidden labels of this split could not be fetched (a fault of
                "file). It does not count against your quota; the maintainers have been told.")
 
 
-def _env(labels_name: str, uploads_name: str) -> str | None:
-    """The labels store's setting, else the uploads store's (names spelled out, so that they can be found)."""
-    return os.environ.get(labels_name) or os.environ.get(uploads_name) or None
-
-
 def _client() -> Any:
-    import boto3
-    from botocore.config import Config
-
-    return boto3.client(
-        "s3", endpoint_url=_env("EVAL_LABELS_S3_ENDPOINT_URL", "EVAL_S3_ENDPOINT_URL"),
-        region_name=_env("EVAL_LABELS_S3_REGION", "EVAL_S3_REGION"),
-        aws_access_key_id=_env("EVAL_LABELS_S3_ACCESS_KEY_ID", "EVAL_S3_ACCESS_KEY_ID"),
-        aws_secret_access_key=_env("EVAL_LABELS_S3_SECRET_ACCESS_KEY", "EVAL_S3_SECRET_ACCESS_KEY"),
-        config=Config(signature_version="s3v4",
-                      s3={"addressing_style": os.environ.get("EVAL_S3_ADDRESSING_STYLE", "path")}))
+    return s3_client("labels")
 
 
 def cache_dir() -> Path:

@@ -2,8 +2,9 @@
 
 Keys are relative paths. Uploads live under ``EVAL_UPLOADS_DIR`` (local
 storage) or in the S3 bucket ``EVAL_S3_BUCKET`` (any S3-compatible store,
-``EVAL_S3_ENDPOINT_URL``, the same keys the site wrote); labels always live under ``EVAL_LABELS_DIR``, a
-folder only workers read.
+``EVAL_S3_ENDPOINT_URL``, the same keys the site wrote); labels live under ``EVAL_LABELS_DIR``, a
+folder only workers read, or in a bucket (``labels_cache``); per-unit outcomes in ``outcomes``.
+``s3_client`` makes the client of each store from its own ``EVAL_<STORE>_S3_*`` settings.
 """
 
 from __future__ import annotations
@@ -14,22 +15,57 @@ import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from evaluation_workers.errors import PlatformError
 
 log = logging.getLogger(__name__)
 
 
-def _safe_join(root: Path, key: str) -> Path:
+def checked_key(key: str) -> PurePosixPath:
+    """``key`` as a relative path; ``ValueError`` for an absolute one, one with ``..``, or an empty one."""
     rel = PurePosixPath(key)
     if rel.is_absolute() or ".." in rel.parts or not rel.parts:
         raise ValueError(f"Expected a relative storage key without '..', but got {key!r}")
-    return root.joinpath(*rel.parts)
+    return rel
+
+
+def safe_join(root: Path, key: str) -> Path:
+    return root.joinpath(*checked_key(key).parts)
 
 
 def labels_path(key: str) -> Path:
     root = Path(os.environ.get("EVAL_LABELS_DIR", "data/labels"))
-    return _safe_join(root, key)
+    return safe_join(root, key)
+
+
+# Each store's settings, spelled out so that they can be found: endpoint, region, access key, secret.
+S3_SETTINGS = {
+    "uploads": ("EVAL_S3_ENDPOINT_URL", "EVAL_S3_REGION", "EVAL_S3_ACCESS_KEY_ID", "EVAL_S3_SECRET_ACCESS_KEY"),
+    "labels": ("EVAL_LABELS_S3_ENDPOINT_URL", "EVAL_LABELS_S3_REGION", "EVAL_LABELS_S3_ACCESS_KEY_ID",
+               "EVAL_LABELS_S3_SECRET_ACCESS_KEY"),
+    "outcomes": ("EVAL_OUTCOMES_S3_ENDPOINT_URL", "EVAL_OUTCOMES_S3_REGION", "EVAL_OUTCOMES_S3_ACCESS_KEY_ID",
+                 "EVAL_OUTCOMES_S3_SECRET_ACCESS_KEY"),
+}
+
+
+def s3_client(*stores: str) -> Any:
+    """A boto3 client for the first of ``stores`` (keys of ``S3_SETTINGS``): each setting is taken from
+    the first of them that sets it, then from the uploads' ``EVAL_S3_*``, then from boto3's own chain
+    (AWS_* variables, instance roles)."""
+    import boto3  # only S3-backed workers need it loaded
+    from botocore.config import Config
+
+    lines = [S3_SETTINGS[store] for store in (*stores, "uploads")]
+
+    def setting(i: int) -> str | None:
+        return next((os.environ[names[i]] for names in lines if os.environ.get(names[i])), None)
+
+    return boto3.client(
+        "s3", endpoint_url=setting(0), region_name=setting(1), aws_access_key_id=setting(2),
+        aws_secret_access_key=setting(3),
+        config=Config(signature_version="s3v4",
+                      s3={"addressing_style": os.environ.get("EVAL_S3_ADDRESSING_STYLE", "path")}))
 
 
 UNREADABLE = ("The uploaded file could not be read from storage (a fault of the service, not of your "
@@ -58,20 +94,9 @@ def fetched_predictions(key: str) -> Iterator[Path]:
     """
     bucket = os.environ.get("EVAL_S3_BUCKET")
     if not bucket:
-        yield _readable(_safe_join(Path(os.environ.get("EVAL_UPLOADS_DIR", "data/uploads")), key))
+        yield _readable(safe_join(Path(os.environ.get("EVAL_UPLOADS_DIR", "data/uploads")), key))
         return
-    import boto3  # only S3-backed workers need it loaded
-    from botocore.config import Config
-
-    # Credentials: EVAL_S3_ACCESS_KEY_ID/EVAL_S3_SECRET_ACCESS_KEY, else boto3's own
-    # chain (AWS_* variables, instance roles). Read-only access to the bucket is enough.
-    client = boto3.client(
-        "s3", endpoint_url=os.environ.get("EVAL_S3_ENDPOINT_URL") or None,
-        region_name=os.environ.get("EVAL_S3_REGION") or None,
-        aws_access_key_id=os.environ.get("EVAL_S3_ACCESS_KEY_ID") or None,
-        aws_secret_access_key=os.environ.get("EVAL_S3_SECRET_ACCESS_KEY") or None,
-        config=Config(signature_version="s3v4",
-                      s3={"addressing_style": os.environ.get("EVAL_S3_ADDRESSING_STYLE", "path")}))
+    client = s3_client()  # read-only access to the bucket is enough
     from botocore.exceptions import BotoCoreError, ClientError
 
     with tempfile.TemporaryDirectory(prefix="eval-") as tmp:

@@ -271,18 +271,26 @@ EVAL_QUEUE_GPU = env("EVAL_QUEUE_GPU", "eval-gpu")
 EVAL_GPU_TRACKS = envlist("EVAL_GPU_TRACKS")
 EVAL_SOFT_TIME_LIMIT = envint("EVAL_SOFT_TIME_LIMIT", 30 * 60)
 EVAL_TIME_LIMIT = envint("EVAL_TIME_LIMIT", 35 * 60)
-# The sweeper (lifecycle.do_sweep) runs every SWEEP_INTERVAL seconds: it sends
-# what the broker never got (after SWEEP_UNSENT_AFTER s), re-sends a queued
-# attempt whose message vanished (checked after SWEEP_QUEUED_AFTER s), re-sends
-# a running one whose worker has not beaten for SWEEP_HEARTBEAT_TIMEOUT s
-# (workers beat every EVAL_HEARTBEAT_SECONDS), and fails a submission as a
-# platform error after SWEEP_MAX_LOST_ATTEMPTS attempts that workers lost.
-SWEEP_INTERVAL = envfloat("SWEEP_INTERVAL", 60)
-SWEEP_UNSENT_AFTER = envfloat("SWEEP_UNSENT_AFTER", 30)
-SWEEP_QUEUED_AFTER = envfloat("SWEEP_QUEUED_AFTER", 300)
+# The sweeper (submissions.sweeper.do_sweep) runs every SWEEP_INTERVAL seconds and
+# whenever the site worker or a scoring worker starts: it sends what the broker
+# never got (after SWEEP_UNSENT_AFTER s), re-sends an attempt whose worker is gone
+# (started again, or not announcing itself: EVAL_ANNOUNCE_SECONDS x 3; not in the
+# first SWEEP_AFTER_BROKER_RESTART s of a restarted broker), records a report the
+# site worker lost (from the worker's claim, after SWEEP_UNSENT_AFTER s), re-sends a queued attempt whose message vanished or that a
+# worker took and never claimed (after SWEEP_QUEUED_AFTER s), a running one that
+# nobody claims and whose worker has not beaten for SWEEP_HEARTBEAT_TIMEOUT s, and
+# fails a submission as a platform error after SWEEP_MAX_LOST_ATTEMPTS lost attempts.
+SWEEP_INTERVAL = envfloat("SWEEP_INTERVAL", 5)
+SWEEP_UNSENT_AFTER = envfloat("SWEEP_UNSENT_AFTER", 10)
+SWEEP_QUEUED_AFTER = envfloat("SWEEP_QUEUED_AFTER", 15)
 SWEEP_HEARTBEAT_TIMEOUT = envfloat("SWEEP_HEARTBEAT_TIMEOUT", 120)
+SWEEP_AFTER_BROKER_RESTART = envfloat("SWEEP_AFTER_BROKER_RESTART", 15)
 SWEEP_STALLED_UPLOAD_AFTER = envfloat("SWEEP_STALLED_UPLOAD_AFTER", 3600)
 SWEEP_MAX_LOST_ATTEMPTS = envint("SWEEP_MAX_LOST_ATTEMPTS", 3)
+# Deferred intervals that a worker could not compute because the outcomes store could not be
+# read are asked again INTERVALS_RETRY_SECONDS x the tries so far later, up to INTERVALS_MAX_TRIES.
+INTERVALS_RETRY_SECONDS = envint("INTERVALS_RETRY_SECONDS", 300)
+INTERVALS_MAX_TRIES = envint("INTERVALS_MAX_TRIES", 5)
 # Public read pages (leaderboards, exports, their API, method and home pages) are
 # cached whole for anonymous visitors, on the same Redis unless CACHE_URL says
 # otherwise; leaderboard.lib.pagecache invalidates them when rows change.
@@ -315,6 +323,10 @@ RETENTION_DAYS = envint("RETENTION_DAYS", 0)
 RETENTION_KEEP_LAST = envint("RETENTION_KEEP_LAST", 5)
 RETENTION_DELETE_SCORED = envbool("RETENTION_DELETE_SCORED", False)
 RETENTION_INTERVAL = envfloat("RETENTION_INTERVAL", 6 * 3600)
+# Per-unit outcomes (the workers' store, which the site never reads): at each retention run the
+# workers are told which results still need theirs (a board row, intervals still to come); the
+# others' are deleted OUTCOMES_KEEP_DAYS days after they were written (submissions.retention).
+OUTCOMES_KEEP_DAYS = envint("OUTCOMES_KEEP_DAYS", 30)
 CELERY_BEAT_SCHEDULE = {
     "sweep": {"task": "submissions.sweep", "schedule": SWEEP_INTERVAL},
     # Uploads that never complete are aborted and stop counting against quotas.

@@ -131,7 +131,7 @@ def policy_grants(name: str) -> dict[str, set[str]]:
 READS = {"s3:GetObject", "s3:ListBucket", "s3:*"}
 
 
-def test_the_site_holds_no_key_that_reads_labels_and_workers_one_that_writes_nothing():
+def test_the_site_holds_no_key_that_reads_labels_or_outcomes_and_workers_one_that_writes_only_outcomes():
     by_service = resolved_services()
     setup = environment(by_service["minio-setup"])
     script = (ROOT / "deploy" / "minio" / "setup.sh").read_text()
@@ -157,8 +157,15 @@ def test_the_site_holds_no_key_that_reads_labels_and_workers_one_that_writes_not
     assert writer == {"labels/*": {"s3:PutObject", "s3:AbortMultipartUpload"}}
     assert worker == {"predictions": {"s3:ListBucket", "s3:GetBucketLocation"},
                       "labels": {"s3:ListBucket", "s3:GetBucketLocation"},
-                      "predictions/*": {"s3:GetObject"}, "labels/*": {"s3:GetObject"}}
-    assert not any(READS & actions for resource, actions in {**site, **writer}.items() if resource.startswith("labels"))
+                      "outcomes": {"s3:ListBucket", "s3:GetBucketLocation"},
+                      "predictions/*": {"s3:GetObject"}, "labels/*": {"s3:GetObject"},
+                      "outcomes/*": {"s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"}}
+    assert not any(READS & actions for resource, actions in {**site, **writer}.items()
+                   if resource.startswith(("labels", "outcomes")))
+    assert "local/outcomes" in script
+    for name in WORKERS:  # every scoring worker keeps its outcomes in the bucket, with the workers' key
+        env = environment(by_service[name])
+        assert env["EVAL_OUTCOMES_S3_BUCKET"] == "outcomes" and "EVAL_OUTCOMES_S3_ACCESS_KEY_ID" not in env
 
 
 def test_the_image_installs_through_the_checkouts_requirements_files():

@@ -1,10 +1,10 @@
 #!/bin/sh
 # Run once per `docker compose up` by the minio-setup service (deploy/compose.yaml), as MinIO's root
-# user: the two buckets, and one user per role holding the policy of the same name in this folder.
+# user: the three buckets, and one user per role holding the policy of the same name in this folder.
 # Safe to run again: buckets are kept, policies and secrets are updated in place.
 set -eu
 mc alias set local http://minio:9000 "$MINIO_ROOT_USER" "$MINIO_ROOT_PASSWORD" >/dev/null
-mc mb --ignore-existing local/predictions local/labels
+mc mb --ignore-existing local/predictions local/labels local/outcomes
 
 role() {  # policy, access key, secret key
   mc admin policy create local "$1" "/setup/$1.json"

@@ -6,6 +6,8 @@ Variables: ``EVAL_BROKER_URL`` (default ``REDIS_URL``), ``EVAL_UPLOADS_DIR`` and
 ``EVAL_LABELS_DIR`` (the roots that storage keys are relative to),
 ``EVAL_DEVICE`` (auto|cpu|gpu), ``EVAL_HEARTBEAT_SECONDS`` (default 20), ``EVAL_TRACKS``,
 ``EVAL_QUEUE_DEVICES``, ``EVAL_LABELS_S3_BUCKET`` (labels from a bucket, ``labels_cache``),
+``EVAL_OUTCOMES_S3_BUCKET`` or ``EVAL_OUTCOMES_DIR`` (per-unit outcomes, ``outcomes``),
+``EVAL_ANNOUNCE_SECONDS`` and ``EVAL_SITE_QUEUE`` (``presence``),
 ``EVAL_RESULTS_SIGNING_KEY`` (or ``_FILE``: the site's ``RESULTS_SIGNING_KEY``), ``EVAL_METRICS_PORT``
 and ``EVAL_METRICS_ADDR`` (Prometheus metrics, ``worker.metrics``). The worker needs no
 database credentials: it reports over the broker to the site queue named in each request.
@@ -47,13 +49,14 @@ class SigningCelery(Celery):  # type: ignore[misc]
 app = SigningCelery("evaluation_workers", task_cls=SignedTask,
                     include=["evaluation_workers.worker.tasks", "evaluation_workers.worker.significance",
                              "evaluation_workers.worker.deferred_intervals", "evaluation_workers.worker.presence",
-                             "evaluation_workers.worker.metrics"])
+                             "evaluation_workers.worker.pruning", "evaluation_workers.worker.metrics"])
 app.conf.update(
     broker_url=os.environ.get("EVAL_BROKER_URL") or os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"),
     # Scoring is idempotent (a re-run overwrites the same result), so a task is
     # acknowledged only once it has run: a worker that dies whole leaves it
-    # unacknowledged, and the site's sweeper sends a new attempt when its
-    # heartbeats stop. When only the process scoring it dies (killed, out of
+    # unacknowledged, and the site's sweeper sends a new attempt as soon as the
+    # worker starts again or stops announcing itself (attempts, presence). When
+    # only the process scoring it dies (killed, out of
     # memory) the message is acknowledged, not requeued: requeueing would loop
     # forever on a file that always runs out of memory; the main process
     # reports the attempt lost instead, and the site decides (tasks._report_lost).

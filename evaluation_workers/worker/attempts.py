@@ -1,23 +1,40 @@
-"""Which attempt a worker may score, and its sign of life while it does (the broker's Redis).
+"""Which attempt a worker may score, and who took it (the broker's Redis).
 
 The site notes each submission's current attempt under ``contracts.attempt_key``
 (0 once it is done or cancelled). Before scoring, a worker checks it, so a
 message of an older attempt (redelivered after a crash, or sent twice by the
-sweeper) is dropped unscored; and it holds ``contracts.running_key`` with an
-expiry that its heartbeat renews, so a second delivery of the same attempt
-while the first is alive is dropped too. Where the keys cannot be read (the
-broker is briefly away) the worker scores: the site drops stale reports anyway.
+sweeper) is dropped unscored; and it claims the attempt under
+``contracts.running_key`` (``contracts.Claim``: its node name and
+``INSTANCE``), so a second delivery of the same attempt is dropped too. When it
+has reported, the claim holds the signed report as well (``report``).
+
+The site's sweeper reads the claims: one taken by an instance of a node that
+has started again since, or by a worker that stopped announcing itself
+(``presence``), is lost and sent again at once, without waiting for heartbeats
+to stop; one holding a report that never reached the site (the site worker died
+with it) is recorded from there. Where the keys cannot be read (the broker is
+briefly away) the worker scores: the site drops stale reports anyway.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import logging
+import time
+import uuid
 from typing import Any
 
 from evaluation_workers import contracts
 
 log = logging.getLogger(__name__)
+
+# This start of the worker: pool processes inherit it (they are forked from the main process after
+# this module is imported), and ``presence`` announces it.
+INSTANCE = uuid.uuid4().hex[:16]
+# Long enough for any scoring (the hard time limit) and for the site to read the report after a day's
+# outage; the attempt key (the site's) outlives it.
+CLAIM_SECONDS = 2 * 24 * 3600
 
 
 @functools.lru_cache(maxsize=2)
@@ -34,8 +51,8 @@ def _redis() -> Any | None:
     return _client(url) if url.startswith(("redis://", "rediss://", "redis+socket://")) else None
 
 
-def claim(submission_id: int, attempt: int, hold_seconds: float) -> str:
-    """"ok" to score; "stale" (not the current attempt) or "busy" (another worker scores it) to drop."""
+def claim(submission_id: int, attempt: int, node: str) -> str:
+    """"ok" to score; "stale" (not the current attempt) or "busy" (another delivery took it) to drop."""
     client = _redis()
     if client is None:
         return "ok"
@@ -43,24 +60,29 @@ def claim(submission_id: int, attempt: int, hold_seconds: float) -> str:
         current = client.get(contracts.attempt_key(submission_id))
         if current is not None and int(current) != attempt:
             return "stale"
-        taken = client.set(contracts.running_key(submission_id, attempt), "1", nx=True,
-                           ex=max(1, int(hold_seconds)))
+        taken = client.set(contracts.running_key(submission_id, attempt),
+                           json.dumps(contracts.Claim(node=node, instance=INSTANCE, since=time.time())), nx=True,
+                           ex=CLAIM_SECONDS)
         return "ok" if taken else "busy"
     except Exception as exc:  # noqa: BLE001 - scoring anyway is safe (attempts make reports idempotent)
         log.warning("Could not check attempt %s of submission %s: %s", attempt, submission_id, exc)
         return "ok"
 
 
-def renew(submission_id: int, attempt: int, hold_seconds: float) -> None:
+def keep_report(submission_id: int, attempt: int, node: str, task: str, signed: dict[str, Any]) -> None:
+    """Put the attempt's report (``signed``: the keyword arguments of ``task`` with their signature) in its claim."""
     client = _redis()
-    if client is not None:
-        try:
-            client.set(contracts.running_key(submission_id, attempt), "1", ex=max(1, int(hold_seconds)))
-        except Exception as exc:  # noqa: BLE001 - the next heartbeat tries again
-            log.warning("Could not renew attempt %s of submission %s: %s", attempt, submission_id, exc)
+    if client is None:
+        return
+    value = contracts.Claim(node=node, instance=INSTANCE, since=time.time(), report=task, kwargs=signed)
+    try:
+        client.set(contracts.running_key(submission_id, attempt), json.dumps(value), ex=CLAIM_SECONDS)
+    except Exception as exc:  # noqa: BLE001 - the report message goes anyway; only the sweeper's copy is lost
+        log.warning("Could not keep the report of attempt %s of submission %s: %s", attempt, submission_id, exc)
 
 
 def release(submission_id: int, attempt: int) -> None:
+    """Drop the claim of an attempt that ends without a report (the site's heartbeat timeout takes it from there)."""
     client = _redis()
     if client is not None:
         try:

@@ -2,7 +2,7 @@
 
 The site asks by name (``contracts.PAIRED_TEST``) with the two results'
 outcome keys; this task loads both submissions' per-unit outcomes
-(``outcomes``, worker-only), runs the paired bootstrap once for every metric
+(``outcomes``, worker-only, shared by every worker host), runs the paired bootstrap once for every metric
 overall and per group (``metrics.paired``), resampling the split's scenes, and reports only aggregates
 (``contracts.PairedTestReport``: per key the observed difference, the raw
 p-value and the paired interval) to the site queue.
@@ -54,7 +54,12 @@ def paired_test(**request: Any) -> None:
     if request.get("schema") != contracts.SCHEMA_VERSION:
         log.error("Dropping paired-test request with schema %r", request.get("schema"))
         return
-    a, b = outcomes.load(request["outcomes_a"]), outcomes.load(request["outcomes_b"])
+    try:
+        a, b = outcomes.load(request["outcomes_a"]), outcomes.load(request["outcomes_b"])
+    except outcomes.StoreError:
+        # Not an answer: the test stays pending on the site, which asks again (PAIRED_TEST_RESEND_SECONDS).
+        log.warning("Paired test %s not computed: the outcomes store could not be read", request.get("test_id"))
+        return
     try:
         if a is None or b is None:
             report = _failed("outcomes unavailable")

@@ -13,9 +13,12 @@ changed since is the platform's fault, whatever the scorer made of it.
 
 If the process scoring an attempt dies (killed, out of memory), the worker's
 main process reports the attempt lost (``RECORD_LOST``) and the site sends a
-new one; a worker that dies whole stops beating, and the site's sweeper does
-the same. A message of an attempt that is not current any more is dropped
-unscored (``attempts.claim``).
+new one; a worker that dies whole stops announcing itself, or starts again as
+another instance, and the site's sweeper sends a new attempt within seconds
+(``attempts``). A message of an attempt that is not current any more is
+dropped unscored (``attempts.claim``). The result or failure is also kept in
+the attempt's claim, where the sweeper finds it if the site worker that took
+the message died before recording it.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from typing import Any
 from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded, WorkerLostError
 from celery.signals import task_failure
 
-from evaluation_workers import allocator, contracts, outcomes, partitions
+from evaluation_workers import allocator, contracts, outcomes, partitions, signing
 from evaluation_workers.errors import PlatformError, SubmissionError
 from evaluation_workers.labels_cache import labels_for
 from evaluation_workers.results import forget_ahead, hash_ahead, sha256_file
@@ -58,12 +61,16 @@ FETCHED = 0.05
 REPORT_RETRY = {"max_retries": 60, "interval_start": 0.5, "interval_step": 0.5, "interval_max": 3}
 
 
-def worker_name() -> str:
-    """``<celery node name>:<pid>`` of the process scoring (the node name is what ``presence`` announces)."""
+def node_name() -> str:
+    """The Celery node name of this worker (what ``presence`` announces)."""
     from celery import current_task
 
-    node = getattr(getattr(current_task, "request", None), "hostname", None) or socket.gethostname()
-    return f"{node}:{os.getpid()}"
+    return str(getattr(getattr(current_task, "request", None), "hostname", None) or socket.gethostname())
+
+
+def worker_name() -> str:
+    """``<celery node name>:<pid>`` of the process scoring."""
+    return f"{node_name()}:{os.getpid()}"
 
 
 class Reporter:
@@ -72,12 +79,22 @@ class Reporter:
     def __init__(self, request: contracts.ScoreRequest) -> None:
         self.ids = {"submission_id": request["submission_id"], "attempt": request["attempt"]}
         self.queue = request["reply_queue"]
-        self.worker = worker_name()
+        self.node = node_name()
+        self.worker = f"{self.node}:{os.getpid()}"
+        self.reported = False
         self._last = 0.0
 
     def _send(self, name: str, **kwargs: Any) -> None:
         app.send_task(name, kwargs={**self.ids, **kwargs}, queue=self.queue, retry=True,
                       retry_policy=REPORT_RETRY)
+
+    def _report(self, name: str, **kwargs: Any) -> None:
+        """The attempt's one outcome: kept in its claim (signed, as the message), then sent."""
+        report = {**self.ids, **kwargs}
+        attempts.keep_report(self.ids["submission_id"], self.ids["attempt"], self.node, name,
+                             signing.signed(name, report, signing.key_from_environ("EVAL_RESULTS_SIGNING_KEY")))
+        self.reported = True
+        self._send(name, **kwargs)
 
     def progress(self, fraction: float, message: str = "") -> None:
         now = time.monotonic()
@@ -92,23 +109,22 @@ class Reporter:
     def result(self, result: dict[str, Any], seconds: float, device: str,
                more_results: list[dict[str, Any]] | None = None) -> None:
         extra = {"more_results": more_results} if more_results else {}
-        self._send(contracts.RECORD_RESULT, result=result, seconds=seconds, device=device, worker=self.worker,
-                   **extra)
+        self._report(contracts.RECORD_RESULT, result=result, seconds=seconds, device=device, worker=self.worker,
+                     **extra)
 
     def failure(self, kind: contracts.FailureKind, message: str) -> None:
-        self._send(contracts.RECORD_FAILURE, kind=kind, message=message)
+        self._report(contracts.RECORD_FAILURE, kind=kind, message=message)
 
 
 @contextmanager
 def beating(reporter: Reporter, submission_id: int, attempt: int) -> Iterator[None]:
-    """Send a heartbeat (and renew the attempt's claim) every HEARTBEAT_SECONDS until the block ends."""
+    """Send a heartbeat every HEARTBEAT_SECONDS until the block ends."""
     stop = threading.Event()
 
     def beat() -> None:
         while not stop.wait(HEARTBEAT_SECONDS):
             try:
                 reporter.heartbeat()
-                attempts.renew(submission_id, attempt, 3 * HEARTBEAT_SECONDS)
             except Exception as exc:  # noqa: BLE001 - a missed beat is retried; the sweeper is patient
                 log.warning("Heartbeat of submission %s failed: %s", submission_id, exc)
 
@@ -134,7 +150,7 @@ def score_submission(**request: Any) -> None:
 def run_score(request: contracts.ScoreRequest) -> None:
     """Score one submission and report the outcome; never raises for bad input."""
     submission_id, attempt = request["submission_id"], request["attempt"]
-    claim = attempts.claim(submission_id, attempt, 3 * HEARTBEAT_SECONDS)
+    claim = attempts.claim(submission_id, attempt, node_name())
     if claim != "ok":
         log.info("Skipping submission %s attempt %s: %s", submission_id, attempt, claim)
         return
@@ -143,7 +159,8 @@ def run_score(request: contracts.ScoreRequest) -> None:
         with beating(reporter, submission_id, attempt):
             _score(request, reporter)
     finally:
-        attempts.release(submission_id, attempt)
+        if not reporter.reported:
+            attempts.release(submission_id, attempt)
         allocator.release()  # what the scorer's temporaries kept in the heap
 
 
@@ -171,8 +188,7 @@ def _score(request: contracts.ScoreRequest, reporter: Reporter) -> None:
             with labels_for(request["labels_key"]) as labels:
                 # Labels with a public subset give two results: the public one first, then the private.
                 results = partitions.score(track, labels, predictions, progress, outcomes=per_unit)
-        if per_unit:
-            _keep_outcomes(track.name, results[0], per_unit)
+        kept = _keep_outcomes(track.name, results[0], per_unit) if per_unit else False
     except SubmissionError as exc:
         reporter.failure("invalid_input", exc.message)
     except PlatformError as exc:
@@ -194,9 +210,13 @@ def _score(request: contracts.ScoreRequest, reporter: Reporter) -> None:
         # The score is shown; the intervals follow. Only a result over every unit is deferred
         # (partition results are never: ``partitions.partition_result``).
         if results[0].get("bootstrap", {}).get("deferred"):
-            from evaluation_workers.worker.deferred_intervals import request_later
+            from evaluation_workers.worker import deferred_intervals
 
-            request_later(request["submission_id"], results[0], request["reply_queue"])
+            if kept:
+                deferred_intervals.request_later(request["submission_id"], results[0], request["reply_queue"])
+            else:  # nothing to compute them from: the site says so on the result, rather than waiting
+                deferred_intervals.report_failure(request["submission_id"], results[0]["scorer_version"],
+                                                  request["reply_queue"], deferred_intervals.NOT_KEPT)
 
 
 CHANGED = ("The stored file is not the one that was accepted (its checksum changed since the upload): a "
@@ -238,17 +258,22 @@ def as_accepted(request: contracts.ScoreRequest, predictions: Path) -> Iterator[
             raise PlatformError(CHANGED)
 
 
-def _keep_outcomes(track: str, result: dict[str, Any], per_unit: dict[str, Any]) -> None:
-    """Keep the per-unit outcomes for paired tests, on the worker side only (``outcomes``).
+def _keep_outcomes(track: str, result: dict[str, Any], per_unit: dict[str, Any]) -> bool:
+    """Keep the per-unit outcomes for paired tests and deferred intervals, on the worker side only
+    (``outcomes``); whether they were kept.
 
-    A store that fails costs only those tests (answered "unavailable"), never the score.
+    A store that fails (logged there) costs only those tests and intervals, never the score.
     """
     key = contracts.outcomes_key(track, result["labels_sha256"], result["predictions_sha256"],
                                  result["scorer_version"])
     try:
         outcomes.save(key, per_unit)
-    except OSError as exc:
-        log.warning("Could not keep the outcomes %s: %s", key, exc)
+    except outcomes.StoreError:
+        return False  # logged there
+    except Exception:  # noqa: BLE001 - keeping them is never worth the score
+        log.exception("Could not keep the outcomes %s", key)
+        return False
+    return True
 
 
 @task_failure.connect

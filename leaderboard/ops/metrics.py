@@ -60,7 +60,7 @@ UNAVAILABLE = Counter("leaderboard_unavailable_responses", "503 answers, by the 
                       ["cause"], registry=COUNTED)
 
 SWEEPER_KEY = "metrics:sweeper-actions"
-SWEEPER_ACTIONS = ("sent", "requeued", "failed", "submitted", "abandoned")
+SWEEPER_ACTIONS = ("sent", "requeued", "failed", "submitted", "abandoned", "recorded", "intervals")
 
 
 def count_sweep(counts: dict[str, int]) -> None:

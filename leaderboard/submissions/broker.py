@@ -5,8 +5,12 @@
   attempt is not the current one (a redelivered message of a lost attempt, or
   of a cancelled submission), so re-sending never costs a second scoring.
 - ``pending_attempts``: which (submission, attempt) messages are still waiting
-  in a queue or held unacknowledged by a worker; the sweeper tells a message
-  that waits for a busy worker from one that was lost.
+  in a queue or held unacknowledged by a worker (and since when); the sweeper
+  tells a message that waits for a busy worker from one that was lost.
+- ``claims``: who took each attempt, and what it reported
+  (``evaluation_workers.worker.attempts``); ``instances``: which start of each
+  scoring worker announces itself now; ``uptime``: the broker's, so that the
+  sweeper gives workers time to announce themselves again after it restarted.
 - ``queue_lengths``: for the moderation desk.
 - ``workers_seen``: the scoring workers announcing themselves
   (``evaluation_workers.worker.presence``), for the health page and a queued
@@ -29,6 +33,7 @@ from django.conf import settings
 from evaluation_workers import contracts
 
 _UNACKED = "unacked"
+_UNACKED_INDEX = "unacked_index"  # delivery tag -> when a worker took the message (its clock)
 # Attempt keys outlive any redelivery of their messages (the visibility timeout is 4 hours).
 _ATTEMPT_TTL = 7 * 24 * 3600
 
@@ -72,19 +77,48 @@ def _score_request(raw: bytes | str) -> tuple[int, int] | None:
         return None
 
 
-def pending_attempts(queues: set[str]) -> dict[tuple[int, int], str]:
-    """(submission id, attempt) of every score message still in ``queues`` ("queued") or held
-    by a worker that has not acknowledged it ("unacked")."""
+def pending_attempts(queues: set[str]) -> dict[tuple[int, int], tuple[str, float]]:
+    """(submission id, attempt) of every score message still in ``queues`` (``("queued", 0.0)``) or held
+    by a worker that has not acknowledged it (``("unacked", <when it took it, seconds since the epoch>)``)."""
     redis = client()
-    found: dict[tuple[int, int], str] = {}
-    for _, raw in redis.hscan_iter(_UNACKED):
-        if (ids := _score_request(raw)) is not None:
-            found[ids] = "unacked"
+    found: dict[tuple[int, int], tuple[str, float]] = {}
+    held = [(tag, ids) for tag, raw in redis.hscan_iter(_UNACKED) if (ids := _score_request(raw)) is not None]
+    if held:
+        pipe = redis.pipeline(transaction=False)
+        for tag, _ in held:
+            pipe.zscore(_UNACKED_INDEX, tag)
+        for (_, ids), taken in zip(held, pipe.execute()):
+            found[ids] = ("unacked", float(taken or 0.0))
     for queue in queues:
         for raw in redis.lrange(queue, 0, -1):
             if (ids := _score_request(raw)) is not None:
-                found[ids] = "queued"
+                found[ids] = ("queued", 0.0)
     return found
+
+
+def claims(attempts: list[tuple[int, int]]) -> dict[tuple[int, int], dict[str, Any]]:
+    """The ``contracts.Claim`` of each of ``attempts`` that a worker took (absent: none, or not readable)."""
+    if not attempts:
+        return {}
+    found: dict[tuple[int, int], dict[str, Any]] = {}
+    for ids, raw in zip(attempts, client().mget([contracts.running_key(*ids) for ids in attempts])):
+        try:
+            value = json.loads(raw) if raw is not None else None
+        except ValueError:
+            continue
+        if isinstance(value, dict) and isinstance(value.get("node"), str) and isinstance(value.get("instance"), str):
+            found[ids] = value  # an older worker's claim ("1") names nobody: the heartbeats decide
+    return found
+
+
+def instances() -> dict[str, str]:
+    """Node name -> the instance it announces now, for every scoring worker announcing one."""
+    return {str(w["name"]): str(w["instance"]) for w in _announced(client()) if w.get("instance")}
+
+
+def uptime() -> float:
+    """Seconds since the broker started."""
+    return float(client().info("server")["uptime_in_seconds"])
 
 
 def queue_lengths(queues: list[str]) -> dict[str, int | None]:
@@ -99,11 +133,14 @@ def queue_lengths(queues: list[str]) -> dict[str, int | None]:
 def workers_seen() -> list[dict[str, Any]] | None:
     """The scoring workers whose announcement has not expired, by name; None where the broker cannot be read."""
     try:
-        redis = client()
-        keys = sorted(redis.scan_iter(match=f"{contracts.WORKER_KEY_PREFIX}*", count=200))
-        raw = redis.mget(keys) if keys else []
+        return _announced(client())
     except Exception:  # noqa: BLE001 - shown as "unknown" on the health page
         return None
+
+
+def _announced(redis: Any) -> list[dict[str, Any]]:
+    keys = sorted(redis.scan_iter(match=f"{contracts.WORKER_KEY_PREFIX}*", count=200))
+    raw = redis.mget(keys) if keys else []
     workers = []
     for value in raw:
         try:

@@ -14,12 +14,12 @@ Nothing is lost on the way:
   sends it later. A request never fails because the broker did.
 - **Attempts.** Every worker report names its attempt; a report of an earlier
   attempt changes nothing, so sending again is always safe.
-- **Sweeper** (``do_sweep``, Celery beat every ``SWEEP_INTERVAL`` s): sends what
-  was never sent; re-sends a queued attempt whose message vanished from the
-  broker; re-sends a running attempt whose worker stopped beating (a worker
-  beats every ``EVAL_HEARTBEAT_SECONDS`` from a thread, so a long inflate is
-  not a death), and after ``SWEEP_MAX_LOST_ATTEMPTS`` attempts that workers
-  started and lost, fails it as a platform error, refunds it and tells the
+- **Sweeper** (``sweeper.do_sweep``, every ``SWEEP_INTERVAL`` s and whenever a
+  worker starts): sends what was never sent; re-sends an attempt whose message
+  vanished from the broker, or whose worker is gone (started again, or no longer
+  announcing itself), and records a report that the site worker lost; after
+  ``SWEEP_MAX_LOST_ATTEMPTS`` attempts that workers started and lost
+  (``do_retry_lost``), fails it as a platform error, refunds it and tells the
   owner. A submission that waits because no worker serves its queue is never
   failed for waiting.
 - **Refunds.** A platform failure, a cancellation and an upload that never
@@ -31,13 +31,12 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from evaluation_workers import contracts, queues
@@ -294,17 +293,25 @@ def record_result(*, submission_id: int, attempt: int, result: dict[str, Any], s
 
 
 def record_intervals(*, submission_id: int, scorer_version: str, intervals: dict[str, Any],
-                     bootstrap: dict[str, Any]) -> bool:
+                     bootstrap: dict[str, Any], error: str = "", retry: bool = False) -> bool:
     """Intervals computed after the result (``contracts.RECORD_INTERVALS``): onto that result, and its row.
 
     Only a result still waiting for them takes them (a re-score since has its own); returns whether one did.
     The follow-up resamples every unit, so never a partition's result (those are not deferred).
+
+    A worker that could not compute them says why (``error``). Where asking again may succeed
+    (``retry``: the outcomes store could not be read) the result keeps waiting and the sweeper asks
+    again after ``INTERVALS_RETRY_SECONDS`` (``bootstrap.retry_at``), at most ``INTERVALS_MAX_TRIES``
+    times; otherwise the result stops waiting and its warnings say that it has no intervals, and why.
     """
     with transaction.atomic():
         result = (Result.objects.select_for_update().select_related("submission__method", "submission__split")
                   .filter(submission_id=submission_id, scorer_version=scorer_version,
                           partition=Result.Partition.ALL).first())
         if result is None or not (result.bootstrap or {}).get("deferred"):
+            return False
+        if error:
+            _intervals_failed(result, error[:300], retry)
             return False
         Result.objects.filter(pk=result.pk).update(intervals=intervals, bootstrap=bootstrap)
         submission = result.submission
@@ -313,15 +320,39 @@ def record_intervals(*, submission_id: int, scorer_version: str, intervals: dict
     return True
 
 
-def record_failure(*, submission_id: int, attempt: int, kind: str, message: str) -> None:
+def _intervals_failed(result: Result, error: str, retry: bool) -> None:
+    tries = int(result.bootstrap.get("tries", 0)) + 1
+    if retry and tries < settings.INTERVALS_MAX_TRIES:
+        again = timezone.now() + timedelta(seconds=settings.INTERVALS_RETRY_SECONDS * tries)
+        Result.objects.filter(pk=result.pk).update(bootstrap={**result.bootstrap, "tries": tries, "error": error,
+                                                               "retry_at": again.timestamp()})
+        log.warning("Intervals of submission %s not computed (%s): asking again at %s (try %d of %d)",
+                    result.submission_id, error, again.isoformat(), tries + 1, settings.INTERVALS_MAX_TRIES)
+        return
+    # Logged as an error: the site's log is where the maintainers hear of the service's faults.
+    log.error("Intervals of submission %s (scorer %s) could not be computed: %s", result.submission_id,
+              result.scorer_version, error)
+    kept = {k: v for k, v in result.bootstrap.items() if k not in {"deferred", "retry_at", "tries", "error"}}
+    warning = (f"No 95 % intervals: they could not be computed after the score ({error}). Re-scoring the "
+               "submission computes them.")
+    Result.objects.filter(pk=result.pk).update(bootstrap={**kept, "unavailable": error},
+                                               warnings=[*result.warnings, warning])
+    submission = result.submission
+    if submission.is_published:
+        refresh_entry(submission.method, submission.split)
+
+
+def record_failure(*, submission_id: int, attempt: int, kind: str, message: str) -> Submission | None:
     """A worker's failure report: refunds the platform's failures, counts format rejections apart.
 
     The platform's are logged as errors here too, where the site's log alerts reach the maintainers
     (the worker's own log, with the details, may be on another host); the desk lists them as failed.
+    Returns the failed submission (None: a stale or repeated report).
     """
     failed = do_fail(submission_id, kind, message, attempt=attempt, notify=True)
     if failed is not None and failed.failure_kind == Kind.PLATFORM_ERROR:
         log.error("Submission %s attempt %s failed as a platform error: %s", submission_id, attempt, message)
+    return failed
 
 
 def record_lost(*, submission_id: int, attempt: int, reason: str) -> None:
@@ -348,66 +379,3 @@ def do_retry_lost(submission_id: int, attempt: int, reason: str) -> str:
             return "failed"
         do_enqueue(submission_id, lost=attempt)
         return "requeued"
-
-
-# The sweeper (Celery beat; ``tasks.sweep``).
-
-
-def do_sweep(now: datetime | None = None) -> dict[str, int]:
-    """Find submissions whose message or worker was lost and send them again; returns counts by action."""
-    now = now or timezone.now()
-    counts = {"sent": 0, "requeued": 0, "failed": 0, "waiting": 0, "submitted": 0, "abandoned": 0}
-    ago = lambda seconds: now - timedelta(seconds=seconds)  # noqa: E731
-    # Stored and checked, but the request died before queueing it.
-    for pk in Submission.objects.filter(status=Status.SUBMITTED, updated_at__lt=ago(settings.SWEEP_UNSENT_AFTER)) \
-            .values_list("pk", flat=True):
-        counts["submitted"] += do_enqueue(pk) is not None
-    # A one-request upload whose request died before the file was stored.
-    for pk in Submission.objects.filter(status=Status.UPLOADING, upload__isnull=True,
-                                        created_at__lt=ago(settings.SWEEP_STALLED_UPLOAD_AFTER)) \
-            .values_list("pk", flat=True):
-        counts["abandoned"] += do_fail(pk, Kind.PLATFORM_ERROR, "The upload was interrupted before the file was "
-                                       f"stored; please submit it again. {PLATFORM_REFUND_NOTE}",
-                                       allow={Status.UPLOADING}) is not None
-    # Never reached the broker (it was down): send the same attempt now.
-    for pk, attempt in Submission.objects.filter(
-            status=Status.QUEUED, sent_at__isnull=True, queued_at__lt=ago(settings.SWEEP_UNSENT_AFTER)) \
-            .values_list("pk", "attempt"):
-        counts["sent"] += do_send(pk, attempt)
-    # Sent, but no worker has started it: still waiting in its queue, or lost?
-    stale = list(Submission.objects.filter(status=Status.QUEUED, sent_at__lt=ago(settings.SWEEP_QUEUED_AFTER))
-                 .values_list("pk", "attempt", "queue"))
-    if stale:
-        try:
-            pending = broker.pending_attempts({q for _, _, q in stale})
-        except Exception as exc:  # broker unreachable: look again next time
-            log.warning("Sweeper could not read the broker: %s", exc)
-            pending = None
-        missing = [] if pending is None else [(pk, a) for pk, a, _ in stale if (pk, a) not in pending]
-        if missing:
-            # A worker moves a message from its queue to ``unacked`` in two steps: look again
-            # before calling one lost that was only between the two.
-            time.sleep(0.2)
-            pending.update(broker.pending_attempts({q for _, _, q in stale}))
-        for pk, attempt, _ in stale:
-            if pending is None:
-                break
-            where = pending.get((pk, attempt))
-            if where == "queued":
-                counts["waiting"] += 1  # a worker will get to it; the desk shows how long it waits
-            elif where == "unacked":  # a worker took it and died before its first heartbeat
-                outcome = do_retry_lost(pk, attempt, "the worker stopped before starting")
-                counts["requeued" if outcome == "requeued" else "failed"] += bool(outcome)
-            else:  # the message is gone (a broker that lost its data)
-                counts["requeued"] += do_enqueue(pk, lost=attempt) is not None
-    # Started, but its worker stopped beating.
-    silent = ago(settings.SWEEP_HEARTBEAT_TIMEOUT)
-    for pk, attempt in Submission.objects.filter(
-            Q(heartbeat_at__lt=silent) | Q(heartbeat_at__isnull=True, updated_at__lt=silent),
-            status=Status.RUNNING).values_list("pk", "attempt"):
-        outcome = do_retry_lost(pk, attempt, "the worker stopped sending heartbeats")
-        if outcome:
-            counts["requeued" if outcome == "requeued" else "failed"] += 1
-    if any(v for k, v in counts.items() if k != "waiting"):
-        log.warning("Sweeper: %s", counts)
-    return counts

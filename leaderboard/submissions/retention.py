@@ -9,6 +9,14 @@ needs the file: those go only when ``RETENTION_DELETE_SCORED`` is true.
 Each deletion is logged and recorded on the submission (``file_deleted_at``);
 re-scoring it is refused from then on. Run by Celery beat
 (``submissions.apply_retention``) and ``manage.py apply_retention``.
+
+The same run prunes the per-unit outcomes (``do_prune_outcomes``), kept by the
+scoring workers in a store the site never reads: it sends each track's workers
+(``contracts.PRUNE_OUTCOMES``, the track's bulk queue) the outcome keys of the
+results that still need them (a board row, public or hidden; intervals still to
+come), and the others' outcomes are deleted once ``OUTCOMES_KEEP_DAYS`` days old
+(a submission published within that time keeps its paired tests; one
+published later gets them by re-scoring).
 """
 
 from __future__ import annotations
@@ -17,10 +25,13 @@ import logging
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
+from evaluation_workers import contracts, queues
+from evaluation_workers.tracks import all_tracks
 from leaderboard.lib import storage
+from leaderboard.rankings.models import LeaderboardEntry
 from leaderboard.submissions.models import Result, Submission
 
 log = logging.getLogger(__name__)
@@ -62,3 +73,35 @@ def do_apply_retention(now: datetime | None = None) -> int:
                  submission.pk, submission.file_key, submission.created_at.isoformat())
         deleted += 1
     return deleted
+
+
+def wanted_outcomes(track: str) -> list[str]:
+    """The outcome keys of ``track``'s results that still need them: a board row's, or intervals to come."""
+    rows = LeaderboardEntry.objects.filter(result__isnull=False).values("result_id")
+    results = Result.objects.filter(Q(pk__in=rows) | Q(bootstrap__deferred=True),
+                                    submission__split__benchmark__track=track)
+    return sorted({contracts.outcomes_key(track, labels, predictions, version) for labels, predictions, version in
+                   results.values_list("labels_sha256", "predictions_sha256", "scorer_version")})
+
+
+def do_prune_outcomes(now: datetime | None = None) -> int:
+    """Ask each track's workers to delete the outcomes no result needs (``OUTCOMES_KEEP_DAYS`` old);
+    returns how many requests were sent. Nothing waits for the answer: the workers log what they delete."""
+    from leaderboard.celery import app as celery_app
+
+    now = now or timezone.now()
+    before = (now - timedelta(days=settings.OUTCOMES_KEEP_DAYS)).timestamp()
+    sent = 0
+    for track in all_tracks():
+        request = contracts.PruneOutcomesRequest(schema=contracts.SCHEMA_VERSION, track=track.name,
+                                                 keep=wanted_outcomes(track.name), written_before=before)
+        base = settings.EVAL_QUEUE_GPU if track.name in settings.EVAL_GPU_TRACKS else settings.EVAL_QUEUE_CPU
+        try:
+            celery_app.send_task(contracts.PRUNE_OUTCOMES, kwargs=dict(request),
+                                 queue=queues.queue_name(base, track.name, track.scorer_version, bulk=True),
+                                 retry=True, retry_policy=settings.SEND_RETRY_POLICY)
+        except Exception as exc:  # noqa: BLE001 - the broker's errors are many; the next run asks again
+            log.warning("Retention: could not ask the %s workers to prune outcomes (%s)", track.name, exc)
+            continue
+        sent += 1
+    return sent

@@ -13,11 +13,12 @@ from __future__ import annotations
 from typing import Any
 
 from celery import shared_task
+from celery.signals import worker_ready
 from django.db import DatabaseError, InterfaceError
 
 from evaluation_workers import contracts
 from leaderboard.ops import metrics
-from leaderboard.submissions import lifecycle, retention
+from leaderboard.submissions import lifecycle, retention, sweeper
 from leaderboard.submissions.uploads import do_expire_uploads
 
 # A locked SQLite file or a restarting PostgreSQL: wait and try again, never drop the report.
@@ -56,12 +57,32 @@ def record_lost(**report: Any) -> None:
     lifecycle.record_lost(**report)
 
 
-@shared_task(name="submissions.sweep", ignore_result=True)
+@shared_task(name=contracts.SWEEP, ignore_result=True)
 def sweep() -> dict[str, int]:
-    """Run by Celery beat every ``SWEEP_INTERVAL`` seconds; ``manage.py sweep`` does the same."""
-    counts = lifecycle.do_sweep()
+    """Run by Celery beat every ``SWEEP_INTERVAL`` seconds, and sent by the site worker and each scoring
+    worker when they start; ``manage.py sweep`` does the same."""
+    counts = sweeper.do_sweep()
     metrics.count_sweep(counts)  # leaderboard_sweeper_actions_total on every site's /metrics
     return counts
+
+
+@worker_ready.connect
+def _sweep_at_start(sender: Any = None, **_: Any) -> None:
+    """The site worker has started: what was lost while it was down is sent again now, not at the next beat.
+
+    Sent to its own queue, so that it runs after the reports that waited there meanwhile.
+    """
+    from django.conf import settings
+
+    from leaderboard.celery import app
+
+    if getattr(sender, "app", None) is not app:
+        return
+    try:
+        app.send_task(contracts.SWEEP, kwargs={}, queue=settings.SITE_QUEUE, retry=True,
+                      retry_policy=settings.SEND_RETRY_POLICY)
+    except Exception:  # noqa: BLE001 - Celery beat sends the next one anyway
+        pass
 
 
 @shared_task(name="submissions.expire_uploads", ignore_result=True)
@@ -72,5 +93,7 @@ def expire_uploads() -> int:
 
 @shared_task(name="submissions.apply_retention", ignore_result=True)
 def apply_retention() -> int:
-    """Run by Celery beat (``RETENTION_INTERVAL``); deletes nothing unless ``RETENTION_DAYS`` is set."""
+    """Run by Celery beat (``RETENTION_INTERVAL``): prunes the workers' per-unit outcomes, and deletes
+    prediction files only if ``RETENTION_DAYS`` is set."""
+    retention.do_prune_outcomes()
     return retention.do_apply_retention()

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
+import socket
 from typing import Any
 
 import pytest
@@ -113,7 +115,34 @@ def test_a_second_delivery_of_an_attempt_being_scored_is_dropped(roots, reports,
     broker.delete(contracts.running_key(7, 2))
     tasks.run_score(request())
     assert reports[-1][0] == contracts.RECORD_RESULT
-    assert broker.get(contracts.running_key(7, 2)) is None  # released when done
+    tasks.run_score(request())  # delivered again once done: still taken
+    assert [name for name, _ in reports].count(contracts.RECORD_RESULT) == 1
+
+
+def test_the_claim_names_this_start_of_the_worker_and_keeps_the_signed_report(roots, reports, broker):
+    """What the site's sweeper reads (``contracts.Claim``): who took the attempt, then its report as sent."""
+    from evaluation_workers import signing
+    from evaluation_workers.worker import attempts
+
+    broker.set(contracts.attempt_key(7), 2)
+    tasks.run_score(request())
+    claim = json.loads(broker.get(contracts.running_key(7, 2)))
+    assert (claim["node"], claim["instance"]) == (socket.gethostname(), attempts.INSTANCE)
+    assert claim["report"] == contracts.RECORD_RESULT
+    key = signing.key_from_environ("EVAL_RESULTS_SIGNING_KEY")
+    assert signing.verified(contracts.RECORD_RESULT, (), claim["kwargs"], key) == reports[-1][1]
+    assert 0 < broker.ttl(contracts.running_key(7, 2)) <= attempts.CLAIM_SECONDS
+
+
+def test_an_attempt_that_ends_without_a_report_gives_its_claim_up(roots, reports, broker, monkeypatch):
+    def unreachable(*args, **kwargs):
+        raise ConnectionError("the broker is away")
+
+    broker.set(contracts.attempt_key(7), 2)
+    monkeypatch.setattr(tasks.Reporter, "progress", unreachable)
+    with pytest.raises(ConnectionError):
+        tasks.run_score(request())
+    assert broker.get(contracts.running_key(7, 2)) is None  # the site's heartbeat timeout takes it from here
 
 
 def test_a_missing_upload_is_the_platforms_fault_and_names_no_path(roots, reports):

@@ -3,13 +3,16 @@
 ``LocalService`` starts run_local with its own DATA_DIR and port: its own
 Redis (append-only file), the site worker with beat (the sweeper), a scoring
 worker and gunicorn, on SQLite (the embedded set-up) or on a fresh PostgreSQL
-database. It knows each child's pid (DATA_DIR/run/<name>.pid), talks to the
-API with a token, reads the database through ``manage.py shell`` and switches
-the fault-injection holds (FAULT_DIR files) on and off.
+database, with the deploy's default clocks. It knows each child's pid
+(DATA_DIR/run/<name>.pid), starts a spare scoring worker beside them
+(``spare_worker``), talks to the API with a token, reads the database through
+``manage.py shell`` and switches the fault-injection holds (FAULT_DIR files)
+on and off.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -18,6 +21,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +32,10 @@ from tests.conftest import free_port
 ROOT = Path(__file__).resolve().parents[2]
 DONE = {"finished", "failed", "cancelled"}
 
-# Short clocks, so that a lost message or a dead worker is found within seconds.
-FAST_CLOCKS = {"SWEEP_INTERVAL": "1", "SWEEP_UNSENT_AFTER": "2", "SWEEP_QUEUED_AFTER": "4",
-               "SWEEP_HEARTBEAT_TIMEOUT": "4", "EVAL_HEARTBEAT_SECONDS": "1", "SWEEP_MAX_LOST_ATTEMPTS": "4",
-               "QUOTA_PER_DAY": "1000", "QUOTA_TOTAL": "1000", "QUOTA_IN_FLIGHT": "1000",
-               "VALIDATE_AT_UPLOAD_MAX_BYTES": "0"}
+# No quota in the way of many uploads at once. The sweeper's and the workers' clocks are the
+# deploy's defaults: recovering within seconds is what the tests check.
+LIMITS = {"QUOTA_PER_DAY": "1000", "QUOTA_TOTAL": "1000", "QUOTA_IN_FLIGHT": "1000",
+          "VALIDATE_AT_UPLOAD_MAX_BYTES": "0"}
 
 
 def postgres_url(base: str) -> str:
@@ -55,7 +58,8 @@ def drop_postgres(url: str) -> None:
 
 
 class LocalService:
-    def __init__(self, data_dir: Path, database_url: str | None = None) -> None:
+    def __init__(self, data_dir: Path, database_url: str | None = None,
+                 settings: dict[str, str] | None = None) -> None:
         self.data_dir = data_dir
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -63,7 +67,7 @@ class LocalService:
         self.fault_dir.mkdir(parents=True, exist_ok=True)
         env = {k: v for k, v in os.environ.items()
                if k not in {"DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE"} and not k.startswith("EVAL_")}
-        env.update(FAST_CLOCKS, DATA_DIR=str(data_dir), PORT=str(self.port), FAULT_DIR=str(self.fault_dir),
+        env.update(LIMITS, **(settings or {}), DATA_DIR=str(data_dir), PORT=str(self.port), FAULT_DIR=str(self.fault_dir),
                    EVAL_FAULT_DIR=str(self.fault_dir), SECRET_KEY="fault-tests-" + uuid.uuid4().hex,
                    WEB_CONCURRENCY="2", PYTHONUNBUFFERED="1")
         if database_url:
@@ -167,6 +171,40 @@ class LocalService:
                 self.proc.wait(10)
         self.out.close()
 
+    @contextlib.contextmanager
+    def spare_worker(self, name: str = "spare", timeout: float = 60) -> Iterator[subprocess.Popen[bytes]]:
+        """A second scoring worker on the same broker and folders (another host would have its own
+        folders; these tests share run_local's), as run_local starts its own, until the block ends."""
+        env = {**self.env, "REDIS_URL": (self.data_dir / "redis" / "url").read_text().strip(),
+               "EVAL_UPLOADS_DIR": str(self.data_dir / "uploads"), "EVAL_LABELS_DIR": str(self.data_dir / "labels"),
+               "EVAL_OUTCOMES_DIR": str(self.data_dir / "outcomes"), "EVAL_SITE_QUEUE": "site",
+               "EVAL_TRACKS": "all", "EVAL_QUEUE_DEVICES": "cpu,gpu"}
+        # The site's key, as run_local hands it to its own worker.
+        if self.env.get("RESULTS_SIGNING_KEY"):
+            env["EVAL_RESULTS_SIGNING_KEY"] = self.env["RESULTS_SIGNING_KEY"]
+        else:
+            env["EVAL_RESULTS_SIGNING_KEY_FILE"] = str(self.data_dir / "results_signing_key")
+        log = self.data_dir / f"{name}.log"
+        with open(log, "wb") as out:
+            proc = subprocess.Popen([sys.executable, "-m", "evaluation_workers", "worker", "-c", "1",
+                                     "-n", f"{name}@%h", "-l", "info"], cwd=ROOT, env=env, stdout=out,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            deadline = time.monotonic() + timeout
+            while b" ready." not in log.read_bytes():
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"the spare worker did not start:\n{log.read_text()[-3000:]}")
+                time.sleep(0.2)
+            yield proc
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait(10)
+
     def hold(self, name: str, seconds: float) -> None:
         """Switch a fault-injection hold on (``seconds`` > 0) or off."""
         path = self.fault_dir / name
@@ -220,6 +258,7 @@ class LocalService:
         """Database facts of submissions that the API does not show (quota, results, attempts)."""
         code = ("import json; from leaderboard.submissions.models import Submission as S; "
                 f"print(json.dumps({{s.pk: {{'status': s.status, 'quota': s.quota, 'kind': s.failure_kind, "
-                f"'attempt': s.attempt, 'lost': s.lost_attempts, 'results': s.results.count()}} "
+                f"'attempt': s.attempt, 'lost': s.lost_attempts, 'results': s.results.count(), "
+                f"'worker': s.worker}} "
                 f"for s in S.objects.filter(pk__in={list(ids)!r})}}))")
         return {int(k): v for k, v in json.loads(self.manage("shell", "-c", code).strip().splitlines()[-1]).items()}

