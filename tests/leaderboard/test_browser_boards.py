@@ -7,6 +7,7 @@ text stays legible. Screenshots go to test-artifacts/boards/ for a person to loo
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 
 import pytest
 
@@ -29,14 +30,18 @@ CHART_TEXT = """() => [...document.querySelectorAll("svg.chart")].filter((svg) =
     return [...svg.querySelectorAll("text")].map((t) => parseFloat(getComputedStyle(t).fontSize) * scale); })"""
 
 
-def _announce_a_worker_of_every_queue() -> None:
-    """A scoring worker's presence as it writes it (12 queues: the health page's widest row)."""
+@pytest.fixture
+def worker_of_every_queue() -> Iterator[None]:
+    """A scoring worker's presence as it writes it (12 queues: the health page's widest row), gone after
+    the test: other tests on the same Redis (CI's) read which workers serve a queue."""
     from evaluation_workers import contracts
     from evaluation_workers.worker import presence
     from leaderboard.submissions import broker, lifecycle
 
     info = presence.describe("eval@a-rather-long-host-name.example.org", list(lifecycle.all_queues()))
     broker.client().set(contracts.worker_key(info["name"]), json.dumps(info), ex=300)
+    yield
+    broker.client().delete(contracts.worker_key(info["name"]))
 
 
 def _measure(page, base: str, url: str, name: str, problems: list[str], *, open_details: bool = False) -> None:  # noqa: F811
@@ -55,11 +60,11 @@ def _measure(page, base: str, url: str, name: str, problems: list[str], *, open_
         page.screenshot(path=SHOTS / f"{name}-{label}.png", full_page=True)
 
 
-def test_boards_charts_and_moderation_pages_fit_both_widths(page, live_server, site):  # noqa: F811
+def test_boards_charts_and_moderation_pages_fit_both_widths(page, live_server, site,  # noqa: F811
+                                                           worker_of_every_queue):
     from leaderboard.rankings.models import LeaderboardEntry
 
     SHOTS.mkdir(parents=True, exist_ok=True)
-    _announce_a_worker_of_every_queue()
     base = live_server.url
     page.goto(f"{base}/accounts/login/")
     page.fill("input[name=username]", site["user"].username)
