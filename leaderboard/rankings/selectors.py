@@ -29,6 +29,7 @@ from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 
 from leaderboard.benchmarks.models import Split
+from leaderboard.lib.thresholds import metric_at, threshold_of, thresholds
 from leaderboard.rankings.models import (
     ANONYMOUS_LABEL,
     TAG_LENGTH,
@@ -38,7 +39,6 @@ from leaderboard.rankings.models import (
     export_texts,
 )
 from leaderboard.rankings.paired_tests import Family, Rung, Verdict, board_verdicts, testable_units
-from leaderboard.rankings.thresholds import metric_at, threshold_of, thresholds
 
 PAGE_SIZE = 50
 

@@ -19,8 +19,9 @@ from leaderboard.benchmarks import phases
 from leaderboard.benchmarks.models import Split
 from leaderboard.benchmarks.permissions import results_embargoed
 from leaderboard.benchmarks.selectors import get_split
+from leaderboard.lib import thresholds
 from leaderboard.lib.pagecache import cache_until, cached_page
-from leaderboard.rankings import charts, paired_tests, thresholds
+from leaderboard.rankings import charts, paired_tests
 from leaderboard.rankings.drilldown import Drilldown, drilldown
 from leaderboard.rankings.models import ANONYMOUS_LABEL, LeaderboardEntry, interval_columns
 from leaderboard.rankings.numbers import cleaned

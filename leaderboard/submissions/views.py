@@ -16,6 +16,7 @@ from leaderboard.api_errors import failed_submission
 from leaderboard.benchmarks import phases
 from leaderboard.benchmarks.models import Benchmark
 from leaderboard.benchmarks.selectors import splits_of
+from leaderboard.lib import thresholds
 from leaderboard.submissions import quotas, services
 from leaderboard.submissions.forms import MethodForm, SubmissionForm
 from leaderboard.submissions.models import Method, Submission
@@ -134,8 +135,11 @@ def detail(request: HttpRequest, pk: int) -> HttpResponse:
     submission = services.access_submission(request.user, pk)
     result = submission.latest_result
     spec = submission.split.benchmark.spec
+    iou = thresholds.chosen(spec, request.GET)  # MMScan's 14 metrics: one threshold's 7 at a time
     return render(request, "submissions/detail.html", {
         "submission": submission, "result": result, "spec": spec, "place": queue_place(submission),
+        "shown_metrics": thresholds.metrics_at(spec, iou),
+        "iou_links": thresholds.links(spec, iou, lambda t: f"?iou={t}"),
         "validators": validator_commands(submission), "selection": services.selection_notice(submission)})
 
 

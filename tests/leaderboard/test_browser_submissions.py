@@ -72,6 +72,7 @@ def test_the_submission_pages_fit_both_widths_and_render_their_messages(page, li
     page.click("button:has-text('Sign in')")
     page.wait_for_selector("text=Sign out")
     urls = {"mine": "/submissions/", "failed": f"/submissions/{submissions['bad'].pk}/",
+            "scored": f"/submissions/{submissions['done'].pk}/",  # MMScan's scores: one IoU threshold, fitting
             "queued": f"/submissions/{submissions['queued'].pk}/",
             "history": f"/submissions/teams/{submissions['team'].slug}/"}
     problems = []
@@ -111,3 +112,14 @@ def test_the_submission_pages_fit_both_widths_and_render_their_messages(page, li
     assert page.inner_text("#queue-position").startswith("Next in its queue")
     assert "No scoring worker serves this queue right now" in page.inner_text("#queue-workers")
     assert not page.locator("#progress").is_visible()
+
+
+def test_an_mmscan_result_shows_one_iou_threshold_at_a_time(client, owner, submissions):
+    client.force_login(owner)
+    url = f"/submissions/{submissions['done'].pk}/"
+    for iou, other in (("0.25", "0.5"), ("0.5", "0.25")):
+        html = client.get(f"{url}?iou={iou}").content.decode()
+        table = html.split('<table class="scores stackable">')[1].split("</table>")[0]
+        assert f"gTop-1@{iou}</th>" in table and f"@{other}</th>" not in table
+        assert f'href="?iou={other}"' in html.split('id="iou-toggle"')[1].split("</nav>")[0]
+    assert "gTop-1@0.25</th>" in client.get(url).content.decode()  # the primary metric's threshold by default

@@ -12,10 +12,10 @@ from evaluation_workers.tracks import get_track
 from leaderboard.accounts.services import personal_team
 from leaderboard.benchmarks.models import Split
 from leaderboard.benchmarks.services import do_sync_benchmarks
+from leaderboard.lib.thresholds import metric_at, metrics_at, thresholds
 from leaderboard.rankings import charts
 from leaderboard.rankings.models import LeaderboardEntry
 from leaderboard.rankings.selectors import LeaderboardView
-from leaderboard.rankings.thresholds import metric_at, metrics_at, thresholds
 from leaderboard.submissions.models import Method
 
 SPEC = get_track("mmscan-vg")
