@@ -42,7 +42,7 @@ def _progress_to_stderr(fraction: float, message: str = "") -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m evaluation_workers", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m evaluation_workers", description=__doc__.replace("``", ""),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
 

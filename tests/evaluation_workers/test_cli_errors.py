@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -103,3 +104,14 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(mmscan_files):
     proc.stdout.close()  # as head does once it has its lines
     err = proc.stderr.read().decode()
     assert (proc.wait(timeout=120), err) == (141, "")
+
+
+def test_the_scoring_command_lines_help_is_plain_without_markup() -> None:
+    """The module docstring is reStructuredText for readers of the code; its help shows no backticks."""
+    from evaluation_workers.cli import _parser
+
+    parser = _parser()
+    texts = [parser.format_help()] + [sub.format_help() for action in parser._actions
+                                      if isinstance(action, argparse._SubParsersAction)
+                                      for sub in action.choices.values()]
+    assert len(texts) > 5 and not [line for text in texts for line in text.splitlines() if "`" in line]
