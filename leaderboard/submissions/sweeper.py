@@ -117,8 +117,9 @@ def _sweep_claims(claims: dict[Attempt, dict[str, Any]], live: dict[str, str], u
     reported_before = now.timestamp() - settings.SWEEP_UNSENT_AFTER
     for (pk, attempt), claim in claims.items():
         if claim.get("report") and float(claim.get("since") or 0) > reported_before:
-            alive.add((pk, attempt))  # its message is on its way to the site worker
-        elif claim.get("report"):
+            alive.add((pk, attempt))  # its message is on its way to the site worker, whether or not
+            continue                  # the worker that sent it still runs
+        if claim.get("report"):
             recorded = _record_kept(pk, attempt, claim)
             if recorded is not None:  # a report that is not the worker's, or fails to record: the heartbeats decide
                 counts["recorded"] += recorded
