@@ -14,6 +14,9 @@ A 1 MB file must never cost gigabytes. Three rules, enforced while reading
 - **JSON depth.** ``loads_json`` refuses nesting deeper than ``MAX_JSON_DEPTH``
   (the formats need at most 4 levels) with a message instead of a
   ``RecursionError``.
+- **JSON entries.** ``entries_past`` counts a top-level list's items or
+  object's keys one at a time, so a file with more entries than the split has
+  units is refused before the rest becomes Python objects.
 
 Each refusal is a ``PredictionFormatError`` that names the file and the rule.
 """
@@ -297,6 +300,56 @@ def _depth_exceeds(data: bytes | str, limit: int) -> bool:
     opening = (arr[brackets] == ord("[")) | (arr[brackets] == ord("{"))
     depth = np.cumsum(np.where(opening, 1, -1), dtype=np.int64)
     return bool(depth.max(initial=0) > limit)
+
+
+_SPACE = re.compile(r"[ \t\n\r]*")
+_SCAN = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # the C scanner json.loads uses
+
+
+def entry_cap(units: int) -> int:
+    """The most entries a file is read with when its split has ``units`` questions or samples.
+
+    Twice as many plus 1,000: a file somewhat off (another split's ids, some repeated) is still read
+    and its ids named as before; past the cap the count alone refuses it (``entries_past``).
+    """
+    return 2 * units + 1_000
+
+
+def entries_past(text: str, limit: int, stop_key: str | None = None) -> str | None:
+    """``"keys"`` or ``"items"`` when the JSON text's top-level object or list has more than ``limit``.
+
+    The entries are decoded one at a time and dropped, and the count stops at ``limit + 1``: the
+    cost is that of the largest entry, never of the file (a 2.5-million-key object took 1.1 GB
+    and 23 s as a whole, issue 26). None when the text is not such a container up to that point
+    (a scalar, a syntax error, nesting too deep) or an object has the key ``stop_key``: the full
+    parser then reads it and words what is wrong.
+    """
+    i = _SPACE.match(text).end()  # type: ignore[union-attr]
+    if not text.startswith(("[", "{"), i):
+        return None
+    is_object = text[i] == "{"
+    i = _SPACE.match(text, i + 1).end()  # type: ignore[union-attr]
+    count = 0
+    try:
+        while True:
+            if is_object:
+                key, i = _SCAN(text, i)
+                if not isinstance(key, str) or key == stop_key:
+                    return None
+                i = _SPACE.match(text, i).end()  # type: ignore[union-attr]
+                if not text.startswith(":", i):
+                    return None
+                i = _SPACE.match(text, i + 1).end()  # type: ignore[union-attr]
+            _, i = _SCAN(text, i)
+            count += 1
+            if count > limit:
+                return "keys" if is_object else "items"
+            i = _SPACE.match(text, i).end()  # type: ignore[union-attr]
+            if not text.startswith(",", i):
+                return None
+            i = _SPACE.match(text, i + 1).end()  # type: ignore[union-attr]
+    except (StopIteration, ValueError, RecursionError):  # not JSON there, an over-long integer, too deep
+        return None
 
 
 def loads_json(data: bytes | str, file: str, object_pairs_hook: Callable[..., Any] | None = None) -> Any:

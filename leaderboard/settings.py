@@ -179,6 +179,12 @@ DIR_MODE = envmode("DIR_MODE", 0o750)
 # Files up to this size are validated during the upload request, so that
 # obviously bad files are refused at once; larger ones are validated by the worker.
 VALIDATE_AT_UPLOAD_MAX_BYTES = envint("VALIDATE_AT_UPLOAD_MAX_BYTES", 64 * 2**20)
+# That validation runs in a child process (evaluation_workers/isolated.py), so an upload never grows
+# the web process itself: the child may use this much memory above its start (256 MiB: a 2.5-million-key
+# SQA3D object is refused in 0.6 s within 74 MiB) and take this many seconds. A file that needs more
+# (a legitimate 50 MiB MMScan JSON takes 350-630 MiB) is not refused: the worker validates it as it scores.
+VALIDATE_AT_UPLOAD_MAX_MEMORY = envint("VALIDATE_AT_UPLOAD_MAX_MEMORY", 256 * 2**20)
+VALIDATE_AT_UPLOAD_TIMEOUT = envint("VALIDATE_AT_UPLOAD_TIMEOUT", 60)
 # Where predictions are stored: "local" (UPLOADS_DIR) or "s3" (any S3-compatible store).
 STORAGE_BACKEND = env("STORAGE_BACKEND", "local")
 if STORAGE_BACKEND not in {"local", "s3"}:

@@ -24,6 +24,7 @@ from django.http import Http404
 from django.utils import timezone
 from django.utils.text import get_valid_filename
 
+from evaluation_workers import isolated
 from evaluation_workers.errors import SubmissionError
 from leaderboard.accounts.models import Team
 from leaderboard.accounts.services import personal_team
@@ -172,9 +173,14 @@ def validate_stored(submission: Submission) -> Submission | None:
         return None
     try:
         with storage.local_copy(submission.file_key) as path:
-            submission.split.benchmark.spec.validate(path, labels.manifest)
+            # In a child process: whatever the file, this process does not grow (issue 26).
+            isolated.validate(submission.split.benchmark.spec.name, path, labels.manifest,
+                              max_memory=settings.VALIDATE_AT_UPLOAD_MAX_MEMORY,
+                              timeout=settings.VALIDATE_AT_UPLOAD_TIMEOUT)
     except SubmissionError as exc:
         return do_fail(submission, Kind.INVALID_INPUT, exc.message) or submission
+    except isolated.OutOfBounds as exc:
+        log.warning("Submission %s not validated at upload (%s); leaving it to the worker", submission.pk, exc)
     except Exception:  # noqa: BLE001 - a storage fault or a validator bug is not the submitter's
         log.exception("Validating submission %s at upload failed; leaving it to the worker", submission.pk)
     return None

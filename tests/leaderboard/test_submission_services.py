@@ -110,6 +110,26 @@ def test_it_names_unknown_question_ids_without_revealing_answers(owner, sqa3d_sp
     assert "999999999" in submission.status_detail
 
 
+def test_it_refuses_more_answers_than_the_split_has_questions_by_their_count(owner, sqa3d_split, sent_tasks):
+    """Issue 26: counted before the file is parsed whole, in a child process (the 2.5-million-key file's
+    memory is measured in tests/hostile/test_isolated_validation.py)."""
+    submission = create(owner, json.dumps({str(q): "x" for q in range(10**6, 10**6 + 2_000)}).encode())
+    assert submission.status == Submission.Status.FAILED
+    assert submission.failure_kind == Submission.FailureKind.INVALID_INPUT
+    assert submission.status_detail == ("predictions.json: Expected at most 300 answers (one per question of "
+                                        "this split), but got more than 1,600 keys")
+    assert sent_tasks == []
+
+
+def test_a_file_too_costly_to_validate_at_upload_is_left_to_the_worker(owner, sqa3d_split, sent_tasks, settings,
+                                                                      django_capture_on_commit_callbacks):
+    settings.VALIDATE_AT_UPLOAD_MAX_MEMORY = 2**20  # the child cannot even read the file's 4 MiB
+    with django_capture_on_commit_callbacks(execute=True):  # an unknown id, found by the worker
+        submission = create(owner, json.dumps([{"question_id": 999999999, "answer": "x" * 4 * 2**20}]).encode())
+    assert submission.status == Submission.Status.QUEUED
+    assert len(sent_tasks) == 1
+
+
 def test_it_records_a_result_and_ignores_stale_reports(owner, sqa3d_split, sqa3d_files, sent_tasks):
     submission = create(owner, sqa3d_files["predictions"].read_bytes())
     result = score_offline(sqa3d_files, sqa3d_files["predictions"])

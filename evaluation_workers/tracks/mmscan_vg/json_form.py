@@ -9,7 +9,8 @@ the warnings. Items are counted from 1 in messages.
 Limits, all checked while reading: the JSON text (plain, or once inflated) is
 at most ``MAX_JSON_BYTES`` (the binary form is for larger submissions); gzip
 draws from the submission's budget and may not inflate more than
-``limits.MAX_RATIO`` to 1; nesting is at most ``limits.MAX_JSON_DEPTH``.
+``limits.MAX_RATIO`` to 1; nesting is at most ``limits.MAX_JSON_DEPTH``; at most
+``limits.entry_cap`` items or keys for the labels' samples (counted before the file is parsed whole).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import numpy as np
 
 from evaluation_workers import inflate
 from evaluation_workers.errors import CORRUPT_COMPRESSED, PredictionFormatError, where
-from evaluation_workers.limits import MAX_RATIO, Budget, iter_gunzip, loads_json
+from evaluation_workers.limits import MAX_RATIO, Budget, entries_past, entry_cap, iter_gunzip, loads_json
 from evaluation_workers.tracks.mmscan_vg import json_arrays
 from evaluation_workers.tracks.mmscan_vg.checks import (
     check_ids,
@@ -139,16 +140,22 @@ def load(path: Path, known: dict[str, int], budget: Budget) -> Predictions:
     name = budget.file
     path = Path(path)
     plain = _plain(path)
-    flat = json_arrays.read_file(path) if plain else None
+    cap = entry_cap(len(known))  # one entry per sample is valid (unknown and repeated ids are refused)
+    flat = json_arrays.read_file(path, cap) if plain else None
     data = b"" if flat is not None else read_bytes(path, budget)
     if flat is None and not plain:  # gzip or a BOM: the bytes read (a plain file was tried above)
-        flat = json_arrays.read(data)
+        flat = json_arrays.read(data, cap)
     if flat is not None:
         order = check_ids(flat.ids, known, name, lambda i: f"item {i + 1}")
         return _predictions(order, flat.ids, flat.counts, flat.boxes, flat.scores, known, name,
                             ignored_keys_warning(name, flat.with_unknown, flat.unknown))
     text = decode(data, name)
     del data
+    # A file with more entries than samples is refused by their count, before it becomes Python objects.
+    past = entries_past(text, cap) if text.count(",") >= cap else None
+    if past is not None:
+        raise PredictionFormatError(where(name, f"Expected at most {len(known):,} samples (one per sample_id of "
+                                                f"the labels), but got more than {cap:,} {past}"))
     raw = parse(text, name)
     # Booleans pass numpy's float conversion (true -> 1.0); look for them only
     # when the text has the words at all.

@@ -52,8 +52,9 @@ def validate(predictions: Path, manifest: Manifest) -> dict[str, Any]:
     ids = manifest.get("question_ids") if isinstance(manifest, dict) else None
     if not isinstance(ids, list) or not all(is_int(q) for q in ids):
         raise LabelsError("Expected the SQA3D manifest to have a list of integer `question_ids`")
-    form, answers, notes = read_submission(predictions)
-    check_known(Path(predictions).name, answers, set(ids))
+    known = set(ids)
+    form, answers, notes = read_submission(predictions, max_answers=len(known))
+    check_known(Path(predictions).name, answers, known)
     missing = len(ids) - len(answers)
     return {"format": form, "answered": len(answers), "missing": missing, "count": len(ids),
             "warnings": notes + _missing_warning(missing, len(ids))}
@@ -115,8 +116,9 @@ def score(labels: Path, predictions: Path, progress: Progress, outcomes: dict[st
     progress(0.0, "reading labels")
     truth = load_labels(labels)
     progress(0.2, "reading predictions")
-    _, answers, notes = read_submission(predictions)
-    check_known(Path(predictions).name, answers, set(truth.question_ids))
+    known = set(truth.question_ids)
+    _, answers, notes = read_submission(predictions, max_answers=len(known))
+    check_known(Path(predictions).name, answers, known)
     progress(0.4, "matching answers")
 
     n = len(truth.question_ids)

@@ -4,19 +4,21 @@ A JSON list of ``{"question_id": int, "answer": str}``, a JSON object
 ``{"<question_id>": "<answer>"}``, or JSON Lines of the list's objects. Other
 keys in an item (``scene_id``, ``situation``, ...) are ignored and listed once
 in the warnings. Items and lines are counted from 1 in messages. Limits: the
-file is at most ``MAX_UPLOAD_BYTES``, UTF-8 (a BOM is allowed), and nested at
-most ``limits.MAX_JSON_DEPTH`` deep.
+file is at most ``MAX_UPLOAD_BYTES``, UTF-8 (a BOM is allowed), nested at
+most ``limits.MAX_JSON_DEPTH`` deep, and, given the split's question count, has
+at most ``limits.entry_cap`` entries (counted before the file is parsed whole).
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from evaluation_workers.errors import PredictionFormatError, where
-from evaluation_workers.limits import loads_json
+from evaluation_workers.limits import entries_past, entry_cap, loads_json
 from evaluation_workers.tracks.sqa3d.values import is_int, show
 
 MAX_UPLOAD_BYTES = 50 * 2**20
@@ -59,9 +61,35 @@ def _parse_json(text: str, location: str) -> Any:
         raise PredictionFormatError(f"{location}: {exc.message}") from None
 
 
-def _records(text: str, name: str, jsonl: bool) -> tuple[str, list[tuple[str, Any]]]:
-    """The submitted (location, record) pairs and the file's form: "list", "object" or "jsonl"."""
+def _too_many(name: str, questions: int, what: str) -> PredictionFormatError:
+    return PredictionFormatError(f"{name}: Expected at most {questions:,} answers (one per question of this split), "
+                                 f"but got more than {entry_cap(questions):,} {what}")
+
+
+def _lines(text: str) -> Iterator[tuple[int, str]]:
+    """``enumerate(text.split("\n"), 1)`` one line at a time (2.5 million lines are 200 MB as a list)."""
+    start = number = 0
+    while start <= len(text):
+        end = text.find("\n", start)
+        end = len(text) if end < 0 else end
+        number += 1
+        yield number, text[start:end]
+        start = end + 1
+
+
+def _records(text: str, name: str, jsonl: bool, questions: int | None) -> tuple[str, list[tuple[str, Any]]]:
+    """The submitted (location, record) pairs and the file's form: "list", "object" or "jsonl".
+
+    ``questions``: the split's number of questions; a file with more than ``limits.entry_cap`` of
+    entries is refused by their count before it is parsed whole.
+    """
+    cap = None if questions is None else entry_cap(questions)
     if not jsonl:
+        if questions is not None and cap is not None:
+            # An object holding `question_id` is one line of JSON Lines, counted below.
+            past = entries_past(text, cap, stop_key="question_id")
+            if past is not None:
+                raise _too_many(name, questions, past)
         try:
             data = _parse_json(text, name)
         except json.JSONDecodeError as exc:
@@ -79,10 +107,12 @@ def _records(text: str, name: str, jsonl: bool) -> tuple[str, list[tuple[str, An
             raise PredictionFormatError(
                 f"{name}: Expected a JSON list of {{\"question_id\": int, \"answer\": str}}, an object "
                 f"{{\"<question_id>\": \"<answer>\"}} or JSON Lines, but got {show(data)}")
-    records = []
-    for number, line in enumerate(text.split("\n"), 1):
+    records: list[tuple[str, Any]] = []
+    for number, line in _lines(text):
         if not line.strip():
             continue
+        if questions is not None and len(records) == cap:
+            raise _too_many(name, questions, "lines")
         location = where(name, f"line {number}")
         try:
             records.append((location, _parse_json(line, location)))
@@ -114,12 +144,15 @@ def _id_and_answer(form: str, location: str, record: Any) -> tuple[int, Any, lis
     return record["question_id"], record["answer"], extra
 
 
-def read_submission(path: Path) -> tuple[str, dict[int, str], list[str]]:
-    """The file's form, the answers by question id, and warnings; ``PredictionFormatError`` otherwise."""
+def read_submission(path: Path, max_answers: int | None = None) -> tuple[str, dict[int, str], list[str]]:
+    """The file's form, the answers by question id, and warnings; ``PredictionFormatError`` otherwise.
+
+    ``max_answers``: the split's number of questions; a file with far more entries is refused early.
+    """
     path = Path(path)
     name = path.name
     text = _decode(path, name)
-    form, records = _records(text, name, jsonl=name.endswith(".jsonl"))
+    form, records = _records(text, name, name.endswith(".jsonl"), max_answers)
     answers: dict[int, str] = {}
     first_seen: dict[int, str] = {}
     ignored: set[str] = set()
