@@ -220,9 +220,11 @@ def production(args: argparse.Namespace, data_dir: Path, port: int, log: Any) ->
         subprocess.Popen([*celery, "-A", "leaderboard", "worker", "-Q", "site-load", "-P", "solo",
                           "-n", "site-load@%h", "-l", "warning"], env=env, cwd=ROOT, stdout=log, stderr=log,
                          start_new_session=True),
-        subprocess.Popen([*celery, "-A", "evaluation_workers.worker.app", "worker", "-Q", "eval-cpu-load,eval-gpu-load",
-                          "-c", "1", "-n", "eval-load@%h", "-l", "warning"], env=env, cwd=ROOT, stdout=log,
-                         stderr=log, start_new_session=True),
+        # As the deploy starts it: on every track's queues (per track, device and scorer version,
+        # named after EVAL_QUEUE_CPU/GPU); plain "-Q eval-cpu-load" left every upload queued.
+        subprocess.Popen([PYTHON, "-m", "evaluation_workers", "worker", "-c", "1", "-n", "eval-load@%h",
+                          "-l", "warning"], env={**env, "EVAL_TRACKS": "all", "EVAL_QUEUE_DEVICES": "cpu,gpu"},
+                         cwd=ROOT, stdout=log, stderr=log, start_new_session=True),
     ]
     try:
         wait_http(f"http://127.0.0.1:{port}/", procs, 120)
