@@ -1,15 +1,22 @@
 """A crowd of readers and a stream of uploads against a locally started service.
 
-    .venv/bin/python benchmarks/load.py --setup embedded|production [--seconds 60]
+    .venv/bin/python benchmarks/load.py --setup embedded|production [--mix mixed|pages] [--seconds 60]
 
 Starts the service on loopback with a fresh data folder, then for ``--seconds``
-runs ``--readers`` concurrent readers of leaderboard pages, exports and the
-JSON API (``wrk`` with a Lua script: cheap on CPU, which it shares with the
-service) while this process uploads SQA3D predictions through
-``POST /api/v1/submissions`` at ``--uploads-per-minute``, spread over the run.
-Afterwards it waits (at most ``--drain-seconds``) for every upload to end, prints
-requests/s, latency percentiles, errors and how many uploads finished, failed
-or are stuck, and stops everything it started.
+runs ``--readers`` concurrent readers of ``--mix`` (``wrk`` with a Lua script:
+cheap on CPU, which it shares with the service) while this process uploads SQA3D
+predictions through ``POST /api/v1/submissions`` at ``--uploads-per-minute``,
+spread over the run. Afterwards it waits (at most ``--drain-seconds``) for every
+upload to end, prints requests/s, latency percentiles, errors and how many
+uploads finished, failed or are stuck, and stops everything it started.
+
+Mixes (``MIXES``: paths, weights and the status each must answer):
+  mixed  what a crowd reads (issue 26): two boards, a method page, the API's
+         leaderboard, the tracks, a manifest, a format page and an unknown method id (404).
+  pages  boards with sorts, filters and later pages, their exports and API (the earlier default).
+Errors are wrk's connection errors plus every answer whose status is not its path's,
+counted from the gunicorn access log (on, as the deploy has it), since wrk alone
+cannot tell an expected 404 from another.
 
 Set-ups:
   embedded    deploy/run_local.py as the README runs it (SQLite, its own Redis,
@@ -30,6 +37,7 @@ import contextlib
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import socket
@@ -44,13 +52,25 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
-READ_PATHS = [
-    "/", "/benchmarks/openscan/", "/benchmarks/openscan/?sort=material/AP", "/benchmarks/openscan/?metric=AP50&page=3",
-    "/benchmarks/openscan/?paper=0&extra=no", "/benchmarks/sqa3d/", "/benchmarks/sqa3d/?sort=What/EM&order=asc",
-    "/benchmarks/mmscan-vg/", "/benchmarks/mmscan-vg/?split=test", "/api/v1/leaderboards/openscan",
-    "/api/v1/leaderboards/openscan?sort=affordance/AP&page=2", "/api/v1/leaderboards/sqa3d",
-    "/api/v1/leaderboards/openscan/progress", "/benchmarks/sqa3d/export.json", "/benchmarks/sqa3d/export.csv",
-]
+UNKNOWN_METHOD = 987654321  # no method has this id: its page is a 404
+# (path, weight, expected status); {method} is a seeded method with rows on OpenScan and SQA3D.
+MIXES: dict[str, list[tuple[str, int, int]]] = {
+    "mixed": [
+        ("/benchmarks/openscan/", 2, 200), ("/benchmarks/sqa3d/", 1, 200), ("/methods/{method}/", 1, 200),
+        ("/api/v1/leaderboards/openscan", 1, 200), ("/api/v1/tracks", 1, 200),
+        ("/api/v1/tracks/sqa3d/test/manifest", 1, 200), ("/benchmarks/openscan/format/", 1, 200),
+        (f"/methods/{UNKNOWN_METHOD}/", 1, 404),
+    ],
+    "pages": [(path, 1, 200) for path in [
+        "/", "/benchmarks/openscan/", "/benchmarks/openscan/?sort=material/AP",
+        "/benchmarks/openscan/?metric=AP50&page=3", "/benchmarks/openscan/?paper=0&extra=no", "/benchmarks/sqa3d/",
+        "/benchmarks/sqa3d/?sort=What/EM&order=asc", "/benchmarks/mmscan-vg/", "/benchmarks/mmscan-vg/?split=test",
+        "/api/v1/leaderboards/openscan", "/api/v1/leaderboards/openscan?sort=affordance/AP&page=2",
+        "/api/v1/leaderboards/sqa3d", "/api/v1/leaderboards/openscan/progress", "/benchmarks/sqa3d/export.json",
+        "/benchmarks/sqa3d/export.csv",
+    ]],
+}
+ACCESS_LINE = re.compile(rb'"(?:GET|HEAD) (\S+) HTTP/[0-9.]+" (\d{3}) ')
 LUA = """
 local paths = {%(paths)s}
 local n = math.random(#paths)
@@ -59,8 +79,9 @@ request = function()
   return wrk.format("GET", paths[n])
 end
 -- No response() callback: with one, wrk copies every body into Lua, which costs
--- the CPU that the service needs. errors.status counts the statuses above 399;
--- every path was checked to answer 200 (not a redirect) before the run.
+-- the CPU that the service needs. errors.status counts the statuses above 399
+-- (expected 404s included: the access log tells them apart); every path was
+-- checked to answer its status (not a redirect) before the run.
 done = function(summary, latency, requests)
   local e = summary.errors
   local bad = e.status
@@ -112,11 +133,16 @@ def seed(entries: int) -> None:
     from django.conf import settings
     from django.contrib.auth.models import User
 
-    from leaderboard.accounts.services import do_create_token
+    from leaderboard.accounts.services import do_create_token, personal_team
     from leaderboard.benchmarks.models import Split
     from leaderboard.rankings.models import LeaderboardEntry, export_columns, export_texts
+    from leaderboard.submissions.models import Method
 
     rng = random.Random(0)
+    demo = User.objects.get(username="demo")
+    # The method page of the mix: the first synthetic row of each track is this method's.
+    method = Method.objects.create(team=personal_team(demo), name="synthetic-method", description="Seeded.",
+                                   authors="Load Benchmark", uses_extra_data=False)
     for track, split_name, count in [("openscan", "val", entries), ("sqa3d", "test", entries // 5)]:
         split = Split.objects.select_related("benchmark").get(benchmark__track=track, name=split_name)
         spec = split.benchmark.spec
@@ -125,13 +151,14 @@ def seed(entries: int) -> None:
             scores = {m: rng.random() for m in spec.metrics}
             scores.update({f"{g}/{m}": rng.random() for g in spec.groups for m in spec.metrics})
             as_json, as_csv = export_texts(scores, export_columns(spec))
-            rows.append(LeaderboardEntry(split=split, name=f"synthetic-{i}", team_name=f"team-{i % 97}",
+            rows.append(LeaderboardEntry(split=split, method=method if i == 0 else None,
+                                         name=method.name if i == 0 else f"synthetic-{i}", team_name=f"team-{i % 97}",
                                          uses_extra_data=i % 7 == 0, primary_score=scores[spec.primary_metric],
                                          scores=scores, export_json=as_json, export_csv=as_csv))
         LeaderboardEntry.objects.bulk_create(rows, batch_size=500)
-    token = do_create_token(User.objects.get(username="demo"), name="load")
+    token = do_create_token(demo, name="load")
     predictions = sorted((Path(settings.DATA_DIR) / "demo" / "sqa3d").rglob("*predictions*"))
-    print(json.dumps({"token": token, "predictions": str(predictions[0])}))
+    print(json.dumps({"token": token, "predictions": str(predictions[0]), "method": method.pk}))
 
 
 def base_env(data_dir: Path, port: int, args: argparse.Namespace) -> dict[str, str]:
@@ -139,6 +166,8 @@ def base_env(data_dir: Path, port: int, args: argparse.Namespace) -> dict[str, s
     env.update({"DATA_DIR": str(data_dir), "PORT": str(port), "PYTHONUNBUFFERED": "1",
                 "EVAL_UPLOADS_DIR": str(data_dir / "uploads"), "EVAL_LABELS_DIR": str(data_dir / "labels"),
                 "EVAL_DEVICE": "cpu", "EVAL_GPU_TRACKS": "",
+                # The deploy's default; the statuses of the run are counted from it.
+                "ACCESS_LOG": "-",
                 # One demo user uploads all of it: quotas would refuse most of the stream.
                 "QUOTA_PER_DAY": "100000", "QUOTA_TOTAL": "100000", "QUOTA_IN_FLIGHT": "100000",
                 "PUBLISH_NEEDS_METHOD_DETAILS": "false"})
@@ -191,9 +220,11 @@ def production(args: argparse.Namespace, data_dir: Path, port: int, log: Any) ->
         subprocess.Popen([*celery, "-A", "leaderboard", "worker", "-Q", "site-load", "-P", "solo",
                           "-n", "site-load@%h", "-l", "warning"], env=env, cwd=ROOT, stdout=log, stderr=log,
                          start_new_session=True),
-        subprocess.Popen([*celery, "-A", "evaluation_workers.worker.app", "worker", "-Q", "eval-cpu-load,eval-gpu-load",
-                          "-c", "1", "-n", "eval-load@%h", "-l", "warning"], env=env, cwd=ROOT, stdout=log,
-                         stderr=log, start_new_session=True),
+        # As the deploy starts it: on every track's queues (per track, device and scorer version,
+        # named after EVAL_QUEUE_CPU/GPU); plain "-Q eval-cpu-load" left every upload queued.
+        subprocess.Popen([PYTHON, "-m", "evaluation_workers", "worker", "-c", "1", "-n", "eval-load@%h",
+                          "-l", "warning"], env={**env, "EVAL_TRACKS": "all", "EVAL_QUEUE_DEVICES": "cpu,gpu"},
+                         cwd=ROOT, stdout=log, stderr=log, start_new_session=True),
     ]
     try:
         wait_http(f"http://127.0.0.1:{port}/", procs, 120)
@@ -286,19 +317,35 @@ class Uploader(threading.Thread):
                 "stuck": [str(pk) for pk in self.ids if pk not in done]}
 
 
-def check_paths(base: str) -> None:
-    """Every read path answers 200 (this also fills the cache, as a crowd finds it)."""
+def mix_paths(mix: str, prep: dict[str, Any]) -> list[tuple[str, int, int]]:
+    return [(path.format(method=prep["method"]), weight, status) for path, weight, status in MIXES[mix]]
+
+
+def check_paths(base: str, paths: list[tuple[str, int, int]]) -> None:
+    """Every read path answers its status (this also fills the cache, as a crowd finds it)."""
     import requests
 
-    for path in READ_PATHS:
+    for path, _, expected in paths:
         status = requests.get(base + path, timeout=60, allow_redirects=False).status_code
-        if status != 200:
-            raise SystemExit(f"{path} answered {status}, expected 200")
+        if status != expected:
+            raise SystemExit(f"{path} answered {status}, expected {expected}")
 
 
-def run_wrk(base: str, args: argparse.Namespace, workdir: Path) -> dict[str, int]:
+def unexpected_statuses(access_log: bytes, paths: list[tuple[str, int, int]]) -> dict[str, int]:
+    """How many answers to each read path in ``access_log`` had another status than its own."""
+    expected = {path: status for path, _, status in paths}
+    wrong: dict[str, int] = {}
+    for match in ACCESS_LINE.finditer(access_log):
+        path, status = match.group(1).decode(errors="replace"), int(match.group(2))
+        if path in expected and status != expected[path]:
+            wrong[f"{path} {status}"] = wrong.get(f"{path} {status}", 0) + 1
+    return wrong
+
+
+def run_wrk(base: str, args: argparse.Namespace, workdir: Path, paths: list[tuple[str, int, int]]) -> dict[str, int]:
     script = workdir / "readers.lua"
-    script.write_text(LUA % {"paths": ", ".join(json.dumps(p) for p in READ_PATHS)})
+    weighted = [path for path, weight, _ in paths for _ in range(weight)]
+    script.write_text(LUA % {"paths": ", ".join(json.dumps(p) for p in weighted)})
     out = subprocess.run(["wrk", f"-t{args.wrk_threads}", f"-c{args.readers}", f"-d{args.seconds}s",
                           "--timeout", "10s", "-s", str(script), base], capture_output=True, text=True,
                          timeout=args.seconds + 60)
@@ -314,6 +361,7 @@ def main() -> None:
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--setup", choices=["embedded", "production"], required=True)
+    parser.add_argument("--mix", choices=sorted(MIXES), default="mixed", help="the read paths (MIXES)")
     parser.add_argument("--seconds", type=int, default=60)
     parser.add_argument("--readers", type=int, default=200)
     parser.add_argument("--uploads-per-minute", type=float, default=50)
@@ -337,14 +385,24 @@ def main() -> None:
     uploads = max(1, round(args.seconds * args.uploads_per_minute / 60))
     try:
         with open(workdir / "service.log", "wb") as log, setup(args, workdir / "data", port, log) as prep:
+            paths = mix_paths(args.mix, prep)
             print(f"{args.setup} set-up up at {base} (logs: {workdir / 'service.log'}); "
-                  f"{args.readers} readers for {args.seconds} s, {uploads} uploads", flush=True)
-            check_paths(base)
+                  f"{args.readers} readers of the {args.mix!r} mix for {args.seconds} s, {uploads} uploads", flush=True)
+            for path, weight, status in paths:
+                print(f"  {weight} x {path} ({status})")
+            check_paths(base, paths)
             uploader = Uploader(base, prep["token"], Path(prep["predictions"]), uploads, args.seconds)
             cpu_before, wrk_before = tree_cpu_seconds(prep["pids"]), os.times()
+            log_start = (workdir / "service.log").stat().st_size
             uploader.start()
-            reads = run_wrk(base, args, workdir)
+            reads = run_wrk(base, args, workdir, paths)
             cpu = tree_cpu_seconds(prep["pids"]) - cpu_before
+            time.sleep(1)  # the answers wrk left in flight reach the log
+            with open(workdir / "service.log", "rb") as written:
+                written.seek(log_start)
+                access_log = written.read()
+            wrong = unexpected_statuses(access_log, paths)
+            logged = len(ACCESS_LINE.findall(access_log))
             wrk_after = os.times()
             wrk_cpu = (wrk_after.children_user + wrk_after.children_system
                        - wrk_before.children_user - wrk_before.children_system)
@@ -359,8 +417,12 @@ def main() -> None:
           f"{reads['bytes'] / seconds / 2**20:.1f} MiB/s")
     print(f"  latency p50 {reads['p50'] / 1000:.1f} ms, p95 {reads['p95'] / 1000:.1f} ms, "
           f"p99 {reads['p99'] / 1000:.1f} ms, max {reads['max'] / 1000:.1f} ms")
-    print(f"  errors: {reads['non2xx']} non-2xx, {errors} connection errors "
-          f"(connect {reads['connect']}, read {reads['read']}, write {reads['write']}, timeout {reads['timeout']})")
+    print(f"  errors: {sum(wrong.values()) + errors} ({sum(wrong.values())} answers with another status than "
+          f"their path's, {errors} connection errors: connect {reads['connect']}, read {reads['read']}, "
+          f"write {reads['write']}, timeout {reads['timeout']}); wrk counted {reads['non2xx']} statuses "
+          f"above 399, the access log {logged} answers")
+    for what, count in sorted(wrong.items()):
+        print(f"    {count} x {what}")
     # On a shared machine the rate depends on what else runs; the CPU per read does much less.
     print(f"  CPU during the run: service {cpu:.1f} s ({cpu * 1000 / max(1, reads['requests']):.2f} ms per read, "
           f"uploads included; {'PostgreSQL and ' if args.setup == 'production' else ''}"

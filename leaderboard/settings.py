@@ -297,7 +297,8 @@ SWEEP_MAX_LOST_ATTEMPTS = envint("SWEEP_MAX_LOST_ATTEMPTS", 3)
 # read are asked again INTERVALS_RETRY_SECONDS x the tries so far later, up to INTERVALS_MAX_TRIES.
 INTERVALS_RETRY_SECONDS = envint("INTERVALS_RETRY_SECONDS", 300)
 INTERVALS_MAX_TRIES = envint("INTERVALS_MAX_TRIES", 5)
-# Public read pages (leaderboards, exports, their API, method and home pages) are
+# Public read pages (leaderboards, exports, their API, method and home pages, the tracks,
+# manifests, format pages, and the 404s of unknown ids) are
 # cached whole for anonymous visitors, on the same Redis unless CACHE_URL says
 # otherwise; leaderboard.lib.pagecache invalidates them when rows change.
 # PAGE_CACHE_SECONDS=0 turns the cache off. Short socket timeouts: a Redis that
@@ -311,6 +312,10 @@ CACHES = {
     }
 }
 PAGE_CACHE_SECONDS = envint("PAGE_CACHE_SECONDS", 600)
+# The same pages, answered to visitors without a session, say "Cache-Control: public" for at
+# most this long (and Vary: Cookie, an ETag), so a reverse proxy or a browser may keep them:
+# they may then show a page this long after a change, which the cache above never does.
+PAGE_CACHE_MAX_AGE = envint("PAGE_CACHE_MAX_AGE", 60)
 # Drill-down on splits whose labels are hidden (Split.labels_public off): a per-attribute or
 # per-sub-class result is shown only for groups of at least this many instances or prompts, and
 # never with its count (rankings.drilldown).

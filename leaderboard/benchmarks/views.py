@@ -4,9 +4,9 @@ from django.shortcuts import get_object_or_404, render
 from leaderboard.benchmarks import docs
 from leaderboard.benchmarks.models import Benchmark
 from leaderboard.benchmarks.permissions import results_embargoed
-from leaderboard.benchmarks.phases import phase_json
+from leaderboard.benchmarks.phases import next_change, phase_json
 from leaderboard.benchmarks.selectors import get_split, list_benchmarks, upload_limit
-from leaderboard.lib.pagecache import cached_page
+from leaderboard.lib.pagecache import cache_until, cached_page
 
 
 @cached_page()
@@ -23,11 +23,15 @@ def home(request: HttpRequest) -> HttpResponse:
     return render(request, "benchmarks/home.html", {"cards": cards})
 
 
+@cached_page()
 def api_tracks(request: HttpRequest) -> JsonResponse:
     """The tracks, their splits and what they accept."""
     tracks = []
     for benchmark in list_benchmarks():
         spec = benchmark.spec
+        for split in benchmark.splits.all():
+            following = next_change(split)  # a phase that starts says otherwise what it accepts
+            cache_until(request, following[1] if following else None)
         tracks.append({"track": benchmark.track, "title": benchmark.title, "primary_metric": spec.primary_metric,
                        "metrics": list(spec.metrics), "groups": list(spec.groups),
                        "scorer_version": spec.scorer_version, "upload_suffixes": list(spec.upload_suffixes),
@@ -39,11 +43,13 @@ def api_tracks(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"tracks": tracks})
 
 
+@cached_page()
 def metrics_page(request: HttpRequest) -> HttpResponse:
     """The contract for every number (``docs/metrics.md``), a section per track (``#<track>``)."""
     return render(request, "benchmarks/metrics.html", {"doc": docs.render("metrics")})
 
 
+@cached_page("track")
 def format_page(request: HttpRequest, track: str) -> HttpResponse:
     """What file to write (``docs/<track>-format.md``), samples to download, size limits,
     the edge cases, converters and the metrics' glossary."""

@@ -15,6 +15,15 @@ view (embargoed scores) or a signed-in user's navigation bar can never reach
 the public, and a hit costs no database query. Signed-in users render as
 before; they are few, and their pages carry their name and CSRF token.
 
+A page is stored when it answers 200 or 404 (an unknown id, asked again and
+again, is as public as a board and ends with the same version). What the cache
+stores it also tells a reverse proxy: ``Cache-Control: public, max-age`` (at
+most ``PAGE_CACHE_MAX_AGE``, and never past the moment the page expires here,
+such as an embargo's end), ``Vary: Cookie`` and an ``ETag``, with 304 to a
+matching ``If-None-Match``. Every answer to a request with a session, a
+messages cookie or credentials is ``private, no-store`` instead, unless its
+view said otherwise.
+
 Redis is an accelerator here, never a dependency: when it fails, pages render
 uncached and the cache is left alone for ``RETRY_SECONDS``.
 """
@@ -42,6 +51,12 @@ from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.urls import Resolver404, resolve
 from django.utils import timezone
+from django.utils.cache import (
+    get_conditional_response,
+    patch_cache_control,
+    patch_vary_headers,
+    set_response_etag,
+)
 
 from leaderboard.ops import metrics
 
@@ -147,11 +162,31 @@ def cache_until(request: HttpRequest, when: datetime | None) -> None:
         setattr(request, _UNTIL_ATTR, when)
 
 
+# The answers stored: a page, or the 404 of an id or track that does not exist (yet).
+STORED_STATUSES = frozenset({200, 404})
+
+
+def _personal(request: HttpRequest) -> bool:
+    """Whether the request carries a session, a message or credentials: its answer is the viewer's own."""
+    return (settings.SESSION_COOKIE_NAME in request.COOKIES
+            or CookieStorage.cookie_name in request.COOKIES
+            or "HTTP_AUTHORIZATION" in request.META)
+
+
 def _cacheable_request(request: HttpRequest) -> bool:
-    return (request.method in {"GET", "HEAD"}
-            and settings.SESSION_COOKIE_NAME not in request.COOKIES
-            and CookieStorage.cookie_name not in request.COOKIES
-            and "HTTP_AUTHORIZATION" not in request.META)
+    return request.method in {"GET", "HEAD"} and not _personal(request)
+
+
+def _public(request: HttpRequest, response: HttpResponse, expires_at: float) -> HttpResponse:
+    """``response`` (as stored until ``expires_at``) with what a reverse proxy needs to keep it;
+    304 when the request holds its ETag already. A proxy may then show it up to max-age after a
+    change, which the cache here never does: PAGE_CACHE_MAX_AGE bounds that delay."""
+    age = min(int(settings.PAGE_CACHE_MAX_AGE), int(expires_at - time.time()))
+    if age <= 0:
+        return response
+    response["Cache-Control"] = f"public, max-age={age}"
+    patch_vary_headers(response, ("Cookie",))  # pages stored before Vary was (an earlier release)
+    return get_conditional_response(request, etag=response.get("ETag"), response=response)
 
 
 def _page_key(request: HttpRequest, scope: str) -> str:
@@ -255,7 +290,10 @@ class PageCacheMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         scope = _scope(request)
         if scope is None:
-            return self.get_response(request)
+            response = self.get_response(request)
+            if _personal(request) and not response.has_header("Cache-Control"):
+                patch_cache_control(response, private=True, no_store=True)
+            return response
         cache = caches[CACHE_ALIAS]
         version_key, key = _version_key(scope), _page_key(request, scope)
         try:
@@ -273,6 +311,7 @@ class PageCacheMiddleware:
             response = HttpResponse(content, status=status)
             for name, value in headers:
                 response[name] = value
+            response = _public(request, response, stored[1])
             response["X-Page-Cache"] = "hit"
             metrics.PAGE_CACHE_HIT.inc()
             return response
@@ -280,17 +319,21 @@ class PageCacheMiddleware:
         metrics.PAGE_CACHE_MISS.inc()
         timeout = _timeout(request)
         # A response that sets a cookie (a CSRF token, a message) belongs to one viewer.
-        if response.status_code == 200 and not response.cookies and not response.streaming and timeout > 0:
+        if (response.status_code in STORED_STATUSES and not response.cookies and not response.streaming
+                and timeout > 0):
+            patch_vary_headers(response, ("Cookie",))
+            set_response_etag(response)
+            stored = (version, time.time() + timeout, response.status_code, list(response.items()),
+                      response.content)
             try:
-                stored = (version, time.time() + timeout, response.status_code, list(response.items()),
-                          response.content)
                 cache.set(key, stored, timeout)
                 _remember(key, stored)
             except CacheErrors as error:
                 _cache_failed("write", error)
+            response = _public(request, response, stored[1])
             response["X-Page-Cache"] = "miss"
         elif rendering:
-            # Nothing to wait for (a 404, a page with a cookie): let the others render too.
+            # Nothing to wait for (a 400, a redirect, a page with a cookie): let the others render too.
             with contextlib.suppress(*CacheErrors):
                 cache.delete(_render_key(key, version))
         return response

@@ -22,6 +22,7 @@ from leaderboard.accounts.models import Team
 from leaderboard.api_errors import failed_submission
 from leaderboard.benchmarks.selectors import get_split, upload_limit
 from leaderboard.lib import storage
+from leaderboard.lib.pagecache import cached_page
 from leaderboard.submissions import quotas, services, uploads
 from leaderboard.submissions.forms import MethodForm
 from leaderboard.submissions.models import Method, Upload
@@ -182,6 +183,7 @@ def api_quota(request: HttpRequest) -> JsonResponse:
                          "user": quotas.user_usage(request.user, split, used.limits).as_json()})
 
 
+@cached_page("track")
 def api_manifest(request: HttpRequest, track: str, split: str) -> JsonResponse:
     """The public manifest of a split's active labels (ids and counts, never labels), for `lb validate`,
     with the split's upload rules (the file endings and the largest file it accepts) that it applies too."""

@@ -207,6 +207,35 @@ def describe_method(method: Any) -> None:
         description="A test method.", authors="A. Researcher", uses_extra_data=False)
 
 
+@pytest.fixture
+def scored(owner: Any, sqa3d_split: Any, sqa3d_files: dict[str, Path], sent_tasks: Any,
+           django_capture_on_commit_callbacks: Any) -> Any:
+    """A finished, described, unpublished submission of the method CacheNet (the page cache's tests)."""
+    import io
+
+    from evaluation_workers.tracks import get_track
+    from leaderboard.rankings.services import do_seed_paper_rows
+    from leaderboard.submissions import lifecycle, services
+
+    submission = services.check_create_submission(
+        user=owner, track="sqa3d", split="test", method_name="CacheNet",
+        file=io.BytesIO(sqa3d_files["predictions"].read_bytes()), file_name="p.json")
+    result = get_track("sqa3d").score(sqa3d_files["labels"], sqa3d_files["predictions"], lambda f, m="": None)
+    with django_capture_on_commit_callbacks(execute=True):
+        lifecycle.record_result(submission_id=submission.pk, attempt=1, result=result)
+        do_seed_paper_rows("sqa3d")
+    describe_method(submission.method)
+    return submission
+
+
+def publish(owner: Any, submission: Any, capture: Any, on: bool = True) -> None:
+    from leaderboard.submissions import services
+
+    with capture(execute=True):
+        services.check_publish(owner, submission, publish=on)
+    submission.refresh_from_db()
+
+
 @contextlib.contextmanager
 def rclone_s3(tmp_path_factory: pytest.TempPathFactory, name: str,
               allow_origin: str | None = None) -> Iterator[dict[str, str]]:

@@ -3,44 +3,20 @@ query, every change that the pages show reaches them at once, the embargo holds.
 
 from __future__ import annotations
 
-import io
 import sys
 from datetime import timedelta
 
-import pytest
 import redis
 from django.test import Client
 from django.utils import timezone
 
-from evaluation_workers.tracks import get_track
 from leaderboard.moderation import services as moderation
 from leaderboard.rankings.models import LeaderboardEntry
-from leaderboard.rankings.services import do_seed_paper_rows
-from leaderboard.submissions import lifecycle, services
-from tests.leaderboard.conftest import ROOT, describe_method
+from leaderboard.submissions import services
+from tests.leaderboard.conftest import ROOT, publish
 
 READ_URLS = ["/benchmarks/sqa3d/", "/benchmarks/sqa3d/?sort=What/EM&paper=0", "/benchmarks/sqa3d/export.json",
              "/benchmarks/sqa3d/export.csv", "/api/v1/leaderboards/sqa3d", "/api/v1/leaderboards/sqa3d/progress"]
-
-
-@pytest.fixture
-def scored(owner, sqa3d_split, sqa3d_files, sent_tasks, django_capture_on_commit_callbacks):
-    """A finished, described, unpublished submission of the method CacheNet."""
-    submission = services.check_create_submission(
-        user=owner, track="sqa3d", split="test", method_name="CacheNet",
-        file=io.BytesIO(sqa3d_files["predictions"].read_bytes()), file_name="p.json")
-    result = get_track("sqa3d").score(sqa3d_files["labels"], sqa3d_files["predictions"], lambda f, m="": None)
-    with django_capture_on_commit_callbacks(execute=True):
-        lifecycle.record_result(submission_id=submission.pk, attempt=1, result=result)
-        do_seed_paper_rows("sqa3d")
-    describe_method(submission.method)
-    return submission
-
-
-def publish(owner, submission, capture, on=True):
-    with capture(execute=True):
-        services.check_publish(owner, submission, publish=on)
-    submission.refresh_from_db()
 
 
 def test_a_second_anonymous_read_is_served_from_the_cache_without_a_query(client, scored,
@@ -171,10 +147,10 @@ def test_an_admin_edit_of_a_row_shows_at_once(client, scored, django_user_model,
 
 
 def test_a_page_that_is_not_stored_leaves_no_render_lock(client, scored, page_cache, redis_url):
-    """A 404 is not cached: the first reader's render lock goes, or every next reader
+    """A 400 is not cached: the first reader's render lock goes, or every next reader
     would wait for a page that never comes."""
     store = redis.Redis.from_url(redis_url)
-    assert client.get("/methods/999999/").status_code == 404
+    assert client.get("/api/v1/leaderboards/sqa3d?metric=nonsense").status_code == 400
     assert list(store.scan_iter(f"{page_cache}:*:render:*")) == []
     client.get("/benchmarks/sqa3d/")
     assert client.get("/benchmarks/sqa3d/")["X-Page-Cache"] == "hit"
