@@ -316,6 +316,9 @@ PAGE_CACHE_SECONDS = envint("PAGE_CACHE_SECONDS", 600)
 # most this long (and Vary: Cookie, an ETag), so a reverse proxy or a browser may keep them:
 # they may then show a page this long after a change, which the cache above never does.
 PAGE_CACHE_MAX_AGE = envint("PAGE_CACHE_MAX_AGE", 60)
+# A web process trusts the version numbers it read from Redis for this long (a hit then costs
+# no round trip): a change made by another process reaches its cached pages within it.
+PAGE_CACHE_VERSION_SECONDS = envfloat("PAGE_CACHE_VERSION_SECONDS", 1.0)
 # Drill-down on splits whose labels are hidden (Split.labels_public off): a per-attribute or
 # per-sub-class result is shown only for groups of at least this many instances or prompts, and
 # never with its count (rankings.drilldown).

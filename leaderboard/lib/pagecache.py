@@ -75,6 +75,11 @@ LOCAL_PAGES = 200
 LOCAL_PAGE_MAX_BYTES = 2**20
 _local: OrderedDict[tuple[str, str], Any] = OrderedDict()
 _local_lock = threading.Lock()
+# Version numbers each process read from Redis in the last PAGE_CACHE_VERSION_SECONDS: a hit of
+# a page kept in memory then asks Redis nothing (the round trip was half of a hit's CPU). Another
+# process's change reaches this one's pages within that time (a proxy may keep them for
+# PAGE_CACHE_MAX_AGE); this process's own changes at once (_incr forgets what it read).
+_versions: dict[tuple[str, str], tuple[Any, float]] = {}
 _down_until = 0.0
 
 CacheErrors = (redis.RedisError, OSError)
@@ -136,6 +141,7 @@ def _incr(scopes: list[str]) -> None:
     try:
         for scope in scopes:
             key = _version_key(scope)
+            _versions.pop((cache.key_prefix, key), None)
             cache.add(key, _initial_version(), timeout=None)
             cache.incr(key)
     except CacheErrors as error:
@@ -222,7 +228,7 @@ def _lookup(version_key: str, key: str) -> tuple[int, Any]:
     cache = caches[CACHE_ALIAS]
     local = _local.get((cache.key_prefix, key))
     if local is not None:
-        version = cache.get(version_key)
+        version = _recent_version(cache, version_key)
         if version is not None and _current(local, version):
             return version, local
         stored = None if version is None else cache.get(key)
@@ -233,6 +239,18 @@ def _lookup(version_key: str, key: str) -> tuple[int, Any]:
         cache.add(version_key, _initial_version(), timeout=None)
         return cache.get(version_key), None
     return version, (_remember(key, stored) if _current(stored, version) else None)
+
+
+def _recent_version(cache: Any, version_key: str) -> Any:
+    """The version under ``version_key``, as read at most PAGE_CACHE_VERSION_SECONDS ago."""
+    memo_key, now = (cache.key_prefix, version_key), time.monotonic()
+    memo = _versions.get(memo_key)
+    if memo is not None and now - memo[1] < settings.PAGE_CACHE_VERSION_SECONDS:
+        return memo[0]
+    version = cache.get(version_key)
+    if version is not None:
+        _versions[memo_key] = (version, now)
+    return version
 
 
 def _render_key(key: str, version: int) -> str:
@@ -313,6 +331,9 @@ class PageCacheMiddleware:
                 response[name] = value
             response = _public(request, response, stored[1])
             response["X-Page-Cache"] = "hit"
+            # Django logs every answer of 400 and above; an unknown id asked again and again was
+            # logged when it was rendered (a flood of them costs a line each otherwise).
+            response._has_been_logged = True  # type: ignore[attr-defined]
             metrics.PAGE_CACHE_HIT.inc()
             return response
         response = self.get_response(request)

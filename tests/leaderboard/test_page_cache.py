@@ -113,6 +113,7 @@ def test_pages_render_uncached_while_redis_is_down(client, owner, scored, settin
 
     proc, url = local_redis.start(tmp_path / "redis")
     settings.CACHES = {"default": {**settings.CACHES["default"], "LOCATION": url}}
+    settings.PAGE_CACHE_VERSION_SECONDS = 0  # else the version read a moment ago is trusted without Redis
     try:
         assert client.get("/benchmarks/sqa3d/")["X-Page-Cache"] == "miss"
         assert client.get("/benchmarks/sqa3d/")["X-Page-Cache"] == "hit"
@@ -165,3 +166,25 @@ def test_editing_a_method_shows_on_its_page_at_once(client, owner, scored, djang
     with django_capture_on_commit_callbacks(execute=True):
         method.save()
     assert "Now with a better description." in client.get(page).content.decode()
+
+
+def test_another_processs_change_reaches_cached_pages_within_the_version_seconds(client, scored, settings,
+                                                                                   page_cache, redis_url):
+    """A hit trusts the version number it read for PAGE_CACHE_VERSION_SECONDS (no round trip);
+    a change made elsewhere (here: the version moved in Redis, not by this process) shows after it."""
+    store = redis.Redis.from_url(redis_url)
+    settings.PAGE_CACHE_VERSION_SECONDS = 3600
+    client.get("/benchmarks/sqa3d/")
+    assert client.get("/benchmarks/sqa3d/")["X-Page-Cache"] == "hit"
+    [version_key] = store.keys(f"{page_cache}:*:pages:v:sqa3d")
+    store.incr(version_key)
+    assert client.get("/benchmarks/sqa3d/")["X-Page-Cache"] == "hit", "within the version seconds"
+    settings.PAGE_CACHE_VERSION_SECONDS = 0
+    assert client.get("/benchmarks/sqa3d/")["X-Page-Cache"] == "miss", "past them: the change shows"
+
+
+def test_an_unknown_id_asked_again_is_logged_once(client, scored, caplog):
+    with caplog.at_level("WARNING", logger="django.request"):
+        for _ in range(3):
+            assert client.get("/methods/987654321/").status_code == 404
+    assert [r.getMessage() for r in caplog.records if r.name == "django.request"] == ["Not Found: /methods/987654321/"]
