@@ -313,8 +313,9 @@ CACHES = {
 }
 PAGE_CACHE_SECONDS = envint("PAGE_CACHE_SECONDS", 600)
 # The same pages, answered to visitors without a session, say "Cache-Control: public" for at
-# most this long (and Vary: Cookie, an ETag), so a reverse proxy or a browser may keep them:
-# they may then show a page this long after a change, which the cache above never does.
+# most this long for shared caches (s-maxage; browsers ask again, max-age=0), with Vary: Cookie
+# and an ETag, so a reverse proxy may keep them: it may then show a page this long after a
+# change, which the cache above never does.
 PAGE_CACHE_MAX_AGE = envint("PAGE_CACHE_MAX_AGE", 60)
 # A web process trusts the version numbers it read from Redis for this long (a hit then costs
 # no round trip): a change made by another process reaches its cached pages within it.

@@ -17,9 +17,10 @@ before; they are few, and their pages carry their name and CSRF token.
 
 A page is stored when it answers 200 or 404 (an unknown id, asked again and
 again, is as public as a board and ends with the same version). What the cache
-stores it also tells a reverse proxy: ``Cache-Control: public, max-age`` (at
-most ``PAGE_CACHE_MAX_AGE``, and never past the moment the page expires here,
-such as an embargo's end), ``Vary: Cookie`` and an ``ETag``, with 304 to a
+stores it also tells a reverse proxy: ``Cache-Control: public, max-age=0,
+s-maxage`` (a browser asks again each time; a shared cache keeps it at most
+``PAGE_CACHE_MAX_AGE``, and never past the moment the page expires here, such
+as an embargo's end), ``Vary: Cookie`` and an ``ETag``, with 304 to a
 matching ``If-None-Match``. Every answer to a request with a session, a
 messages cookie or credentials is ``private, no-store`` instead, unless its
 view said otherwise.
@@ -185,12 +186,14 @@ def _cacheable_request(request: HttpRequest) -> bool:
 
 def _public(request: HttpRequest, response: HttpResponse, expires_at: float) -> HttpResponse:
     """``response`` (as stored until ``expires_at``) with what a reverse proxy needs to keep it;
-    304 when the request holds its ETag already. A proxy may then show it up to max-age after a
+    304 when the request holds its ETag already. A proxy may then show it up to s-maxage after a
     change, which the cache here never does: PAGE_CACHE_MAX_AGE bounds that delay."""
     age = min(int(settings.PAGE_CACHE_MAX_AGE), int(expires_at - time.time()))
     if age <= 0:
         return response
-    response["Cache-Control"] = f"public, max-age={age}"
+    # A browser asks again every time (a 304 when unchanged: its own visitor's change shows at
+    # once); a shared cache in front keeps the page for ``age``.
+    response["Cache-Control"] = f"public, max-age=0, s-maxage={age}"
     patch_vary_headers(response, ("Cookie",))  # pages stored before Vary was (an earlier release)
     return get_conditional_response(request, etag=response.get("ETag"), response=response)
 

@@ -23,7 +23,10 @@ UNKNOWN_URLS = ["/methods/987654321/", "/api/v1/methods/987654321", "/benchmarks
 
 
 def max_age(response) -> int:
-    match = re.fullmatch(r"public, max-age=(\d+)", response["Cache-Control"])
+    """How long a shared cache (a reverse proxy) may keep the answer. A browser keeps it 0 s: it
+    asks again each time (a 304 when unchanged), so that a researcher who changed a page and opens
+    it signed out sees the change, not the copy it kept a minute ago."""
+    match = re.fullmatch(r"public, max-age=0, s-maxage=(\d+)", response["Cache-Control"])
     assert match, response["Cache-Control"]
     return int(match.group(1))
 
