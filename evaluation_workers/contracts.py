@@ -17,6 +17,7 @@ a message without it, so the payloads below never include it.
 
 from __future__ import annotations
 
+import os
 from typing import Any, Literal, NotRequired, TypedDict
 
 SCHEMA_VERSION = 1
@@ -35,14 +36,22 @@ SENT_AT_HEADER = "sent_at"
 FailureKind = Literal["invalid_input", "platform_error"]
 
 
+def _site_prefix() -> str:
+    """What begins a site's keys of attempts in the broker: ``BROKER_KEY_PREFIX``, the same for the
+    site and its workers ("lb"). Two sites on one Redis database (a staging and a production site,
+    two test sessions) give theirs different prefixes: their submission ids overlap, and a claim of
+    one site's submission 1 would otherwise make the other's workers drop its submission 1 as taken."""
+    return os.environ.get("BROKER_KEY_PREFIX") or "lb"
+
+
 def attempt_key(submission_id: int) -> str:
     """Broker key holding a submission's current attempt (0 once it is done or cancelled)."""
-    return f"lb:attempt:{submission_id}"
+    return f"{_site_prefix()}:attempt:{submission_id}"
 
 
 def running_key(submission_id: int, attempt: int) -> str:
     """Broker key of an attempt's claim: ``Claim`` as JSON, written by the worker that took it."""
-    return f"lb:running:{submission_id}:{attempt}"
+    return f"{_site_prefix()}:running:{submission_id}:{attempt}"
 
 
 class Claim(TypedDict):

@@ -13,6 +13,10 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+# This session's broker keys of attempts (evaluation_workers.contracts): each session, and each
+# earlier run on the same Redis database, numbers its submissions from 1 again; a claim left by one
+# would make the workers of another drop its submission as taken. Workers inherit it.
+os.environ["BROKER_KEY_PREFIX"] = f"lb-test-{os.getpid()}-{os.urandom(4).hex()}"
 
 
 def _xp_params() -> list:

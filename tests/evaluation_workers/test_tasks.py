@@ -263,3 +263,19 @@ def test_the_predictions_are_read_once_per_scoring_for_their_checksum(roots, rep
         tasks.run_score(request(predictions_sha256=sha))
     assert read.count(str(uploads / "t/1/p.json")) == 2
     assert [name for name, _ in outcomes_of(reports)] == [contracts.RECORD_RESULT] * 2
+
+
+def test_another_sites_claim_of_the_same_submission_id_is_not_this_sites(roots, reports, broker, monkeypatch):
+    """Two sites on one Redis database (here: an earlier test run whose database started its ids
+    at 1 too) keep their attempts apart by BROKER_KEY_PREFIX."""
+    monkeypatch.setenv("BROKER_KEY_PREFIX", "other-site")
+    broker.set(contracts.attempt_key(7), 5)
+    broker.set(contracts.running_key(7, 2), "1", ex=30)
+    monkeypatch.setenv("BROKER_KEY_PREFIX", "this-site")
+    try:
+        tasks.run_score(request())
+        assert reports and reports[-1][0] == contracts.RECORD_RESULT, "scored, not dropped as stale or taken"
+    finally:
+        broker.delete(contracts.running_key(7, 2), contracts.attempt_key(7))
+        monkeypatch.setenv("BROKER_KEY_PREFIX", "other-site")
+        broker.delete(contracts.running_key(7, 2), contracts.attempt_key(7))
