@@ -207,10 +207,9 @@ def describe_method(method: Any) -> None:
         description="A test method.", authors="A. Researcher", uses_extra_data=False)
 
 
-@pytest.fixture
-def scored(owner: Any, sqa3d_split: Any, sqa3d_files: dict[str, Path], sent_tasks: Any,
-           django_capture_on_commit_callbacks: Any) -> Any:
-    """A finished, described, unpublished submission of the method CacheNet (the page cache's tests)."""
+def scored_submission(owner: Any, sqa3d_files: dict[str, Path], capture: Any, method_name: str) -> Any:
+    """A finished, described, unpublished SQA3D submission of ``method_name``, beside the paper rows
+    (needs the ``sqa3d_split`` and ``sent_tasks`` fixtures)."""
     import io
 
     from evaluation_workers.tracks import get_track
@@ -218,14 +217,21 @@ def scored(owner: Any, sqa3d_split: Any, sqa3d_files: dict[str, Path], sent_task
     from leaderboard.submissions import lifecycle, services
 
     submission = services.check_create_submission(
-        user=owner, track="sqa3d", split="test", method_name="CacheNet",
+        user=owner, track="sqa3d", split="test", method_name=method_name,
         file=io.BytesIO(sqa3d_files["predictions"].read_bytes()), file_name="p.json")
     result = get_track("sqa3d").score(sqa3d_files["labels"], sqa3d_files["predictions"], lambda f, m="": None)
-    with django_capture_on_commit_callbacks(execute=True):
+    with capture(execute=True):
         lifecycle.record_result(submission_id=submission.pk, attempt=1, result=result)
         do_seed_paper_rows("sqa3d")
     describe_method(submission.method)
     return submission
+
+
+@pytest.fixture
+def scored(owner: Any, sqa3d_split: Any, sqa3d_files: dict[str, Path], sent_tasks: Any,
+           django_capture_on_commit_callbacks: Any) -> Any:
+    """A finished, described, unpublished submission of the method CacheNet (the page cache's tests)."""
+    return scored_submission(owner, sqa3d_files, django_capture_on_commit_callbacks, "CacheNet")
 
 
 def publish(owner: Any, submission: Any, capture: Any, on: bool = True) -> None:

@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import io
-
 import pytest
 from django.test import Client
 
-from evaluation_workers.tracks import get_track
 from leaderboard.benchmarks.models import Benchmark
 from leaderboard.benchmarks.services import do_sync_benchmarks
 from leaderboard.moderation.models import AuditEntry
 from leaderboard.rankings.models import LeaderboardEntry
 from leaderboard.rankings.services import do_seed_paper_rows
-from leaderboard.submissions import lifecycle, services
+from leaderboard.submissions import services
 from leaderboard.submissions.models import Method, Submission
-from tests.leaderboard.conftest import describe_method
+from tests.leaderboard.conftest import scored_submission
 
 
 @pytest.fixture
@@ -28,14 +25,7 @@ def root(db, django_user_model) -> Client:
 @pytest.fixture
 def published(owner, sqa3d_split, sqa3d_files, sent_tasks, django_capture_on_commit_callbacks) -> Submission:
     """A scored, published submission of the method AuditNet (a public board row), beside the paper rows."""
-    submission = services.check_create_submission(
-        user=owner, track="sqa3d", split="test", method_name="AuditNet",
-        file=io.BytesIO(sqa3d_files["predictions"].read_bytes()), file_name="p.json")
-    result = get_track("sqa3d").score(sqa3d_files["labels"], sqa3d_files["predictions"], lambda f, m="": None)
-    with django_capture_on_commit_callbacks(execute=True):
-        lifecycle.record_result(submission_id=submission.pk, attempt=1, result=result)
-        do_seed_paper_rows("sqa3d")
-    describe_method(submission.method)
+    submission = scored_submission(owner, sqa3d_files, django_capture_on_commit_callbacks, "AuditNet")
     with django_capture_on_commit_callbacks(execute=True):
         services.check_publish(owner, submission)
     return submission
