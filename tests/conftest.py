@@ -94,6 +94,34 @@ def stop(proc: Any, seconds: float = 15) -> None:
         proc.kill()
 
 
+def small_tmpfs(mount: Path, size: str) -> Iterator[Path]:
+    """A tmpfs of ``size`` (e.g. "8m") mounted at ``mount`` while the generator runs (a fixture's
+    body: ``yield from``); skips the test without root."""
+    import subprocess
+
+    mount.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount)],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def fill(disk: Path) -> Path:
+    """Write until the disk refuses another byte; returns the file that holds it all."""
+    filler = disk / "filler"
+    with open(filler, "wb", buffering=0) as f:
+        for size in (2**20, 4096, 1):
+            try:
+                while f.write(b"\0" * size):
+                    pass
+            except OSError:
+                pass
+    return filler
+
+
 def free_port(address: str = "127.0.0.1") -> int:
     """A port free on ``address`` now (the kernel's choice), for a server about to bind it there: a
     random one could be taken, and a server that cannot bind exits while a test talks to whatever

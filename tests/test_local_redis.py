@@ -3,8 +3,6 @@ them again by itself once there is space (issue 26). Needs root to mount a small
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -13,7 +11,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.conftest import ROOT, stop
+from tests.conftest import ROOT, fill, small_tmpfs, stop
 
 sys.path.insert(0, str(ROOT / "deploy"))
 import local_redis  # noqa: E402
@@ -21,27 +19,7 @@ import local_redis  # noqa: E402
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mount)],
-                                           capture_output=True).returncode != 0:
-        pytest.skip("mounting a small tmpfs needs root")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
-
-
-def fill(disk: Path) -> Path:
-    filler = disk / "filler"
-    with open(filler, "wb", buffering=0) as f:
-        for size in (2**20, 4096, 1):
-            try:
-                while f.write(b"\0" * size):
-                    pass
-            except OSError:
-                pass
-    return filler
+    yield from small_tmpfs(tmp_path / "disk", "8m")
 
 
 def test_a_full_disk_refuses_writes_without_stopping_redis_which_takes_them_again_once_space_is_back(small_disk):

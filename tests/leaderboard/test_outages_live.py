@@ -12,13 +12,13 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import fill, small_tmpfs
 from tests.faults.service import drop_postgres, postgres_url
 from tests.leaderboard.live_site import live_site
 from tests.leaderboard.test_ops import samples
@@ -26,28 +26,7 @@ from tests.leaderboard.test_ops import samples
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", str(mount)],
-                                           capture_output=True).returncode != 0:
-        pytest.skip("mounting a small tmpfs needs root (test_unavailable.py injects ENOSPC without it)")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
-
-
-def fill(disk: Path) -> Path:
-    """Write until the disk refuses another byte."""
-    filler = disk / "filler"
-    with open(filler, "wb", buffering=0) as f:
-        for size in (2**20, 4096, 1):
-            try:
-                while f.write(b"\0" * size):
-                    pass
-            except OSError:
-                pass
-    return filler
+    yield from small_tmpfs(tmp_path / "disk", "48m")
 
 
 def test_a_full_disk_is_503_with_retry_after_and_passes_once_space_is_back(small_disk, redis_url):
