@@ -8,10 +8,14 @@ machine a wall time with seconds of steal is the neighbours', not the command's.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -55,3 +59,24 @@ def evict(paths: list[Path]) -> None:
                 os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
             finally:
                 os.close(fd)
+
+
+def read_once(paths: list[Path]) -> None:
+    """Read files through once, so that the next run finds them in the page cache (a warm read)."""
+    for path in paths:
+        for p in [path] if path.is_file() else [q for q in path.rglob("*") if q.is_file()]:
+            with open(p, "rb") as f:
+                while f.read(1 << 24):
+                    pass
+
+
+@contextlib.contextmanager
+def scratch_copy(folder: Path) -> Iterator[Path]:
+    """A copy of ``folder`` (an official evaluator: caches left out) in a temporary folder, removed
+    afterwards. The benchmarks run the official evaluators from such a copy, so that what they or Python
+    write there (a rewritten ``constants.py``, bytecode) never lands in the folder they are given."""
+    with tempfile.TemporaryDirectory(prefix="official_copy_") as scratch:
+        copy = Path(scratch) / folder.name
+        shutil.copytree(folder, copy, symlinks=True,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".git", ".pytest_cache"))
+        yield copy
