@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from evaluation_workers import contracts, outcomes
-from evaluation_workers.synthetic import sqa3d
 from evaluation_workers.worker import deferred_intervals, significance, tasks
+from tests.evaluation_workers.test_tasks import roots  # noqa: F401 - a fixture
 
 ROOT = Path(__file__).resolve().parents[2]
 KEPT = {"em": np.array([True, False]), "scene": np.array([0, 1])}
@@ -125,14 +125,8 @@ def test_a_paired_test_is_not_answered_while_the_store_cannot_be_read(folder: Pa
 
 
 @pytest.fixture
-def scoring(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> contracts.ScoreRequest:
+def scoring(roots: Any, monkeypatch: pytest.MonkeyPatch) -> contracts.ScoreRequest:  # noqa: F811
     """A scoring request of synthetic SQA3D predictions, with the worker's folders and no broker."""
-    uploads, labels = tmp_path / "uploads", tmp_path / "labels"
-    sqa3d.write_labels(labels / "sqa3d/test/v1", 50, seed=3)
-    (uploads / "t/1").mkdir(parents=True)
-    sqa3d.write_predictions(labels / "sqa3d/test/v1", uploads / "t/1/p.json", accuracy=0.5, seed=4)
-    monkeypatch.setenv("EVAL_UPLOADS_DIR", str(uploads))
-    monkeypatch.setenv("EVAL_LABELS_DIR", str(labels))
     monkeypatch.setattr(tasks.app.conf, "broker_url", "memory://")
     return contracts.ScoreRequest(schema=1, submission_id=7, attempt=2, track="sqa3d", predictions_key="t/1/p.json",
                                   labels_key="sqa3d/test/v1", reply_queue="site-x")
