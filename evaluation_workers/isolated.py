@@ -25,13 +25,12 @@ from multiprocessing.context import ForkServerContext
 from pathlib import Path
 from typing import Any
 
+from evaluation_workers import tracks
 from evaluation_workers.errors import SubmissionError
 
 DEFAULT_MAX_MEMORY = 256 * 2**20
 DEFAULT_TIMEOUT = 60.0
 # What the forkserver imports once, so that no child pays for numpy and the tracks.
-_PRELOAD = ["evaluation_workers.tracks.sqa3d", "evaluation_workers.tracks.mmscan_vg",
-            "evaluation_workers.tracks.openscan"]
 _lock = threading.Lock()
 _context: ForkServerContext | None = None
 
@@ -82,7 +81,8 @@ def _forkserver() -> ForkServerContext:
     with _lock:
         if _context is None:
             context = multiprocessing.get_context("forkserver")
-            context.set_forkserver_preload(_PRELOAD)
+            # What the forkserver imports once, so that no child pays for numpy and the tracks.
+            context.set_forkserver_preload(tracks.modules())
             _context = context
         return _context
 

@@ -48,15 +48,6 @@ MAX_RATIO = 100.0
 # Deeper than any accepted format (a list of objects of lists of boxes is 4).
 MAX_JSON_DEPTH = 32
 
-# The largest legitimate inflated size of a submission per track, with room to
-# spare; see each track's format notes for the arithmetic.
-#  - openscan: 312 scenes x 8 aspects of dense (V, M) masks; a uint8 official
-#    zip of 312 scenes x ~150k vertices x 200 masks x 8 aspects is ~75 GB, which
-#    is why masks are streamed one member at a time: the budget bounds total
-#    work, the per-member cap (the scene's V x MAX_MASKS_PER_SCENE) bounds memory.
-#  - mmscan-vg: 209,717 prompts x 256 boxes as JSON text, about 16 GB.
-#  - sqa3d: 3,519 answers, a few MB; 256 MiB is generous.
-_DEFAULT_INFLATED = {"openscan": 96 * 2**30, "mmscan-vg": 24 * 2**30, "sqa3d": 256 * 2**20}
 
 
 def inflated_budget(track: str) -> int:
@@ -68,7 +59,12 @@ def inflated_budget(track: str) -> int:
             return int(value)
         except ValueError:
             raise ValueError(f"Expected {name} to be a number of bytes, but got {value!r}") from None
-    return _DEFAULT_INFLATED.get(track, 1 << 30)
+    from evaluation_workers.tracks import get_track
+
+    try:
+        return get_track(track).max_inflated_bytes
+    except KeyError:
+        return 1 << 30
 
 
 class Budget:

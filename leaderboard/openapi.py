@@ -8,6 +8,7 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
+from evaluation_workers.tracks import names
 from leaderboard.api_errors import CODES, EXTRA_CODES
 from leaderboard.openapi_schemas import SCHEMAS, attach
 
@@ -72,7 +73,7 @@ def _write(summary: str, tag: str, *params: dict[str, Any], errors: tuple[int, .
             "responses": _responses({"200": {"description": "OK (JSON)"}}, errors, **texts)}
 
 
-TRACK = _param("track", "path", "Track slug: sqa3d, openscan, mmscan-vg")
+TRACK = _param("track", "path", f"Track slug: {', '.join(names())}")
 SPLIT = _param("split", "query", "Split name (default: the track's default split)")
 VIEW = [SPLIT,
         _param("metric", "query", "One of the track's metrics (default: primary)"),

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from evaluation_workers.tracks import all_tracks
+
 
 def ref(name: str) -> dict[str, str]:
     return {"$ref": f"#/components/schemas/{name}"}
@@ -81,6 +83,16 @@ SIGNIFICANCE = _obj({
     "pairs": {"type": "integer", "description": "How many tests the adjustment is over"},
     "not_computed": {"type": "integer", "description": "Of them, not answered yet (counted as p = 1)"},
     "level": NUM}, description="How the p-values shown together were adjusted for multiplicity")
+
+def _manifest_name(track: str) -> str:
+    """``mmscan-vg`` -> ``MmscanVgManifest``."""
+    return "".join(part.capitalize() for part in track.split("-")) + "Manifest"
+
+
+# Each installed track's public manifest (``Track.manifest_schema``; every property present unless it says).
+TRACK_MANIFESTS: dict[str, dict[str, Any]] = {
+    _manifest_name(t.name): {"required": list(t.manifest_schema.get("properties", {})), **t.manifest_schema}
+    for t in all_tracks() if t.manifest_schema}
 
 SCHEMAS: dict[str, dict[str, Any]] = {
     "Result": _obj({
@@ -189,25 +201,11 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "upload_suffixes": {"type": "array", "items": STR, "description": "The file endings the split accepts"},
         "max_upload_bytes": {"type": "integer", "description": "The largest file the split accepts (the track's "
                                                                "limit, or less by the site's settings)"},
-        "manifest": {"oneOf": [ref("Sqa3dManifest"), ref("MmscanVgManifest"), ref("OpenscanManifest")],
+        "manifest": {"oneOf": [ref(name) for name in TRACK_MANIFESTS],
                      "description": "The track's public facts (ids and counts, never labels): what `lb validate` "
                                     "checks a file against offline"}},
         description="What lb validate checks a file against, offline"),
-    "Sqa3dManifest": _obj({
-        "track": {"const": "sqa3d"}, "question_ids": {"type": "array", "items": INT}, "count": INT,
-        "scenes": {"type": "array", "items": STR}}),
-    "MmscanVgManifest": _obj({
-        "track": {"const": "mmscan-vg"}, "sample_ids": {"type": "array", "items": STR}, "samples": INT,
-        "scored_samples": {"type": "integer", "description": "Prompts with at least one ground-truth box"},
-        "groups": {"type": "object", "additionalProperties": INT, "description": "Scored prompts per group"},
-        "scenes": {"type": "array", "items": STR}, "max_boxes_per_prompt": INT}),
-    "OpenscanManifest": _obj({
-        "track": {"const": "openscan"},
-        "vocabulary": {"type": "object", "additionalProperties": {"type": "array", "items": STR},
-                       "description": "Each aspect's attributes; a class id is a position in its list, from 1"},
-        "aspects": {"type": "object", "additionalProperties": {"type": "array", "items": STR},
-                    "description": "The scenes of each aspect"},
-        "scenes": {"type": "object", "additionalProperties": INT, "description": "Vertex count of each scene"}}),
+    **TRACK_MANIFESTS,
     "Quota": _obj({"track": STR, "split": STR, "team": STR, **QUOTA,
                    "user": _obj(QUOTA, description="Your own limits on the split, over all your teams")},
                   description="Limits of the team and of you on a split, what is used, and when the next is allowed"),

@@ -1,6 +1,6 @@
 """Small downloadable samples of every accepted form, built from a split's public manifest.
 
-The format pages offer them (``/benchmarks/<track>/format/``): each uses ids and
+Each built-in track lists its own as ``Track.samples`` (``samples_of``); the format pages offer them (``/benchmarks/<track>/format/``): each uses ids and
 sizes of the split (scene ids and vertex counts, sample ids, question ids),
 so it passes ``validate`` against that split's manifest, and shows the exact
 layout a real file has. The content is arbitrary (it scores near zero).
@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from evaluation_workers.tracks.base import Sample
 
 # track -> form -> (file name, one line that says what it is)
 FORMS: dict[str, dict[str, tuple[str, str]]] = {
@@ -143,7 +145,6 @@ BUILDERS: dict[tuple[str, str], Callable[[dict[str, Any]], bytes]] = {
 }
 
 
-def sample(track: str, form: str, manifest: dict[str, Any]) -> tuple[str, bytes]:
-    """(file name, content) of the sample of ``form``; ``KeyError`` for an unknown track or form."""
-    name, _ = FORMS[track][form]
-    return name, BUILDERS[(track, form)](manifest)
+def samples_of(track: str) -> dict[str, Sample]:
+    """The ``Track.samples`` of a built-in track."""
+    return {form: Sample(name, text, BUILDERS[(track, form)]) for form, (name, text) in FORMS[track].items()}

@@ -8,7 +8,7 @@ line calls ``validate`` and ``score``. None of these touch Django.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -47,6 +47,32 @@ def _size(n: int) -> str:
         return f"{n:,} bytes"
     mib = n / 2**20
     return f"{mib:,.0f} MiB" if mib >= 100 or mib == int(mib) else f"{mib:,.1f} MiB"
+
+
+@dataclass(frozen=True)
+class Sample:
+    """A small file of one accepted form, offered for download on the format page.
+
+    ``build(manifest) -> bytes`` makes it from a split's public manifest, so that it
+    passes ``validate`` there and shows the layout a real file has.
+    """
+
+    file_name: str
+    description: str
+    build: Callable[[Manifest], bytes]
+
+
+@dataclass(frozen=True)
+class DetailRows:
+    """Results below a track's groups, kept in ``Result.details[key]`` (OpenScan's attributes).
+
+    Rows are named ``"<group>/<row>"``, or ``"<row>"`` with ``parents`` giving each row's group.
+    """
+
+    key: str
+    label: str  # what one row is called on pages ("Attribute")
+    metrics: tuple[str, ...] = ()  # the values shown; () for every metric of the track
+    parents: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -89,6 +115,20 @@ class Track:
         min_scenes: the fewest scenes an interval is given for, unless
             ``EVAL_BOOTSTRAP_MIN_SCENES`` says otherwise: where the track's
             simulated coverage reaches 90 % (benchmarks/coverage.py).
+        max_inflated_bytes: the most bytes a submission may inflate to (zip members,
+            gzip), unless ``EVAL_MAX_INFLATED_BYTES_<TRACK>`` says otherwise (``limits``).
+        detail_rows: the per-class results below the groups that pages may show, or None.
+        per_class_keys: keys of ``Result.details`` whose values are per class: on a
+            split with hidden labels they are shown only as ``detail_rows`` allows.
+        chart: how a result's groups are drawn: "bars", or "radar" for many groups
+            of one kind (OpenScan's aspects).
+        format_doc: the Markdown page of the track's file formats (the site's format page).
+        metrics_doc: for a track that docs/metrics.md has no section on (a plugin): the Markdown
+            of how its metrics are computed, shown as its section of the site's /metrics/ page.
+        manifest_schema: the JSON Schema of ``manifest``'s answer (the OpenAPI document).
+        samples: form -> ``Sample``, the files the format page offers, in order.
+        write_demo: ``(folder, split) -> (labels, predictions)``: small synthetic labels
+            and a predictions file for a demo split (a bundle's ``synthetic`` labels).
     """
 
     name: str
@@ -115,6 +155,15 @@ class Track:
     scenes_of: Callable[[Any], Any] | None = None
     groups_of: Callable[[Any], dict[str, Any]] | None = None
     min_scenes: int = 20  # as bootstrap.DEFAULT_MIN_SCENES (the core's tracks module imports no numpy)
+    max_inflated_bytes: int = 1 << 30
+    detail_rows: DetailRows | None = None
+    per_class_keys: tuple[str, ...] = ()
+    chart: str = "bars"
+    format_doc: Path | None = None
+    metrics_doc: Path | None = None
+    manifest_schema: Mapping[str, Any] | None = None
+    samples: Mapping[str, Sample] = field(default_factory=dict)
+    write_demo: Callable[[Path, str], tuple[Path, Path]] | None = None
 
     def name_refusal(self, file_name: str) -> str | None:
         """Why a predictions file called ``file_name`` is refused for its name, or None.

@@ -1,5 +1,6 @@
 """``docs/*.md`` rendered as the site's pages: ``/metrics/`` (``docs/metrics.md``) and each track's
-format page (``docs/<track>-format.md``), rendered once per process.
+format page (``Track.format_doc``: ``docs/<track>-format.md`` for the built-in tracks, a file of
+its package for a plugin), rendered once per process.
 
 The same files are the repository's documentation, so the pages and ``docs/`` cannot drift. Their
 links between each other (``metrics.md#sqa3d``) become links to the pages that show them; a link
@@ -74,9 +75,10 @@ class Doc:
 
 
 @lru_cache(maxsize=16)
-def render(name: str) -> Doc:
-    """``docs/<name>.md`` as HTML, its first heading taken out as the title."""
-    text = doc_path(name).read_text(encoding="utf-8")
+def render(name: str, path: Path | None = None) -> Doc:
+    """``docs/<name>.md`` (or the Markdown file ``path``, a track's format page) as HTML, its first
+    heading taken out as the title."""
+    text = (path or doc_path(name)).read_text(encoding="utf-8")
     md = markdown.Markdown(extensions=["tables", "fenced_code", "toc", SiteLinks(name)], output_format="html")
     html = md.convert(text)
     title_match = re.match(r"\s*<h1[^>]*>(.*?)</h1>\s*", html, flags=re.S)

@@ -2,8 +2,38 @@ from __future__ import annotations
 
 from django.db import models
 
-from evaluation_workers.tracks import get_track
-from evaluation_workers.tracks.base import Track
+from evaluation_workers.tracks import get_track, is_installed
+from evaluation_workers.tracks.base import ScoringProtocol, Track
+
+
+def track_facts(track: Track) -> dict:
+    """What pages need of a track to show its board: kept on the benchmark, so that the board
+    stays readable when the track's package is no longer installed (``Benchmark.spec``)."""
+    return {"title": track.title, "scorer_version": track.scorer_version, "metrics": list(track.metrics),
+            "primary_metric": track.primary_metric, "groups": list(track.groups), "group_label": track.group_label,
+            "description": track.description, "metric_families": [list(f) for f in track.metric_families],
+            "protocols": [[p.key, p.label, p.description] for p in track.protocols], "unit": track.unit,
+            "chart": track.chart}
+
+
+def _not_installed(name: str):
+    def refuse(*args, **kwargs):
+        raise LookupError(f"The track {name!r} is not installed on this site: its package was removed, so its "
+                          "files cannot be checked or scored.")
+    return refuse
+
+
+def stand_in(name: str, facts: dict) -> Track:
+    """A track that shows a board from its recorded facts and refuses every file (its plugin is gone)."""
+    refuse = _not_installed(name)
+    return Track(name=name, title=facts.get("title", name), scorer_version=facts.get("scorer_version", ""),
+                 metrics=tuple(facts.get("metrics", ())), primary_metric=facts.get("primary_metric", ""),
+                 groups=tuple(facts.get("groups", ())), group_label=facts.get("group_label", "Group"),
+                 upload_suffixes=(), max_upload_bytes=0, prepare_labels=refuse, validate=refuse, score=refuse,
+                 manifest=refuse, description=facts.get("description", ""),
+                 metric_families=tuple(tuple(f) for f in facts.get("metric_families", ())),
+                 protocols=tuple(ScoringProtocol(*p) for p in facts.get("protocols", ())),
+                 unit=facts.get("unit", ""), chart=facts.get("chart", "bars"))
 
 
 class Benchmark(models.Model):
@@ -14,6 +44,8 @@ class Benchmark(models.Model):
     description = models.TextField(blank=True)
     order = models.PositiveSmallIntegerField(default=0)
     is_active = models.BooleanField(default=True)
+    # ``track_facts`` of the installed track, written on every save and after migrations.
+    track_facts = models.JSONField(default=dict, blank=True, editable=False)
 
     class Meta:
         ordering = ["order", "track"]
@@ -22,8 +54,22 @@ class Benchmark(models.Model):
         return self.title
 
     @property
+    def track_installed(self) -> bool:
+        return is_installed(self.track)
+
+    @property
     def spec(self) -> Track:
-        return get_track(self.track)
+        """The installed track, or a stand-in from ``track_facts`` when its package is gone."""
+        if is_installed(self.track):
+            return get_track(self.track)
+        return stand_in(self.track, self.track_facts)
+
+    def save(self, *args, **kwargs) -> None:
+        if is_installed(self.track):
+            self.track_facts = track_facts(get_track(self.track))
+            if kwargs.get("update_fields") is not None:
+                kwargs["update_fields"] = {*kwargs["update_fields"], "track_facts"}
+        super().save(*args, **kwargs)
 
 
 class Split(models.Model):

@@ -171,7 +171,11 @@ def labels_refusal(split: Any) -> str | None:
 
 
 def pause_refusal(split: Any) -> str | None:
-    """Why ``split`` takes no submission because the maintainers paused it, or None."""
+    """Why ``split`` takes no submission because the maintainers paused it (or its track's package
+    is not installed), or None."""
+    if not split.benchmark.track_installed:
+        return (f"{split} is not accepting submissions: its track {split.benchmark.track!r} is not installed "
+                "on this site.")
     return None if split.accepting_submissions else f"{split} is not accepting submissions."
 
 

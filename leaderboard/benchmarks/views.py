@@ -1,6 +1,7 @@
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
 
+from evaluation_workers.tracks import all_tracks
 from leaderboard.benchmarks import docs
 from leaderboard.benchmarks.models import Benchmark
 from leaderboard.benchmarks.permissions import results_embargoed
@@ -45,37 +46,40 @@ def api_tracks(request: HttpRequest) -> JsonResponse:
 
 @cached_page()
 def metrics_page(request: HttpRequest) -> HttpResponse:
-    """The contract for every number (``docs/metrics.md``), a section per track (``#<track>``)."""
-    return render(request, "benchmarks/metrics.html", {"doc": docs.render("metrics")})
+    """The contract for every number (``docs/metrics.md``), a section per track (``#<track>``); a
+    plugin track's section comes from its package (``Track.metrics_doc``)."""
+    doc = docs.render("metrics")
+    written = {section for section, _ in doc.sections}
+    plugins = [(t.name, docs.render(f"{t.name}-metrics", t.metrics_doc)) for t in all_tracks()
+               if t.metrics_doc is not None and t.name not in written]
+    return render(request, "benchmarks/metrics.html", {"doc": doc, "plugins": plugins})
 
 
 @cached_page("track")
 def format_page(request: HttpRequest, track: str) -> HttpResponse:
     """What file to write (``docs/<track>-format.md``), samples to download, size limits,
     the edge cases, converters and the metrics' glossary."""
-    from evaluation_workers.synthetic.samples import FORMS as SAMPLES
-
     benchmark = get_object_or_404(Benchmark, track=track, is_active=True)
+    spec = benchmark.spec
     splits = [{"split": s, "limit": upload_limit(s), "has_labels": s.active_labels is not None}
               for s in benchmark.splits.order_by("-is_default", "name")]
     return render(request, "benchmarks/format.html", {
-        "benchmark": benchmark, "splits": splits, "doc": docs.render(f"{track}-format"),
-        "samples": [(form, name, text) for form, (name, text) in SAMPLES.get(track, {}).items()],
+        "benchmark": benchmark, "splits": splits,
+        "doc": docs.render(f"{track}-format", spec.format_doc) if spec.format_doc else None,
+        "samples": [(form, s.file_name, s.description) for form, s in spec.samples.items()],
     })
 
 
 def format_sample(request: HttpRequest, track: str, form: str) -> HttpResponse:
     """A small file of ``form`` built from the split's public manifest, so that it passes validation there."""
-    from evaluation_workers.synthetic.samples import FORMS as SAMPLES
-    from evaluation_workers.synthetic.samples import sample
-
     split = get_split(track, request.GET.get("split"))
-    if form not in SAMPLES.get(track, {}):
+    spec = split.benchmark.spec
+    if form not in spec.samples:
         raise Http404(f"No sample form {form!r} for {track}.")
     labels = split.active_labels
     if labels is None:
         raise Http404(f"No labels are loaded for {track}/{split.name} yet, so there is no sample of its ids.")
-    name, content = sample(track, form, labels.manifest)
+    name, content = spec.samples[form].file_name, spec.samples[form].build(labels.manifest)
     response = HttpResponse(content, content_type="application/octet-stream")
     response["Content-Disposition"] = f'attachment; filename="{track}_{split.name}_{name}"'
     return response

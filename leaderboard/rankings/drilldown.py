@@ -1,7 +1,7 @@
-"""Results below the leaderboard's groups: OpenScan per attribute, MMScan per sub-class.
+"""Results below the leaderboard's groups (OpenScan per attribute, MMScan per sub-class).
 
-The scorers record them in ``Result.details`` (``per_class``: ``"<aspect>/<attribute>":
-{AP, AP50, AP25, count}``; ``per_sub_class``: ``"<sub_class>": {<metric>..., count}``).
+A track says where its scorer records them (``Track.detail_rows``: a key of ``Result.details``,
+e.g. OpenScan's ``per_class``: ``"<aspect>/<attribute>": {AP, AP50, AP25, count}``).
 What the public sees of them depends on the split:
 
 - labels public (``Split.labels_public``, set by maintainers): every attribute or
@@ -20,14 +20,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
-
-# Where each track keeps its drill-down, what a row is called, and the metrics shown.
-SOURCES: dict[str, tuple[str, str, tuple[str, ...]]] = {
-    "openscan": ("per_class", "Attribute", ("AP", "AP50", "AP25")),
-    "mmscan-vg": ("per_sub_class", "Sub-class", ()),  # every metric of the track
-}
-# Keys of Result.details that hold per-class values (the owner's API answer filters them too).
-PER_CLASS_KEYS = ("per_class", "semantic_per_class", "per_sub_class")
 
 
 @dataclass
@@ -70,27 +62,19 @@ class Drilldown:
                                     for r in g.rows} for g in self.groups}}
 
 
-def _sub_class_group(track: str) -> dict[str, str]:
-    if track != "mmscan-vg":
-        return {}
-    from evaluation_workers.tracks.mmscan_vg.labels import SUB_CLASS_GROUP
-
-    return SUB_CLASS_GROUP
-
-
 def drilldown(details: dict[str, Any] | None, split: Any) -> Drilldown | None:
     """The drill-down of a result's ``details`` on ``split``, filtered for the public; None when
     the track has none or the result recorded none."""
-    track = split.benchmark.track
-    if track not in SOURCES or not isinstance(details, dict) or not isinstance(details.get(SOURCES[track][0]), dict):
-        return None
-    key, label, metrics = SOURCES[track]
     spec = split.benchmark.spec
-    metrics = metrics or tuple(spec.metrics)
+    rows = spec.detail_rows
+    if rows is None or not isinstance(details, dict) or not isinstance(details.get(rows.key), dict):
+        return None
+    key, label = rows.key, rows.label
+    metrics = rows.metrics or tuple(spec.metrics)
     public = bool(split.labels_public)
     minimum = int(settings.DRILLDOWN_MIN_GROUP_SIZE)
     groups: dict[str, DrillGroup] = {}
-    parents = _sub_class_group(track)
+    parents = rows.parents
     for name, values in details[key].items():
         if not isinstance(values, dict):
             continue
@@ -109,13 +93,15 @@ def drilldown(details: dict[str, Any] | None, split: Any) -> Drilldown | None:
 def public_details(details: dict[str, Any], split: Any) -> dict[str, Any]:
     """``details`` as a submitter may see them: on a hidden split, per-class values only where
     the drill-down shows them (no counts, no ``null`` of an empty class)."""
-    if split.labels_public or not any(k in details for k in PER_CLASS_KEYS):
+    spec = split.benchmark.spec
+    per_class = spec.per_class_keys
+    if split.labels_public or not any(k in details for k in per_class):
         return details
-    out = {k: v for k, v in details.items() if k not in PER_CLASS_KEYS}
+    out = {k: v for k, v in details.items() if k not in per_class}
     shown = drilldown(details, split)
     if shown is not None:
-        key = SOURCES[split.benchmark.track][0]
-        out[key] = {(f"{g.name}/{r.name}" if key == "per_class" else r.name): r.values
+        rows = spec.detail_rows
+        out[rows.key] = {(r.name if rows.parents else f"{g.name}/{r.name}"): r.values
                     for g in shown.groups for r in g.rows}
     out["per_class_withheld"] = (f"Labels of {split} are hidden: per-class values are shown only for classes "
                                  f"with at least {settings.DRILLDOWN_MIN_GROUP_SIZE} instances, without counts.")

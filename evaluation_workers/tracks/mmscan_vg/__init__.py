@@ -25,7 +25,16 @@ from evaluation_workers import _xp
 from evaluation_workers.metrics import bootstrap
 from evaluation_workers.metrics.iou3d import DEFAULT_CHUNK_PAIRS
 from evaluation_workers.results import make_result, sha256_file
-from evaluation_workers.tracks.base import Manifest, Progress, Result, ScoringProtocol, Track, no_progress
+from evaluation_workers.synthetic.samples import samples_of
+from evaluation_workers.tracks.base import (
+    DetailRows,
+    Manifest,
+    Progress,
+    Result,
+    ScoringProtocol,
+    Track,
+    no_progress,
+)
 from evaluation_workers.tracks.mmscan_vg import intervals
 from evaluation_workers.tracks.mmscan_vg.labels import (
     BOX_ARITY,
@@ -167,6 +176,28 @@ PROTOCOLS = (
                     "differs from the exact IoU for close, nearly parallel faces. Not scored here."),
 )
 
+# The most a submission may inflate to (zip members, gzip), with room to spare:
+# 209,717 prompts x 256 boxes as JSON text, about 16 GB.
+MAX_INFLATED_BYTES = 24 * 2**30
+MANIFEST_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "track": {"const": "mmscan-vg"}, "sample_ids": {"type": "array", "items": {"type": "string"}},
+        "samples": {"type": "integer"},
+        "scored_samples": {"type": "integer", "description": "Prompts with at least one ground-truth box"},
+        "groups": {"type": "object", "additionalProperties": {"type": "integer"},
+                   "description": "Scored prompts per group"},
+        "scenes": {"type": "array", "items": {"type": "string"}}, "max_boxes_per_prompt": {"type": "integer"}},
+}
+
+
+def write_demo(folder: Path, split: str) -> tuple[Path, Path]:
+    """Small synthetic labels and predictions for a demo split (``evaluation_workers.synthetic``)."""
+    from evaluation_workers.synthetic import mmscan_vg as synthetic
+
+    return synthetic.write_demo(folder, split)
+
+
 TRACK = Track(
     name="mmscan-vg",
     title="MMScan visual grounding",
@@ -197,4 +228,11 @@ TRACK = Track(
     width=intervals.width,
     scenes_of=intervals.scenes_of,
     groups_of=intervals.groups_of,
+    max_inflated_bytes=MAX_INFLATED_BYTES,
+    per_class_keys=("per_sub_class",),
+    detail_rows=DetailRows("per_sub_class", "Sub-class", parents=SUB_CLASS_GROUP),
+    format_doc=Path(__file__).resolve().parents[3] / "docs" / "mmscan-vg-format.md",
+    manifest_schema=MANIFEST_SCHEMA,
+    samples=samples_of("mmscan-vg"),
+    write_demo=write_demo,
 )

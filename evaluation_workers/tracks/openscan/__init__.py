@@ -8,7 +8,10 @@ forms), ``reader`` (tells them apart), ``score`` (scoring and validation).
 
 from __future__ import annotations
 
-from evaluation_workers.tracks.base import Track
+from pathlib import Path as _Path
+
+from evaluation_workers.synthetic.samples import samples_of
+from evaluation_workers.tracks.base import DetailRows, Track
 from evaluation_workers.tracks.openscan import intervals, labels
 from evaluation_workers.tracks.openscan.labels import ASPECTS
 from evaluation_workers.tracks.openscan.score import SCORER_VERSION, class_keys, score, validate
@@ -16,6 +19,32 @@ from evaluation_workers.tracks.openscan.score import SCORER_VERSION, class_keys,
 __all__ = ["TRACK", "class_keys", "score", "validate"]
 
 COMPACT_SUFFIX = ".npz"
+
+# The most a submission may inflate to (zip members, gzip), with room to spare:
+# 312 scenes x 8 aspects of dense (V, M) masks; a uint8 official zip of 312 scenes x ~150k
+# vertices x 200 masks x 8 aspects is ~75 GB, which is why masks are streamed one member at a
+# time: the budget bounds total work, the per-member cap (the scene's V x MAX_MASKS_PER_SCENE)
+# bounds memory.
+MAX_INFLATED_BYTES = 96 * 2**30
+MANIFEST_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "track": {"const": "openscan"},
+        "vocabulary": {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "string"}},
+                       "description": "Each aspect's attributes; a class id is a position in its list, from 1"},
+        "aspects": {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "string"}},
+                    "description": "The scenes of each aspect"},
+        "scenes": {"type": "object", "additionalProperties": {"type": "integer"},
+                   "description": "Vertex count of each scene"}},
+}
+
+
+def write_demo(folder: _Path, split: str) -> tuple[_Path, _Path]:
+    """Small synthetic labels and predictions for a demo split (``evaluation_workers.synthetic``)."""
+    from evaluation_workers.synthetic import openscan as synthetic
+
+    return synthetic.write_demo(folder, split)
+
 
 TRACK = Track(
     name="openscan",
@@ -43,4 +72,12 @@ TRACK = Track(
     units_of=intervals.units_of,
     width=intervals.width,
     min_scenes=intervals.MIN_SCENES,
+    max_inflated_bytes=MAX_INFLATED_BYTES,
+    per_class_keys=("per_class", "semantic_per_class"),
+    detail_rows=DetailRows("per_class", "Attribute", ("AP", "AP50", "AP25")),
+    chart="radar",
+    format_doc=_Path(__file__).resolve().parents[3] / "docs" / "openscan-format.md",
+    manifest_schema=MANIFEST_SCHEMA,
+    samples=samples_of("openscan"),
+    write_demo=write_demo,
 )

@@ -17,6 +17,7 @@ from evaluation_workers.errors import LabelsError
 from evaluation_workers.metrics import bootstrap, weighted
 from evaluation_workers.metrics.answers import QUESTION_TYPES, clean_answer, match_answer
 from evaluation_workers.results import make_result, sha256_file, sha256_tree
+from evaluation_workers.synthetic.samples import samples_of
 from evaluation_workers.tracks.base import Manifest, Progress, Result, ScoringProtocol, Track
 from evaluation_workers.tracks.sqa3d.labels import (
     ANNOTATIONS_PATTERN,
@@ -196,6 +197,23 @@ PROTOCOLS = (
                     "match is the classification accuracy (Table 3); not scored here."),
 )
 
+# The most a submission may inflate to (zip members, gzip), with room to spare:
+#  3,519 answers, a few MB; 256 MiB is generous.
+MAX_INFLATED_BYTES = 256 * 2**20
+MANIFEST_SCHEMA = {
+    "type": "object",
+    "properties": {"track": {"const": "sqa3d"}, "question_ids": {"type": "array", "items": {"type": "integer"}},
+                   "count": {"type": "integer"}, "scenes": {"type": "array", "items": {"type": "string"}}},
+}
+
+
+def write_demo(folder: Path, split: str) -> tuple[Path, Path]:
+    """Small synthetic labels and predictions for a demo split (``evaluation_workers.synthetic``)."""
+    from evaluation_workers.synthetic import sqa3d as synthetic
+
+    return synthetic.write_demo(folder, split)
+
+
 TRACK = Track(
     name="sqa3d",
     title="SQA3D",
@@ -218,4 +236,10 @@ TRACK = Track(
     units_of=units_of,
     scenes_of=scenes_of,
     groups_of=lambda outcomes: _groups(outcomes["type"]),
+    max_inflated_bytes=MAX_INFLATED_BYTES,
+    per_class_keys=(),
+    format_doc=Path(__file__).resolve().parents[3] / "docs" / "sqa3d-format.md",
+    manifest_schema=MANIFEST_SCHEMA,
+    samples=samples_of("sqa3d"),
+    write_demo=write_demo,
 )
