@@ -3,6 +3,8 @@ every plugin pass the same tests, from the track's own demo data to a scored res
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -12,6 +14,8 @@ import pytest
 from evaluation_workers.results import sha256_file, sha256_tree
 from evaluation_workers.tracks import get_track, names
 from evaluation_workers.tracks.base import Track, no_progress
+
+METRICS_DOC = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
 
 
 @pytest.fixture(scope="module", params=names())
@@ -38,6 +42,10 @@ def test_its_facts_are_consistent(demo: dict[str, Any]) -> None:
     assert track.name_refusal("predictions.exe") is not None
     assert track.chart in ("bars", "radar")
     assert track.format_doc is not None and track.format_doc.read_text(encoding="utf-8").startswith("# ")
+    # /metrics/ has a section on it (#<name>): docs/metrics.md's, or the track's own
+    sections = {re.sub(r"[^a-z0-9]+", "-", h.lower()).strip("-")
+                for h in re.findall(r"^## (.+)$", METRICS_DOC.read_text(encoding="utf-8"), flags=re.M)}
+    assert track.name in sections or (track.metrics_doc is not None and track.metrics_doc.is_file())
     assert track.statistic and track.units_of and track.max_inflated_bytes > 0
     if track.detail_rows is not None:
         assert set(track.detail_rows.metrics) <= set(track.metrics)
