@@ -14,14 +14,16 @@ from typing import Any
 
 import numpy as np
 
+from evaluation_workers import partitions
 from evaluation_workers._xp import array_namespace
 from evaluation_workers.errors import LabelsError
 from evaluation_workers.metrics import bootstrap, weighted
 from evaluation_workers.results import make_result, sha256_file, sha256_tree
-from evaluation_workers.tracks.base import Manifest, Progress, Result, Track
+from evaluation_workers.tracks.base import DetailRows, Manifest, Progress, Result, Track
 from scanrefer_track.iou import paired_iou
 from scanrefer_track.labels import ScanReferLabels, labels_file, load_labels, manifest, prepare_labels
 from scanrefer_track.predictions import MAX_INFLATED_BYTES, MAX_UPLOAD_BYTES, check_known, read_submission
+from scanrefer_track.samples import SAMPLES
 from scanrefer_track.synthetic import write_demo
 
 __all__ = [
@@ -30,6 +32,7 @@ __all__ = [
 ]
 
 FORMAT_DOC = Path(__file__).with_name("format.md")
+METRICS_DOC = Path(__file__).with_name("metrics.md")
 PAPER_ROWS = Path(__file__).with_name("paper_rows.json")
 SAMPLE = Path(__file__).with_name("sample_predictions.json")
 
@@ -55,6 +58,15 @@ MANIFEST_SCHEMA: dict[str, Any] = {
                    "description": "The scene ids, sorted (what intervals and partitions resample)."},
     },
 }
+
+
+def labels_checksum(labels: Path) -> str:
+    """The checksum the site recorded for these labels: of the labels file a maintainer loaded, or of
+    the prepared folder where it also holds a public subset (``partitions``), as the site hashes it."""
+    labels = Path(labels)
+    if labels.is_dir() and (labels / partitions.PARTITION_FILE).is_file():
+        return sha256_tree(labels)
+    return sha256_file(labels_file(labels))
 
 
 def _missing_warning(missing: int, count: int) -> list[str]:
@@ -180,7 +192,7 @@ def score(labels: Path, predictions: Path, progress: Progress, outcomes: dict[st
     return make_result(
         track=TRACK.name,
         scorer_version=TRACK.scorer_version,
-        labels_sha256=sha256_tree(labels),
+        labels_sha256=labels_checksum(labels),
         predictions_sha256=sha256_file(predictions),
         metrics={metric: overall[metric] for metric in METRICS},
         breakdown=breakdown,
@@ -224,4 +236,12 @@ TRACK = Track(
     units_of=units_of,
     scenes_of=scenes_of,
     groups_of=groups_of,
+    max_inflated_bytes=MAX_INFLATED_BYTES,
+    detail_rows=DetailRows("cells", "Cell"),
+    per_class_keys=("cells",),
+    format_doc=FORMAT_DOC,
+    metrics_doc=METRICS_DOC,
+    manifest_schema=MANIFEST_SCHEMA,
+    samples=SAMPLES,
+    write_demo=write_demo,
 )
