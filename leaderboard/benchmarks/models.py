@@ -14,6 +14,9 @@ class Benchmark(models.Model):
     description = models.TextField(blank=True)
     order = models.PositiveSmallIntegerField(default=0)
     is_active = models.BooleanField(default=True)
+    # The board's default view, from the benchmark's bundle (``bundles``): {"metric", "sort"}, each
+    # optional; read by ``rankings.selectors.LeaderboardView.from_query``.
+    board = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["order", "track"]
