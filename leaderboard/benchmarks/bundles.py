@@ -285,6 +285,12 @@ def read_bundle(path: Path | str) -> Bundle:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise BundleError([f"{path}: cannot be read: {exc.strerror}"]) from None
+    return _parsed(text, path)
+
+
+@functools.lru_cache(maxsize=16)
+def _parsed(text: str, path: Path) -> Bundle:
+    """``parse_bundle``, once per text (tests load the repository's bundles before each test)."""
     return parse_bundle(text, path)
 
 

@@ -12,7 +12,14 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from evaluation_workers.tracks import names
-from leaderboard.benchmarks.bundles import BUNDLES_DIR, BundleError, bundled_paths, parse_bundle, read_bundle, schema
+from leaderboard.benchmarks.bundles import (
+    BUNDLES_DIR,
+    BundleError,
+    bundled_paths,
+    parse_bundle,
+    read_bundle,
+    schema,
+)
 from leaderboard.benchmarks.models import Benchmark, LabelSet, Split
 from leaderboard.moderation.models import AuditEntry
 from leaderboard.rankings.models import LeaderboardEntry

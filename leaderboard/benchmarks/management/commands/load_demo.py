@@ -5,7 +5,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
 from leaderboard.accounts.services import personal_team
-from leaderboard.benchmarks.bundle_apply import load_bundle
+from leaderboard.benchmarks.bundle_apply import RescoreRefused, load_bundle
 from leaderboard.benchmarks.bundles import BUNDLES_DIR, bundled_paths
 
 DEMO_USER, DEMO_PASSWORD = "demo", "demo-password"
@@ -18,7 +18,11 @@ class Command(BaseCommand):
 
     def handle(self, **options):
         for path in bundled_paths():
-            planned = load_bundle(path, actor_name="manage.py load_demo")
+            try:
+                planned = load_bundle(path, actor_name="manage.py load_demo")
+            except RescoreRefused as refused:  # a site changed since: left as it is, the rest still loads
+                self.stderr.write(f"{refused}\n  (left unchanged; load_benchmark --allow-rescore applies it)")
+                continue
             track = planned.bundle.track
             if not planned.changes:
                 self.stdout.write(f"{track}: up to date")
