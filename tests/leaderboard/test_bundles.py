@@ -172,3 +172,34 @@ def test_the_schema_is_served_at_a_stable_address(client):
     assert response.status_code == 200 and response["Content-Type"] == "application/schema+json"
     assert json.loads(response.content) == schema()
     assert schema()["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+
+
+def test_the_readmes_example_bundle_validates(tmp_path):
+    readme = (BUNDLES_DIR.parents[2] / "README.md").read_text()
+    example = readme.split("## Host a benchmark")[1].split("```yaml\n")[1].split("```")[0]
+    bundle = parse_bundle("\n".join(line[3:] for line in example.splitlines()), tmp_path / "example.yaml")
+    [split] = bundle.splits
+    assert (split.labels.kind, split.limits["team"]["per_day"], bundle.board["sort"]) == ("pending", 3, "What/EM")
+
+
+def test_as_names_the_actor_and_must_maintain_the_track(db, bundle, maintainer, outsider):
+    with pytest.raises(CommandError, match="No user 'nobody'"):
+        load(bundle, "--as", "nobody")
+    with pytest.raises(CommandError, match=f"{outsider.username} is neither staff nor a maintainer of sqa3d"):
+        load(bundle, "--as", outsider.username)
+    load(bundle, "--as", maintainer.username)
+    entry = AuditEntry.objects.get(action="load_benchmark")
+    assert (entry.actor, entry.actor_name) == (maintainer, maintainer.username)
+    assert Split.objects.get(benchmark__track="sqa3d").active_labels.loaded_by == maintainer.username
+
+
+def test_load_demo_leaves_a_benchmark_it_may_not_change_and_loads_the_rest(db, settings, tmp_path, owner,
+                                                                          scored, django_capture_on_commit_callbacks):
+    settings.DATA_DIR = tmp_path
+    publish(owner, scored, django_capture_on_commit_callbacks)
+    Split.objects.filter(benchmark__track="sqa3d").update(labels_public=True)  # switched on on the desk
+    err = io.StringIO()
+    call_command("load_demo", stdout=io.StringIO(), stderr=err)
+    assert "split sqa3d/test: labels_public True -> False: 1 published result: CacheNet" in err.getvalue()
+    assert Split.objects.get(benchmark__track="sqa3d").labels_public
+    assert Split.objects.get(benchmark__track="openscan").active_labels is not None
