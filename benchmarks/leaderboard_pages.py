@@ -46,11 +46,11 @@ def main() -> None:
 
     setup_test_environment()
     call_command("migrate", verbosity=0)
+    from leaderboard.benchmarks.bundle_apply import load_bundled_benchmarks
     from leaderboard.benchmarks.models import Split
-    from leaderboard.benchmarks.services import do_sync_benchmarks
     from leaderboard.rankings.models import LeaderboardEntry, export_columns, export_texts
 
-    do_sync_benchmarks()
+    load_bundled_benchmarks()
     split = Split.objects.select_related("benchmark").get(benchmark__track="openscan", name="val")
     spec = split.benchmark.spec
     rng = random.Random(0)

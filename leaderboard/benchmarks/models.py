@@ -46,6 +46,9 @@ class Benchmark(models.Model):
     is_active = models.BooleanField(default=True)
     # ``track_facts`` of the installed track, written on every save and after migrations.
     track_facts = models.JSONField(default=dict, blank=True, editable=False)
+    # The board's default view, from the benchmark's bundle (``bundles``): {"metric", "sort"}, each
+    # optional; read by ``rankings.selectors.LeaderboardView.from_query``.
+    board = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["order", "track"]

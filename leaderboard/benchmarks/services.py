@@ -1,4 +1,5 @@
-"""Benchmarks, splits and hidden labels: every write to them goes through here."""
+"""Hidden labels of the splits: every write to them goes through here (benchmarks and splits are
+written from their bundles: ``bundle_apply``)."""
 
 from __future__ import annotations
 
@@ -11,27 +12,10 @@ from django.db import transaction
 
 from evaluation_workers import partitions
 from evaluation_workers.results import sha256_tree
-from evaluation_workers.tracks import all_tracks
-from leaderboard.benchmarks.models import Benchmark, LabelSet, Split
+from leaderboard.benchmarks.models import LabelSet, Split
 from leaderboard.lib import labels_store
 from leaderboard.lib.files import make_dirs, restrict_tree
 from leaderboard.lib.pagecache import bump
-
-# The splits each track is scored on; the first is shown by default.
-TRACK_SPLITS = {"sqa3d": ["test"], "openscan": ["val"], "mmscan-vg": ["val", "test"]}
-
-
-def do_sync_benchmarks() -> list[Benchmark]:
-    """Create a Benchmark and its splits for every track of the scoring core (idempotent)."""
-    benchmarks = []
-    for order, track in enumerate(all_tracks()):
-        benchmark, _ = Benchmark.objects.get_or_create(
-            track=track.name, defaults={"title": track.title, "description": track.description, "order": order}
-        )
-        for i, name in enumerate(TRACK_SPLITS.get(track.name, ["test"])):
-            Split.objects.get_or_create(benchmark=benchmark, name=name, defaults={"is_default": i == 0})
-        benchmarks.append(benchmark)
-    return benchmarks
 
 
 def _prepare(split: Split, source: Path, staging: Path, public: frozenset[str] | None) -> dict:
@@ -62,6 +46,20 @@ def _staging_root(split: Split) -> Path | None:
     parent = Path(settings.LABELS_DIR) / split.benchmark.track / split.name
     make_dirs(Path(settings.LABELS_DIR), parent)
     return parent
+
+
+def labels_checksum(split: Split, source: Path, partition: Path | None = None) -> str:
+    """The checksum ``do_load_labels`` would give these labels (and public subset) on ``split``; nothing stored."""
+    source = Path(source)
+    if not source.exists():
+        raise FileNotFoundError(f"Labels not found: {source}")
+    if partition is None:
+        return sha256_tree(source)
+    public = partitions.parse(Path(partition).read_text(encoding="utf-8"))
+    with tempfile.TemporaryDirectory(prefix=".checksum-") as tmp:
+        staging = Path(tmp) / "labels"
+        _prepare(split, source, staging, public)
+        return sha256_tree(staging)
 
 
 def do_load_labels(split: Split, source: Path, loaded_by: str = "",

@@ -44,6 +44,16 @@ def api_tracks(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"tracks": tracks})
 
 
+def bundle_schema(request: HttpRequest) -> HttpResponse:
+    """The JSON Schema of benchmark bundles (``manage.py load_benchmark``), at a stable address."""
+    from leaderboard.benchmarks.bundles import SCHEMA_PATH
+
+    response = HttpResponse(SCHEMA_PATH.read_bytes(), content_type="application/schema+json")
+    response["Access-Control-Allow-Origin"] = "*"  # editors and validators fetch it from anywhere
+    response["Cache-Control"] = "public, max-age=3600"
+    return response
+
+
 @cached_page()
 def metrics_page(request: HttpRequest) -> HttpResponse:
     """The contract for every number (``docs/metrics.md``), a section per track (``#<track>``); a

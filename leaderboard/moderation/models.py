@@ -45,6 +45,8 @@ class AuditEntry(models.Model):
         # A superuser deleting or editing, in /admin/, what the public pages show (``admin_audit``).
         ADMIN_DELETE = "admin_delete"
         ADMIN_CHANGE = "admin_change"
+        # ``manage.py load_benchmark``: a bundle creating or changing a benchmark (``details.changes``).
+        LOAD_BENCHMARK = "load_benchmark"
 
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+")
     actor_name = models.CharField(max_length=150)

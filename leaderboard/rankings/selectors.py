@@ -77,11 +77,13 @@ class LeaderboardView:
 
     @classmethod
     def from_query(cls, split: Split, query: Mapping[str, str], embargoed: bool = False) -> LeaderboardView:
-        spec = split.benchmark.spec
-        metric = query.get("metric") if query.get("metric") in spec.metrics else spec.primary_metric
+        spec, board = split.benchmark.spec, split.benchmark.board  # board: the bundle's default view
+        default_metric = board.get("metric") if board.get("metric") in spec.metrics else spec.primary_metric
+        metric = query.get("metric") if query.get("metric") in spec.metrics else default_metric
         columns = [metric] + [f"{g}/{metric}" for g in spec.groups]
         sortable = set(spec.metrics) | {f"{g}/{m}" for g in spec.groups for m in spec.metrics}
-        sort = query.get("sort") if query.get("sort") in sortable else metric
+        default_sort = board.get("sort") if board.get("sort") in sortable and not query.get("metric") else metric
+        sort = query.get("sort") if query.get("sort") in sortable else default_sort
         if query.get("iou") in thresholds(spec):
             metric, sort = (metric_at(metric, query["iou"]), metric_at(sort, query["iou"]))
             columns = [metric] + [f"{g}/{metric}" for g in spec.groups]

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, date, datetime, time
-from pathlib import Path
 from typing import Any
 
 from django.db import transaction
@@ -15,8 +13,6 @@ from leaderboard.benchmarks import phases
 from leaderboard.benchmarks.models import Split
 from leaderboard.lib.pagecache import bump
 from leaderboard.rankings.models import LeaderboardEntry
-
-PAPER_ROWS_DIR = Path(__file__).resolve().parent.parent / "benchmarks" / "paper_rows"
 
 
 def flatten_scores(metrics: dict[str, Any], breakdown: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -124,7 +120,7 @@ def do_reveal_due() -> int:
 
 
 def paper_metadata(data: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
-    """The citation fields of one paper row: its own ``paper`` (and ``protocol``) over the file's.
+    """The citation fields of one paper row: its own ``paper`` (and ``protocol``) over its block's.
 
     ``paper``: ``{"url", "venue", "published": "YYYY-MM-DD"}``, the publication the
     numbers were copied from; ``published`` becomes the row's ``published_at``
@@ -134,44 +130,43 @@ def paper_metadata(data: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
     fields: dict[str, Any] = {"paper_url": paper.get("url", ""), "venue": paper.get("venue", ""),
                               "protocol": row.get("protocol", data.get("protocol", ""))}
     if paper.get("published"):
-        fields["published_at"] = datetime.combine(date.fromisoformat(paper["published"]), time(), tzinfo=UTC)
+        fields["published_at"] = datetime.combine(date.fromisoformat(str(paper["published"])), time(), tzinfo=UTC)
     return fields
 
 
-def reference_flag(path: Path, row: dict[str, Any]) -> bool:
+def reference_flag(where: str, row: dict[str, Any]) -> bool:
     """A paper row's ``reference`` (absent: false), refused unless true or false."""
     flag = row.get("reference", False)
     if not isinstance(flag, bool):
-        raise ValueError(f"{path.name}: {row['method']}: expected reference to be true or false, but got {flag!r}")
+        raise ValueError(f"{where}: {row['method']}: expected reference to be true or false, but got {flag!r}")
     return flag
 
 
-def do_seed_paper_rows(track: str) -> int:
-    """Load the rows "reported in paper" of ``benchmarks/paper_rows/<track>.json`` (idempotent:
-    rows loaded before get the file's scores, citation and ``reference`` again).
+def paper_row_fields(split: Split, data: dict[str, Any], row: dict[str, Any], where: str = "") -> dict[str, Any]:
+    """What the row "reported in paper" ``row`` of the block ``data`` holds on ``split`` (its entry's fields)."""
+    spec = split.benchmark.spec
+    metadata = paper_metadata(data, row)
+    if metadata["protocol"] and spec.protocol(metadata["protocol"]) is None:
+        raise ValueError(f"{where}: {row['method']}: unknown protocol {metadata['protocol']!r} for {spec.name}")
+    return {"paper_note": row.get("note") or data.get("source", ""),
+            "scores": row["scores"], "primary_score": row["scores"].get(spec.primary_metric),
+            "uses_extra_data": row.get("uses_extra_data", False),
+            "is_reference": reference_flag(where, row), **metadata}
 
-    File: ``{"split": ..., "source": ..., "paper": {"url", "venue", "published"}, "protocol": ...,
+
+def do_load_paper_rows(split: Split, data: dict[str, Any], where: str = "") -> int:
+    """Load the rows "reported in paper" of one block of a benchmark bundle's ``paper_rows`` on ``split``
+    (idempotent: rows loaded before get the block's scores, citation and ``reference`` again).
+
+    Block: ``{"split": ..., "source": ..., "paper": {"url", "venue", "published"}, "protocol": ...,
     "rows": [{"method", "note", "scores"[, "paper"][, "protocol"][, "uses_extra_data"][, "reference"]}]}``,
     scores flat as in ``flatten_scores``, as fractions; ``protocol`` one of the track's
     ``Track.protocols`` keys (absent: scored the way this service scores); ``reference: true``
     for a point of reference that is not a contestant (human performance, an oracle, an
     upper bound): listed apart from the ranked rows, drawn as a line on charts.
     """
-    path = PAPER_ROWS_DIR / f"{track}.json"
-    if not path.exists():
-        return 0
-    data = json.loads(path.read_text())
-    split = Split.objects.select_related("benchmark").get(benchmark__track=track, name=data["split"])
-    spec = split.benchmark.spec
-    bump(track)
-    for row in data["rows"]:
-        metadata = paper_metadata(data, row)
-        if metadata["protocol"] and spec.protocol(metadata["protocol"]) is None:
-            raise ValueError(f"{path.name}: {row['method']}: unknown protocol {metadata['protocol']!r} for {track}")
-        LeaderboardEntry.objects.update_or_create(
-            split=split, name=row["method"], is_paper=True,
-            defaults={"paper_note": row.get("note") or data.get("source", ""),
-                      "scores": row["scores"], "primary_score": row["scores"].get(spec.primary_metric),
-                      "uses_extra_data": row.get("uses_extra_data", False),
-                      "is_reference": reference_flag(path, row), **metadata})
-    return len(data["rows"])
+    fields = [(row["method"], paper_row_fields(split, data, row, where)) for row in data["rows"]]
+    bump(split.benchmark.track)
+    for name, defaults in fields:
+        LeaderboardEntry.objects.update_or_create(split=split, name=name, is_paper=True, defaults=defaults)
+    return len(fields)

@@ -93,10 +93,11 @@ def sqa3d_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 @pytest.fixture
 def sqa3d_split(db: None, sqa3d_files: dict[str, Path]) -> Any:
+    from leaderboard.benchmarks.bundle_apply import load_bundled_benchmarks
     from leaderboard.benchmarks.models import Split
-    from leaderboard.benchmarks.services import do_load_labels, do_sync_benchmarks
+    from leaderboard.benchmarks.services import do_load_labels
 
-    do_sync_benchmarks()
+    load_bundled_benchmarks()
     split = Split.objects.select_related("benchmark").get(benchmark__track="sqa3d", name="test")
     do_load_labels(split, sqa3d_files["labels"])
     return split
@@ -213,7 +214,7 @@ def scored_submission(owner: Any, sqa3d_files: dict[str, Path], capture: Any, me
     import io
 
     from evaluation_workers.tracks import get_track
-    from leaderboard.rankings.services import do_seed_paper_rows
+    from leaderboard.benchmarks.bundle_apply import load_bundled_paper_rows
     from leaderboard.submissions import lifecycle, services
 
     submission = services.check_create_submission(
@@ -222,7 +223,7 @@ def scored_submission(owner: Any, sqa3d_files: dict[str, Path], capture: Any, me
     result = get_track("sqa3d").score(sqa3d_files["labels"], sqa3d_files["predictions"], lambda f, m="": None)
     with capture(execute=True):
         lifecycle.record_result(submission_id=submission.pk, attempt=1, result=result)
-        do_seed_paper_rows("sqa3d")
+        load_bundled_paper_rows("sqa3d")
     describe_method(submission.method)
     return submission
 

@@ -29,8 +29,9 @@ from django.contrib.auth import get_user_model
 from evaluation_workers.synthetic import sqa3d
 from leaderboard.accounts.services import do_create_token, personal_team
 from leaderboard.benchmarks.models import Split
-from leaderboard.benchmarks.services import do_load_labels, do_sync_benchmarks
-do_sync_benchmarks()
+from leaderboard.benchmarks.bundle_apply import load_bundled_benchmarks
+from leaderboard.benchmarks.services import do_load_labels
+load_bundled_benchmarks()
 source = Path({source!r})
 sqa3d.write_labels(source, 60, seed=1, split="test")
 sqa3d.write_predictions(source, source.parent / "predictions.json", accuracy=0.6, seed=2)

@@ -32,7 +32,7 @@ class World:
     """The objects every route is tried on; alice (owner) and bob (member) share alice's team."""
 
     def __init__(self, users: dict[str, AbstractBaseUser], files: dict[str, Any], django_user_model: Any) -> None:
-        from leaderboard.rankings.services import do_seed_paper_rows
+        from leaderboard.benchmarks.bundle_apply import load_bundled_paper_rows
         from tests.leaderboard.conftest import describe_method
 
         owner = users["owner"]
@@ -51,7 +51,7 @@ class World:
             paper_url="https://example.org/paper")
         services.check_publish(owner, self.published)
         self.entry = LeaderboardEntry.objects.get(method=self.published.method)
-        do_seed_paper_rows("sqa3d")
+        load_bundled_paper_rows("sqa3d")
         self.paper_entry = LeaderboardEntry.objects.filter(is_paper=True).first()
         self.queued = services.check_create_submission(user=owner, track="sqa3d", split="test", method_name="Q",
                                                        file=io.BytesIO(self.predictions), file_name="p.json")

@@ -5,11 +5,10 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
+from leaderboard.benchmarks.bundle_apply import load_bundled_benchmarks, load_bundled_paper_rows
 from leaderboard.benchmarks.models import Benchmark
-from leaderboard.benchmarks.services import do_sync_benchmarks
 from leaderboard.moderation.models import AuditEntry
 from leaderboard.rankings.models import LeaderboardEntry
-from leaderboard.rankings.services import do_seed_paper_rows
 from leaderboard.submissions import services
 from leaderboard.submissions.models import Method, Submission
 from tests.leaderboard.conftest import scored_submission
@@ -75,8 +74,8 @@ def test_editing_a_rows_score_is_audited_with_the_fields_not_the_values(root, pu
 
 def test_deleting_a_split_in_its_benchmarks_form_is_audited(root):
     """A split goes with its paper rows (a split with submissions is protected)."""
-    do_sync_benchmarks()
-    do_seed_paper_rows("mmscan-vg")
+    load_bundled_benchmarks()
+    load_bundled_paper_rows("mmscan-vg")
     benchmark = Benchmark.objects.get(track="mmscan-vg")
     doomed = LeaderboardEntry.objects.filter(split__benchmark=benchmark).first().split
     page = root.get(f"/admin/benchmarks/benchmark/{benchmark.pk}/change/")

@@ -106,9 +106,9 @@ def test_only_the_team_and_maintainers_see_a_submission(request, who, status, ow
 
 
 def test_the_leaderboard_is_public_and_ranked(client, sqa3d_split):
-    from leaderboard.rankings.services import do_seed_paper_rows
+    from leaderboard.benchmarks.bundle_apply import load_bundled_paper_rows
 
-    do_seed_paper_rows("sqa3d")
+    load_bundled_paper_rows("sqa3d")
     body = client.get("/api/v1/leaderboards/sqa3d?split=test").json()
     assert body["primary_metric"] == "EM" and body["groups"] == ["What", "Is", "How", "Can", "Which", "Others"]
     ems = [row["scores"]["EM"] for row in body["rows"]]

@@ -40,9 +40,9 @@ def page(monkeypatch):
 def test_a_researcher_uploads_watches_scoring_and_publishes(page, live_server, live_pipeline, owner,
                                                             sqa3d_split, sqa3d_files):
     from evaluation_workers.tracks import get_track
-    from leaderboard.rankings.services import do_seed_paper_rows
+    from leaderboard.benchmarks.bundle_apply import load_bundled_paper_rows
 
-    do_seed_paper_rows("sqa3d")
+    load_bundled_paper_rows("sqa3d")
     expected = get_track("sqa3d").score(sqa3d_files["labels"], sqa3d_files["predictions"], lambda f, m="": None)
     em = f"{expected['metrics']['EM'] * 100:.1f}"
 

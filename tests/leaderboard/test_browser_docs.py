@@ -45,9 +45,9 @@ BROKEN_WORDS = r"""() => [...document.querySelectorAll("article.doc td, article.
 
 @pytest.fixture
 def docs_site(transactional_db: None) -> None:
-    from leaderboard.benchmarks.services import do_sync_benchmarks
+    from leaderboard.benchmarks.bundle_apply import load_bundled_benchmarks
 
-    do_sync_benchmarks()
+    load_bundled_benchmarks()
 
 
 @pytest.mark.parametrize("name", list(DOC_PAGES))

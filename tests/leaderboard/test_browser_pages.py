@@ -27,11 +27,11 @@ def shoot(page, name: str) -> None:  # noqa: F811
 def board(transactional_db, owner, sqa3d_split, sqa3d_files, sent_tasks):
     """Paper rows plus two scored, published methods."""
     from evaluation_workers.tracks import get_track
-    from leaderboard.rankings.services import do_seed_paper_rows
+    from leaderboard.benchmarks.bundle_apply import load_bundled_paper_rows
     from leaderboard.submissions import lifecycle, services
     from leaderboard.submissions.models import Method
 
-    do_seed_paper_rows("sqa3d")
+    load_bundled_paper_rows("sqa3d")
     result = get_track("sqa3d").score(sqa3d_files["labels"], sqa3d_files["predictions"], lambda f, m="": None)
     made = []
     for name, shift in (("AlphaQA", 0.0), ("BetaQA", -0.05)):
@@ -115,11 +115,11 @@ def anonymous_board(board, owner, sqa3d_files):
     """The board plus ReviewQA, published by alice's "Blind Lab" as Anonymous (under review)."""
     from evaluation_workers.tracks import get_track
     from leaderboard.accounts.services import do_create_team
-    from leaderboard.rankings.services import do_seed_paper_rows
+    from leaderboard.benchmarks.bundle_apply import load_bundled_paper_rows
     from leaderboard.submissions import lifecycle, services
     from leaderboard.submissions.models import Method
 
-    do_seed_paper_rows("mmscan-vg")
+    load_bundled_paper_rows("mmscan-vg")
     lab = do_create_team(owner, "Blind Lab")
     sub = services.check_create_submission(user=owner, track="sqa3d", split="test", method_name="ReviewQA",
                                            file=io.BytesIO(sqa3d_files["predictions"].read_bytes()),
@@ -190,12 +190,13 @@ def test_the_drilldown_per_attribute_and_per_sub_class(page, live_server, transa
                                                        tmp_path, settings):
     from evaluation_workers.synthetic import mmscan_vg, openscan
     from evaluation_workers.tracks import get_track
+    from leaderboard.benchmarks.bundle_apply import load_bundled_benchmarks
     from leaderboard.benchmarks.models import Split
-    from leaderboard.benchmarks.services import do_load_labels, do_sync_benchmarks
+    from leaderboard.benchmarks.services import do_load_labels
     from leaderboard.submissions import lifecycle, services
     from leaderboard.submissions.models import Method
 
-    do_sync_benchmarks()
+    load_bundled_benchmarks()
     os_labels, os_predictions = openscan.write_demo(tmp_path / "openscan", "val")
     mm_labels, mm_predictions = mmscan_vg.write_demo(tmp_path / "mmscan" / "labels", "val")
     mm_predictions = mm_predictions.rename(tmp_path / mm_predictions.name)

@@ -59,18 +59,18 @@ def site(transactional_db, maintainer, sqa3d_split, sqa3d_files, sent_tasks, tmp
     from evaluation_workers.tracks import get_track
     from leaderboard.accounts.models import ApiToken, Membership
     from leaderboard.accounts.services import do_create_team, do_create_token, personal_team
+    from leaderboard.benchmarks.bundle_apply import load_bundled_paper_rows
     from leaderboard.benchmarks.models import Split
     from leaderboard.benchmarks.services import do_load_labels
     from leaderboard.rankings.models import LeaderboardEntry
-    from leaderboard.rankings.services import do_seed_paper_rows
     from leaderboard.submissions import lifecycle, services
     from leaderboard.submissions.models import Method
 
     user = maintainer
     type(user).objects.filter(pk=user.pk).update(is_superuser=True)
-    do_seed_paper_rows("sqa3d")
-    do_seed_paper_rows("openscan")
-    do_seed_paper_rows("mmscan-vg")
+    load_bundled_paper_rows("sqa3d")
+    load_bundled_paper_rows("openscan")
+    load_bundled_paper_rows("mmscan-vg")
     mm_split = Split.objects.select_related("benchmark").get(benchmark__track="mmscan-vg", name="val")
     mm_labels, written = mmscan_vg.write_demo(tmp_path / "mmscan", "val")
     mm_predictions = written.rename(tmp_path / written.name)  # the labels folder holds labels only

@@ -15,10 +15,10 @@ from django.test import Client
 from evaluation_workers.synthetic import mmscan_vg, openscan
 from evaluation_workers.tracks import get_track
 from evaluation_workers.tracks.mmscan_vg.labels import SUB_CLASS_GROUP, SUB_CLASSES
+from leaderboard.benchmarks.bundle_apply import load_bundled_benchmarks, load_bundled_paper_rows
 from leaderboard.benchmarks.models import Split
-from leaderboard.benchmarks.services import do_load_labels, do_sync_benchmarks
+from leaderboard.benchmarks.services import do_load_labels
 from leaderboard.moderation.models import AuditEntry
-from leaderboard.rankings.services import do_seed_paper_rows
 from leaderboard.submissions import lifecycle, services
 from leaderboard.submissions.models import Method
 
@@ -76,8 +76,8 @@ def test_mmscan_sub_classes_fold_into_the_groups(mmscan_demo):
 def published(db, owner, settings, sent_tasks, openscan_demo, mmscan_demo):
     """One published OpenScan result (val, labels hidden until a test says otherwise) and one MMScan."""
     settings.DRILLDOWN_MIN_GROUP_SIZE = MIN
-    do_sync_benchmarks()
-    do_seed_paper_rows("openscan")
+    load_bundled_benchmarks()
+    load_bundled_paper_rows("openscan")
     made = {}
     for track, split, demo in (("openscan", "val", openscan_demo), ("mmscan-vg", "val", mmscan_demo)):
         split_obj = Split.objects.select_related("benchmark").get(benchmark__track=track, name=split)

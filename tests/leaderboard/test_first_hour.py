@@ -94,9 +94,9 @@ def test_one_record_is_one_labelled_dot_over_one_date():
 
 
 def test_an_empty_board_says_why_and_what_to_do(client, db):
-    from leaderboard.benchmarks.services import do_sync_benchmarks
+    from leaderboard.benchmarks.bundle_apply import load_bundled_benchmarks
 
-    do_sync_benchmarks()
+    load_bundled_benchmarks()
     page = client.get("/benchmarks/mmscan-vg/").content.decode()
     assert "No results on MMScan" in page and "is not open yet (labels not loaded yet" in page  # no labels loaded
     filtered = client.get("/benchmarks/mmscan-vg/?extra=only").content.decode()

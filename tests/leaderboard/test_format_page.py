@@ -78,9 +78,9 @@ def test_every_sample_passes_validation_against_the_splits_manifest(client: Any,
 
 
 def test_a_sample_of_an_unknown_form_or_of_a_split_without_labels_is_404(client: Any, db: None) -> None:
-    from leaderboard.benchmarks.services import do_sync_benchmarks
+    from leaderboard.benchmarks.bundle_apply import load_bundled_benchmarks
 
-    do_sync_benchmarks()
+    load_bundled_benchmarks()
     assert client.get(reverse("benchmarks:format_sample", args=["sqa3d", "pickle"])).status_code == 404
     assert client.get(reverse("benchmarks:format_sample", args=["sqa3d", "list"])).status_code == 404
     assert client.get(reverse("benchmarks:format", args=["nope"])).status_code == 404
@@ -97,11 +97,12 @@ def test_an_uploaded_pickle_is_refused_unread_with_the_converter_to_run(owner: A
                                                                        tmp_path: Any) -> None:
     from django.core.files.uploadedfile import SimpleUploadedFile
 
+    from leaderboard.benchmarks.bundle_apply import load_bundled_benchmarks
     from leaderboard.benchmarks.models import Split
-    from leaderboard.benchmarks.services import do_load_labels, do_sync_benchmarks
+    from leaderboard.benchmarks.services import do_load_labels
     from leaderboard.submissions.services import FileRefused, check_create_submission
 
-    do_sync_benchmarks()
+    load_bundled_benchmarks()
     labels, predictions = mmscan_vg.write_demo(tmp_path / "mmscan", "val")
     predictions.unlink()  # the labels folder holds labels only
     do_load_labels(Split.objects.get(benchmark__track="mmscan-vg", name="val"), labels.parent)
@@ -118,9 +119,9 @@ def test_an_uploaded_pickle_is_refused_unread_with_the_converter_to_run(owner: A
 DOC_PAGES = ["/metrics/", *(f"/benchmarks/{track}/format/" for track in FORMS)]
 @pytest.fixture
 def doc_pages(client: Any, db: None) -> dict[str, str]:
-    from leaderboard.benchmarks.services import do_sync_benchmarks
+    from leaderboard.benchmarks.bundle_apply import load_bundled_benchmarks
 
-    do_sync_benchmarks()
+    load_bundled_benchmarks()
     pages = {}
     for url in DOC_PAGES:
         response = client.get(url)

@@ -31,10 +31,11 @@ def mmscan_labels(tmp_path_factory):
 
 @pytest.fixture
 def mmscan_split(db, mmscan_labels):
+    from leaderboard.benchmarks.bundle_apply import load_bundled_benchmarks
     from leaderboard.benchmarks.models import Split
-    from leaderboard.benchmarks.services import do_load_labels, do_sync_benchmarks
+    from leaderboard.benchmarks.services import do_load_labels
 
-    do_sync_benchmarks()
+    load_bundled_benchmarks()
     split = Split.objects.select_related("benchmark").get(benchmark__track="mmscan-vg", name="val")
     do_load_labels(split, mmscan_labels)
     return split

@@ -50,10 +50,10 @@ def test_the_result_and_the_row_hold_the_intervals_of_every_score(two_rows):
 
 
 def test_the_leaderboard_shows_plus_minus_only_when_asked_and_never_on_paper_rows(client, two_rows):
-    from leaderboard.rankings.services import do_seed_paper_rows
+    from leaderboard.benchmarks.bundle_apply import load_bundled_paper_rows
 
     upper, _, _ = two_rows
-    do_seed_paper_rows("sqa3d")
+    load_bundled_paper_rows("sqa3d")
     plain = client.get("/benchmarks/sqa3d/?split=test").content.decode()
     assert 'class="pm"' not in plain and "Show ±</a>" in plain
     assert 'href="?split=test&amp;metric=EM&amp;sort=EM&amp;ci=1"' in plain  # the toggle is a link: no script
@@ -66,10 +66,10 @@ def test_the_leaderboard_shows_plus_minus_only_when_asked_and_never_on_paper_row
 
 
 def test_exports_carry_the_intervals_and_nothing_for_paper_rows(client, two_rows):
-    from leaderboard.rankings.services import do_seed_paper_rows
+    from leaderboard.benchmarks.bundle_apply import load_bundled_paper_rows
 
     upper, _, _ = two_rows
-    do_seed_paper_rows("sqa3d")
+    load_bundled_paper_rows("sqa3d")
     body = client.get("/benchmarks/sqa3d/export.json?split=test").json()
     by_name = {r["method"]: r for r in body["rows"]}
     assert by_name["Upper"]["intervals"]["EM"] == upper.intervals["EM"]
@@ -102,9 +102,9 @@ def test_the_method_page_draws_error_bars_and_the_api_returns_the_intervals(clie
 
 
 def test_a_paper_row_page_draws_no_error_bar(client, sqa3d_split):
-    from leaderboard.rankings.services import do_seed_paper_rows
+    from leaderboard.benchmarks.bundle_apply import load_bundled_paper_rows
 
-    do_seed_paper_rows("sqa3d")
+    load_bundled_paper_rows("sqa3d")
     entry = LeaderboardEntry.objects.filter(is_paper=True).first()
     page = client.get(f"/entries/{entry.pk}/").content.decode()
     assert "error-bar" not in page and 'class="pm">&nbsp;<' in page

@@ -52,12 +52,13 @@ def test_the_site_never_reads_the_labels_bucket_and_writes_it_only_in_load_label
         transactional_db, settings, redis_url, storage_dirs, tmp_path, s3_storage, labels_bucket, s3_calls,
         owner, maintainer, client, sqa3d_files):
     from leaderboard.benchmarks import services
+    from leaderboard.benchmarks.bundle_apply import load_bundled_benchmarks
     from leaderboard.benchmarks.models import Split
 
     tag = uuid.uuid4().hex[:6]
     settings.LABELS_DIR = tmp_path / "site-labels"  # other tests loaded these labels into the shared folder
     settings.SITE_QUEUE, settings.EVAL_QUEUE_CPU, settings.EVAL_GPU_TRACKS = f"site-{tag}", f"eval-{tag}", []
-    services.do_sync_benchmarks()
+    load_bundled_benchmarks()
     label_set, _ = services.do_load_labels(Split.objects.get(benchmark__track="sqa3d", name="test"),
                                            sqa3d_files["labels"])
     assert not Path(settings.LABELS_DIR, label_set.storage_key).exists()

@@ -153,14 +153,14 @@ def world(sqa3d_split: Any, sqa3d_files: dict[str, Any], owner: Any, maintainer:
     MMScan one, so that boards, method and entry pages, submissions and the desk have rows."""
     from evaluation_workers.synthetic import mmscan_vg
     from evaluation_workers.tracks import get_track
+    from leaderboard.benchmarks.bundle_apply import load_bundled_paper_rows
     from leaderboard.benchmarks.models import Split
     from leaderboard.benchmarks.services import do_load_labels
-    from leaderboard.rankings.services import do_seed_paper_rows
     from leaderboard.submissions import lifecycle, services
     from tests.leaderboard.conftest import describe_method
 
     for track in ("sqa3d", "openscan", "mmscan-vg"):
-        do_seed_paper_rows(track)
+        load_bundled_paper_rows(track)
     mm_split = Split.objects.get(benchmark__track="mmscan-vg", name="val")
     mm_labels, written = mmscan_vg.write_demo(tmp_path / "mmscan", "val")
     mm_predictions = written.rename(tmp_path / written.name)

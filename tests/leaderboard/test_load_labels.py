@@ -9,7 +9,14 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from evaluation_workers.results import sha256_tree
+from leaderboard.benchmarks.bundle_apply import load_bundled_benchmarks
 from leaderboard.benchmarks.models import LabelSet
+
+
+@pytest.fixture(autouse=True)
+def benchmarks(db):
+    """The repository's benchmarks and splits (load_labels loads labels for a split that exists)."""
+    load_bundled_benchmarks()
 
 
 def answers_of(labels_dir) -> set[str]:

@@ -10,8 +10,8 @@ import pytest
 
 from evaluation_workers.tracks import get_track
 from leaderboard.accounts.services import personal_team
+from leaderboard.benchmarks.bundle_apply import load_bundled_benchmarks
 from leaderboard.benchmarks.models import Split
-from leaderboard.benchmarks.services import do_sync_benchmarks
 from leaderboard.lib.thresholds import metric_at, metrics_at, thresholds
 from leaderboard.rankings import charts
 from leaderboard.rankings.models import LeaderboardEntry
@@ -24,7 +24,7 @@ SPEC = get_track("mmscan-vg")
 @pytest.fixture
 def mmscan(db, owner):
     """A scored MMScan row (every metric, every category) and a paper row."""
-    do_sync_benchmarks()
+    load_bundled_benchmarks()
     split = Split.objects.select_related("benchmark").get(benchmark__track="mmscan-vg", name="val")
     method = Method.objects.create(team=personal_team(owner), name="GroundNet")
     scores = {}
@@ -73,7 +73,7 @@ def test_the_paper_row_page_follows_the_threshold_too(client, mmscan):
 
 
 def test_a_track_without_thresholds_shows_every_metric_and_no_toggle(client, db, owner):
-    do_sync_benchmarks()
+    load_bundled_benchmarks()
     split = Split.objects.select_related("benchmark").get(benchmark__track="sqa3d", name="test")
     method = Method.objects.create(team=personal_team(owner), name="QA")
     LeaderboardEntry.objects.create(split=split, method=method, name="QA", scores={"EM": 0.5, "EM_R": 0.6},

@@ -145,9 +145,9 @@ def test_only_maintainers_reach_the_desk(request, client, who, status, member, p
 
 
 def test_a_track_maintainer_cannot_act_on_another_track(client, track_maintainer, db):
-    from leaderboard.benchmarks.services import do_sync_benchmarks
+    from leaderboard.benchmarks.bundle_apply import load_bundled_benchmarks
 
-    do_sync_benchmarks()
+    load_bundled_benchmarks()
     client.force_login(track_maintainer)
     assert client.get("/moderation/tracks/sqa3d/").status_code == 200
     other = [b for b in ("openscan", "mmscan-vg") if client.get(f"/moderation/tracks/{b}/").status_code != 404]

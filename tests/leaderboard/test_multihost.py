@@ -182,8 +182,9 @@ def openscan_demo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def test_two_worker_hosts_sharing_only_broker_and_bucket_fetch_labels_and_score_their_own_tracks(
         bridge, transactional_db, settings, tmp_path, owner, sqa3d_files, openscan_demo):
     from evaluation_workers.tracks.openscan.labels import CACHE_FILE, _file_stats
+    from leaderboard.benchmarks.bundle_apply import load_bundled_benchmarks
     from leaderboard.benchmarks.models import Split
-    from leaderboard.benchmarks.services import do_load_labels, do_sync_benchmarks
+    from leaderboard.benchmarks.services import do_load_labels
     from leaderboard.rankings.models import PairedTest
     from leaderboard.submissions import broker
     from leaderboard.submissions.models import Result
@@ -201,7 +202,7 @@ def test_two_worker_hosts_sharing_only_broker_and_bucket_fetch_labels_and_score_
         settings.STORAGE_BACKEND, settings.S3_BUCKET, settings.S3_ENDPOINT_URL = "s3", "predictions", s3["endpoint"]
         settings.S3_ACCESS_KEY_ID, settings.S3_SECRET_ACCESS_KEY = s3["site_key"], s3["site_secret"]
         settings.LABELS_S3_BUCKET, settings.LABELS_S3_PREFIX = "labels", "v1/"
-        do_sync_benchmarks()
+        load_bundled_benchmarks()
         sqa3d_labels, _ = do_load_labels(Split.objects.get(benchmark__track="sqa3d", name="test"),
                                          sqa3d_files["labels"])
         openscan_labels, _ = do_load_labels(Split.objects.get(benchmark__track="openscan", name="val"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from leaderboard.benchmarks.services import do_sync_benchmarks
+from leaderboard.benchmarks.bundle_apply import load_bundled_benchmarks
 from leaderboard.rankings import charts
 from leaderboard.rankings.models import LeaderboardEntry, PairedTest
 from leaderboard.rankings.templatetags.scores import pct, pm, signed_pct, span
@@ -41,10 +41,10 @@ def test_charts_write_their_numbers_by_the_same_rule():
 
 
 def test_pla_s_tiny_miou_shows_as_less_than_a_tenth_on_the_board(client, db):
-    from leaderboard.rankings.services import do_seed_paper_rows
+    from leaderboard.benchmarks.bundle_apply import load_bundled_paper_rows
 
-    do_sync_benchmarks()
-    do_seed_paper_rows("openscan")
+    load_bundled_benchmarks()
+    load_bundled_paper_rows("openscan")
     pla = LeaderboardEntry.objects.get(name="PLA")
     assert 0 < pla.scores["mIoU"] < 0.0005
     page = client.get("/benchmarks/openscan/?metric=mIoU").content.decode()

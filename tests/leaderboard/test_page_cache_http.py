@@ -11,8 +11,9 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
+from leaderboard.benchmarks.bundle_apply import load_bundled_benchmarks
 from leaderboard.benchmarks.models import Benchmark, LabelSet, Split
-from leaderboard.benchmarks.services import do_load_labels, do_sync_benchmarks
+from leaderboard.benchmarks.services import do_load_labels
 from leaderboard.moderation import services as moderation
 from leaderboard.submissions import services
 from tests.leaderboard.conftest import publish
@@ -34,7 +35,7 @@ def max_age(response) -> int:
 @pytest.fixture
 def unlabelled(db):
     """The SQA3D test split with no labels loaded yet."""
-    do_sync_benchmarks()
+    load_bundled_benchmarks()
     return Split.objects.select_related("benchmark").get(benchmark__track="sqa3d", name="test")
 
 
@@ -79,13 +80,13 @@ def test_labels_activated_in_the_admin_reach_the_manifest(client, sqa3d_split, d
 
 
 def test_a_new_benchmark_shows_in_the_tracks_and_its_format_page(client, db, django_capture_on_commit_callbacks):
-    do_sync_benchmarks()
+    load_bundled_benchmarks()
     Benchmark.objects.filter(track="sqa3d").delete()  # as if the track were installed later
     assert "sqa3d" not in [t["track"] for t in client.get("/api/v1/tracks").json()["tracks"]]
     assert client.get("/benchmarks/sqa3d/format/").status_code == 404
     assert client.get("/benchmarks/sqa3d/format/")["X-Page-Cache"] == "hit"
     with django_capture_on_commit_callbacks(execute=True):
-        do_sync_benchmarks()
+        load_bundled_benchmarks()
     assert "sqa3d" in [t["track"] for t in client.get("/api/v1/tracks").json()["tracks"]]
     assert client.get("/benchmarks/sqa3d/format/").status_code == 200
 

@@ -15,11 +15,10 @@ from django.utils import timezone
 from evaluation_workers import contracts
 from evaluation_workers.tracks import get_track
 from leaderboard.accounts.services import do_create_token
-from leaderboard.benchmarks.services import do_sync_benchmarks
+from leaderboard.benchmarks.bundle_apply import load_bundled_benchmarks, load_bundled_paper_rows
 from leaderboard.rankings import paired_tests
 from leaderboard.rankings.models import LeaderboardEntry, PairedTest, export_columns
 from leaderboard.rankings.selectors import LeaderboardView, leaderboard_page
-from leaderboard.rankings.services import do_seed_paper_rows
 from leaderboard.submissions import lifecycle, services
 from leaderboard.submissions.models import Method, Result
 from tests.leaderboard.test_intervals import publish
@@ -97,7 +96,7 @@ def test_the_board_pairs_are_the_neighbours_of_every_view(owner, sqa3d_split, sq
     settings.QUOTA_PER_DAY = 10
     rng = random.Random(5)
     result = get_track("sqa3d").score(sqa3d_files["labels"], sqa3d_files["predictions"], lambda f, m="": None)
-    do_seed_paper_rows("sqa3d")
+    load_bundled_paper_rows("sqa3d")
     for i in range(6):
         s = services.check_create_submission(user=owner, track="sqa3d", split="test", method_name=f"M{i}",
                                              file=io.BytesIO(sqa3d_files["predictions"].read_bytes()),
@@ -311,7 +310,7 @@ def test_the_compare_page_adjusts_every_pair_of_the_selected_rows_on_the_shown_m
 def test_the_compare_note_describes_the_track_s_own_test(client, db, track, unit):
     from leaderboard.benchmarks.models import Split
 
-    do_sync_benchmarks()
+    load_bundled_benchmarks()
     spec = get_track(track)
     split = Split.objects.filter(benchmark__track=track).first()
     entries = [LeaderboardEntry.objects.create(split=split, name=name, scores={spec.primary_metric: v},
@@ -326,7 +325,7 @@ def test_the_compare_note_describes_the_track_s_own_test(client, db, track, unit
 
 def test_nothing_says_tied_on_pages_api_or_exports(client, owner, published, answer):
     upper, lower = published("Upper"), published("Lower", flip=20)
-    do_seed_paper_rows("sqa3d")
+    load_bundled_paper_rows("sqa3d")
     answer(PairedTest.objects.get(), findings(p=0.5))
     client_signed_in = type(client)()
     client_signed_in.force_login(owner)
@@ -377,7 +376,7 @@ def test_rows_scored_on_a_public_subset_are_never_tested(client, owner, publishe
 
 def test_paper_rows_are_not_tested(client, owner, published):
     upper = published("Upper")
-    do_seed_paper_rows("sqa3d")
+    load_bundled_paper_rows("sqa3d")
     paper = LeaderboardEntry.objects.filter(is_paper=True).first()
     client.force_login(owner)
     api = client.get(f"/api/v1/leaderboards/sqa3d/compare?split=test&e={upper.pk}&e={paper.pk}").json()

@@ -5,18 +5,18 @@ protocol that produced it where a track has more than one."""
 from __future__ import annotations
 
 import io
-import json
 from datetime import UTC, date, datetime
 
 import pytest
 from django.apps import apps
 
 from evaluation_workers.tracks import get_track
+from leaderboard.benchmarks.bundle_apply import load_bundled_benchmarks, load_bundled_paper_rows
+from leaderboard.benchmarks.bundles import BUNDLES_DIR, BundleError, parse_bundle, read_bundle
 from leaderboard.benchmarks.models import Split
-from leaderboard.benchmarks.services import do_sync_benchmarks
 from leaderboard.rankings.models import LeaderboardEntry, export_columns
 from leaderboard.rankings.selectors import LeaderboardView, best_over_time, leaderboard_page
-from leaderboard.rankings.services import PAPER_ROWS_DIR, do_seed_paper_rows
+from leaderboard.rankings.services import do_load_paper_rows
 from leaderboard.submissions import lifecycle, services
 from tests.leaderboard.conftest import describe_method
 
@@ -28,8 +28,8 @@ PAPERS = {"sqa3d": ("ICLR 2023", "https://arxiv.org/abs/2210.07474", date(2022, 
 
 @pytest.fixture
 def seeded(db):
-    do_sync_benchmarks()
-    return {track: do_seed_paper_rows(track) for track in TRACKS}
+    load_bundled_benchmarks()
+    return {track: load_bundled_paper_rows(track) for track in TRACKS}
 
 
 @pytest.mark.parametrize("track", TRACKS)
@@ -49,7 +49,7 @@ def test_paper_rows_carry_their_venue_link_publication_date_and_a_known_protocol
 
 def test_sqa3d_paper_rows_say_the_papers_protocol_and_scored_rows_this_services(owner, sqa3d_split, sqa3d_files,
                                                                                  sent_tasks, client):
-    do_seed_paper_rows("sqa3d")
+    load_bundled_paper_rows("sqa3d")
     sub = services.check_create_submission(user=owner, track="sqa3d", split="test", method_name="OpenNet",
                                            file=io.BytesIO(sqa3d_files["predictions"].read_bytes()),
                                            file_name="p.json")
@@ -93,7 +93,7 @@ def test_a_track_with_one_protocol_shows_none(seeded, client):
 
 
 def test_mmscan_rows_are_the_devkit_readme_table_as_published(seeded, client):
-    data = json.loads((PAPER_ROWS_DIR / "mmscan-vg.json").read_text())
+    [data] = read_bundle(BUNDLES_DIR / "mmscan-vg.yaml").paper_rows
     assert data["split"] == "val" and "README" in data["source"]
     by_name = {r.name: r for r in LeaderboardEntry.objects.filter(split__benchmark__track="mmscan-vg")}
     assert list(by_name) and set(by_name) == {"ScanRefer", "MVT", "BUTD-DETR", "ReGround3D", "EmbodiedScan",
@@ -135,17 +135,17 @@ def test_reseeding_and_the_migration_give_rows_loaded_before_their_metadata(seed
     assert (human.venue, human.protocol, human.published_at.date()) == ("ICLR 2023", "answer-classification-706",
                                                                         date(2022, 10, 14))
     LeaderboardEntry.objects.filter(is_paper=True).update(venue="")
-    do_seed_paper_rows("sqa3d")
+    load_bundled_paper_rows("sqa3d")
     assert LeaderboardEntry.objects.get(name="Human (amateur)").venue == "ICLR 2023"
 
 
-def test_an_unknown_protocol_in_a_paper_file_is_refused(seeded, tmp_path, monkeypatch):
-    from leaderboard.rankings import services as ranking_services
-
-    data = json.loads((PAPER_ROWS_DIR / "sqa3d.json").read_text())
-    data["protocol"] = "made-up"
-    (tmp_path / "sqa3d.json").write_text(json.dumps(data))
-    monkeypatch.setattr(ranking_services, "PAPER_ROWS_DIR", tmp_path)
+def test_an_unknown_protocol_in_paper_rows_is_refused(seeded):
+    path = BUNDLES_DIR / "sqa3d.yaml"
+    text = path.read_text().replace("protocol: answer-classification-706", "protocol: made-up", 1)
+    line = text.splitlines().index("  protocol: made-up") + 1
+    with pytest.raises(BundleError, match=rf"sqa3d.yaml:{line}: paper_rows\[0\].protocol: unknown protocol 'made-up'"):
+        parse_bundle(text, path)
+    [data] = read_bundle(path).paper_rows
+    split = Split.objects.select_related("benchmark").get(benchmark__track="sqa3d", name="test")
     with pytest.raises(ValueError, match="unknown protocol 'made-up'"):
-        ranking_services.do_seed_paper_rows("sqa3d")
-
+        do_load_paper_rows(split, {**data, "protocol": "made-up"}, "sqa3d.yaml")

@@ -90,6 +90,7 @@ MATRIX: dict[str, list[Op]] = {
     "/benchmarks/<slug:track>/export.<str:fmt>": [Op("get", lambda w: "/benchmarks/sqa3d/export.csv", public()),
                                                   Op("get", lambda w: "/benchmarks/sqa3d/export.json", public())],
     "/metrics/": [Op("get", lambda w: "/metrics/", public())],
+    "/schemas/benchmark-bundle.json": [Op("get", lambda w: "/schemas/benchmark-bundle.json", public())],
     "/benchmarks/<slug:track>/format/": [Op("get", lambda w: "/benchmarks/sqa3d/format/", public())],
     "/benchmarks/<slug:track>/format/sample/<str:form>": [
         Op("get", lambda w: "/benchmarks/sqa3d/format/sample/list", public())],

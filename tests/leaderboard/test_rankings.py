@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from evaluation_workers.tracks import get_track
 from leaderboard.accounts.services import personal_team
-from leaderboard.benchmarks.services import do_sync_benchmarks
+from leaderboard.benchmarks.bundle_apply import load_bundled_benchmarks
 from leaderboard.rankings.models import LeaderboardEntry
 from leaderboard.rankings.selectors import LeaderboardView, leaderboard_page
 from leaderboard.submissions.models import Method
@@ -21,7 +21,7 @@ GROUPS = ["What", "Is", "How", "Can", "Which", "Others"]
 
 @pytest.fixture
 def split(db):
-    do_sync_benchmarks()
+    load_bundled_benchmarks()
     from leaderboard.benchmarks.models import Split
 
     return Split.objects.select_related("benchmark").get(benchmark__track="sqa3d", name="test")

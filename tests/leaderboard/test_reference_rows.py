@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import re
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
+from leaderboard.benchmarks.bundle_apply import load_bundled_benchmarks, load_bundled_paper_rows
+from leaderboard.benchmarks.bundles import BUNDLES_DIR, read_bundle
 from leaderboard.benchmarks.models import Split
-from leaderboard.benchmarks.services import do_sync_benchmarks
 from leaderboard.rankings import charts
 from leaderboard.rankings.models import LeaderboardEntry
 from leaderboard.rankings.selectors import (
@@ -26,14 +26,14 @@ from leaderboard.rankings.selectors import (
     reference_entries,
     track_summary,
 )
-from leaderboard.rankings.services import PAPER_ROWS_DIR, do_seed_paper_rows
+from leaderboard.rankings.services import do_load_paper_rows
 
 GROUPS = ["What", "Is", "How", "Can", "Which", "Others"]
 
 
 @pytest.fixture
 def split(db):
-    do_sync_benchmarks()
+    load_bundled_benchmarks()
     return Split.objects.select_related("benchmark").get(benchmark__track="sqa3d", name="test")
 
 
@@ -59,23 +59,19 @@ def board(split):
 
 
 def test_sqa3d_human_row_is_marked_reference_in_its_data_and_loaded_as_one(split):
-    data = json.loads((PAPER_ROWS_DIR / "sqa3d.json").read_text())
+    [data] = read_bundle(BUNDLES_DIR / "sqa3d.yaml").paper_rows
     assert [r["method"] for r in data["rows"] if r.get("reference")] == ["Human (amateur)"]
-    do_seed_paper_rows("sqa3d")
+    load_bundled_paper_rows("sqa3d")
     assert list(LeaderboardEntry.objects.filter(is_reference=True).values_list("name", flat=True)) == [
         "Human (amateur)"]
     assert LeaderboardEntry.objects.filter(is_paper=True, is_reference=False).count() == 10
 
 
-def test_a_reference_that_is_not_true_or_false_is_refused(split, tmp_path, monkeypatch):
-    from leaderboard.rankings import services as ranking_services
-
-    data = json.loads((PAPER_ROWS_DIR / "sqa3d.json").read_text())
-    data["rows"][0]["reference"] = "yes"
-    (tmp_path / "sqa3d.json").write_text(json.dumps(data))
-    monkeypatch.setattr(ranking_services, "PAPER_ROWS_DIR", tmp_path)
+def test_a_reference_that_is_not_true_or_false_is_refused(split):
+    [data] = read_bundle(BUNDLES_DIR / "sqa3d.yaml").paper_rows
+    rows = [{**data["rows"][0], "reference": "yes"}, *data["rows"][1:]]
     with pytest.raises(ValueError, match=r"Blind test: expected reference to be true or false, but got 'yes'"):
-        ranking_services.do_seed_paper_rows("sqa3d")
+        do_load_paper_rows(split, {**data, "rows": rows}, "sqa3d.yaml")
 
 
 def test_a_reference_row_is_never_ranked_and_is_listed_apart(board):
@@ -136,7 +132,7 @@ def test_the_best_over_time_leaves_references_out_and_draws_them_as_a_line(clien
 
 
 def test_the_seeded_sqa3d_board_ranks_no_human_first_anywhere(client, split):
-    do_seed_paper_rows("sqa3d")
+    load_bundled_paper_rows("sqa3d")
     rows = client.get("/api/v1/leaderboards/sqa3d").json()["rows"]
     assert rows[0]["method"] == "ScanQA + aux. task" and rows[0]["rank"] == 1
     summary = track_summary(split, embargoed=False)
@@ -180,7 +176,7 @@ def test_the_protocol_filter_keeps_rows_scored_as_this_service_scores(client, bo
 
 
 def test_a_track_with_one_protocol_offers_no_protocol_filter(client, split):
-    do_seed_paper_rows("openscan")
+    load_bundled_paper_rows("openscan")
     page = client.get("/benchmarks/openscan/").content.decode()
     assert 'name="protocol"' not in page
 
@@ -212,7 +208,7 @@ def test_the_migration_marks_the_references_of_rows_loaded_before(split):
 
     from django.apps import apps
 
-    do_seed_paper_rows("sqa3d")
+    load_bundled_paper_rows("sqa3d")
     LeaderboardEntry.objects.update(is_reference=False)  # as loaded before the field existed
     import_module("leaderboard.rankings.migrations.0009_entry_is_reference").mark_references(apps, None)
     assert list(LeaderboardEntry.objects.filter(is_reference=True).values_list("name", flat=True)) == [

@@ -11,9 +11,10 @@ from django.template.loader import render_to_string
 
 from leaderboard.accounts.services import do_create_token
 from leaderboard.benchmarks import phases
+from leaderboard.benchmarks.bundle_apply import load_bundled_benchmarks
 from leaderboard.benchmarks.models import Split
 from leaderboard.benchmarks.selectors import get_split
-from leaderboard.benchmarks.services import do_load_labels, do_sync_benchmarks
+from leaderboard.benchmarks.services import do_load_labels
 from leaderboard.submissions.models import Method, Submission
 from leaderboard_cli.main import main
 
@@ -25,7 +26,7 @@ def mmscan(db, tmp_path):
     """MMScan with labels on val only, as in the demo: test has none."""
     from evaluation_workers.synthetic import mmscan_vg
 
-    do_sync_benchmarks()
+    load_bundled_benchmarks()
     labels, predictions = mmscan_vg.write_demo(tmp_path / "mmscan", "val")
     kept = predictions.rename(tmp_path / predictions.name)
     do_load_labels(Split.objects.get(benchmark__track="mmscan-vg", name="val"), labels.parent)

@@ -208,11 +208,12 @@ def test_a_cancelled_submission_ignores_late_worker_reports(owner, sqa3d_split, 
 
 def test_a_split_without_labels_refuses_submissions_until_they_are_loaded(owner, db, sent_tasks, sqa3d_files):
     """Issue 27: it failed them as the platform's fault (``submission_failed``); it is not open yet."""
+    from leaderboard.benchmarks.bundle_apply import load_bundled_benchmarks
     from leaderboard.benchmarks.models import Split
-    from leaderboard.benchmarks.services import do_load_labels, do_sync_benchmarks
+    from leaderboard.benchmarks.services import do_load_labels
     from leaderboard.submissions.models import Method
 
-    do_sync_benchmarks()
+    load_bundled_benchmarks()
     with pytest.raises(services.LabelsNotLoaded) as refused:
         create(owner, sqa3d_files["predictions"].read_bytes())
     assert (refused.value.status, refused.value.code) == (409, "labels_not_loaded")

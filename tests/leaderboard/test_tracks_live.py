@@ -14,10 +14,11 @@ pytestmark = pytest.mark.live
 
 
 def load(track: str, split: str, labels: Path):
+    from leaderboard.benchmarks.bundle_apply import load_bundled_benchmarks
     from leaderboard.benchmarks.models import Split
-    from leaderboard.benchmarks.services import do_load_labels, do_sync_benchmarks
+    from leaderboard.benchmarks.services import do_load_labels
 
-    do_sync_benchmarks()
+    load_bundled_benchmarks()
     split_obj = Split.objects.select_related("benchmark").get(benchmark__track=track, name=split)
     do_load_labels(split_obj, labels)
     return split_obj

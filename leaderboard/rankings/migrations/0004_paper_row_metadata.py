@@ -6,11 +6,12 @@ from django.db import migrations, models
 
 def fill_metadata(apps, schema_editor):
     """Rows that exist get what new rows get: scored rows their track's protocol, paper rows
-    their citation and publication date from benchmarks/paper_rows/ (they had the load time)."""
-    import json
-
+    their citation and publication date from the repository's benchmark bundles (they had the load time)."""
     from evaluation_workers.tracks import get_track
-    from leaderboard.rankings.services import PAPER_ROWS_DIR, paper_metadata
+    from leaderboard.benchmarks.bundles import bundled_paper_rows
+    from leaderboard.rankings.services import paper_metadata
+
+    bundled = bundled_paper_rows()
 
     LeaderboardEntry = apps.get_model("rankings", "LeaderboardEntry")
     tracks = set(LeaderboardEntry.objects.values_list("split__benchmark__track", flat=True))
@@ -22,13 +23,10 @@ def fill_metadata(apps, schema_editor):
         if spec.protocols:
             LeaderboardEntry.objects.filter(split__benchmark__track=track, is_paper=False).update(
                 protocol=spec.protocols[0].key)
-        path = PAPER_ROWS_DIR / f"{track}.json"
-        if not path.exists():
-            continue
-        data = json.loads(path.read_text())
-        for row in data["rows"]:
-            LeaderboardEntry.objects.filter(split__benchmark__track=track, split__name=data["split"],
-                                            is_paper=True, name=row["method"]).update(**paper_metadata(data, row))
+        for data in bundled.get(track, []):
+            for row in data["rows"]:
+                LeaderboardEntry.objects.filter(split__benchmark__track=track, split__name=data["split"],
+                                                is_paper=True, name=row["method"]).update(**paper_metadata(data, row))
 
 
 class Migration(migrations.Migration):

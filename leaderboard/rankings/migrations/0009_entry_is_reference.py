@@ -5,17 +5,16 @@ from django.db import migrations, models
 
 def mark_references(apps, schema_editor):
     """Paper rows loaded before get what reloading gives them: ``reference`` from
-    benchmarks/paper_rows/ (SQA3D's human performance stops being rank 1 on migrating)."""
-    import json
-
-    from leaderboard.rankings.services import PAPER_ROWS_DIR, reference_flag
+    the repository's benchmark bundles (SQA3D's human performance stops being rank 1 on migrating)."""
+    from leaderboard.benchmarks.bundles import bundled_paper_rows
+    from leaderboard.rankings.services import reference_flag
 
     LeaderboardEntry = apps.get_model("rankings", "LeaderboardEntry")
-    for path in sorted(PAPER_ROWS_DIR.glob("*.json")):
-        data = json.loads(path.read_text())
-        references = [row["method"] for row in data["rows"] if reference_flag(path, row)]
-        LeaderboardEntry.objects.filter(split__benchmark__track=path.stem, split__name=data["split"], is_paper=True,
-                                        name__in=references).update(is_reference=True)
+    for track, blocks in bundled_paper_rows().items():
+        for data in blocks:
+            references = [row["method"] for row in data["rows"] if reference_flag(track, row)]
+            LeaderboardEntry.objects.filter(split__benchmark__track=track, split__name=data["split"], is_paper=True,
+                                            name__in=references).update(is_reference=True)
 
 
 class Migration(migrations.Migration):

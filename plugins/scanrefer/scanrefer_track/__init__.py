@@ -27,13 +27,12 @@ from scanrefer_track.samples import SAMPLES
 from scanrefer_track.synthetic import write_demo
 
 __all__ = [
-    "FORMAT_DOC", "MANIFEST_SCHEMA", "MAX_INFLATED_BYTES", "MAX_UPLOAD_BYTES", "PAPER_ROWS", "SAMPLE", "TRACK",
+    "FORMAT_DOC", "MANIFEST_SCHEMA", "MAX_INFLATED_BYTES", "MAX_UPLOAD_BYTES", "SAMPLE", "TRACK",
     "ScanReferLabels", "labels_file", "load_labels", "manifest", "prepare_labels", "score", "validate", "write_demo",
 ]
 
 FORMAT_DOC = Path(__file__).with_name("format.md")
 METRICS_DOC = Path(__file__).with_name("metrics.md")
-PAPER_ROWS = Path(__file__).with_name("paper_rows.json")
 SAMPLE = Path(__file__).with_name("sample_predictions.json")
 
 THRESHOLDS = (0.25, 0.5)

@@ -187,12 +187,7 @@ def test_the_sample_validates_against_its_own_ids(tmp_path: Path) -> None:
 
 
 def test_the_package_files_exist() -> None:
-    assert scanrefer_track.FORMAT_DOC.is_file() and scanrefer_track.PAPER_ROWS.is_file()
-    rows = json.loads(scanrefer_track.PAPER_ROWS.read_text())
-    keys = {"Acc@0.25", "Acc@0.5"} | {f"{g}/{m}" for g in ("unique", "multiple") for m in ("Acc@0.25", "Acc@0.5")}
-    for row in rows["rows"]:
-        assert set(row["scores"]) == keys and all(0 <= v <= 1 for v in row["scores"].values())
-        assert row["paper"]["url"].startswith("https://")
+    assert scanrefer_track.FORMAT_DOC.is_file() and scanrefer_track.METRICS_DOC.is_file()
 
 
 XPS = ["numpy", "array_api_strict"]

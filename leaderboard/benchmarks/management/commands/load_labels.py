@@ -4,7 +4,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from evaluation_workers.errors import LabelsError
 from leaderboard.benchmarks.models import Split
-from leaderboard.benchmarks.services import do_load_labels, do_sync_benchmarks
+from leaderboard.benchmarks.services import do_load_labels
 
 
 class Command(BaseCommand):
@@ -25,11 +25,11 @@ class Command(BaseCommand):
                                  "only.")
 
     def handle(self, track, split, source, partition=None, **options):
-        do_sync_benchmarks()
         split_obj = Split.objects.filter(benchmark__track=track, name=split).select_related("benchmark").first()
         if split_obj is None:
             known = ", ".join(str(s) for s in Split.objects.select_related("benchmark"))
-            raise CommandError(f"No split {track}/{split}; known: {known}")
+            raise CommandError(f"No split {track}/{split}; known: {known or 'none'} (a benchmark's splits come "
+                               f"from its bundle: manage.py load_benchmark)")
         try:
             label_set, created = do_load_labels(split_obj, source, loaded_by="manage.py load_labels",
                                                 partition=partition)

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('benchmarks', '0005_merge_20261201_1238'),
+        ('benchmarks', '0006_benchmark_board'),
     ]
 
     operations = [
