@@ -71,6 +71,7 @@ def site(transactional_db, maintainer, sqa3d_split, sqa3d_files, sent_tasks, tmp
     load_bundled_paper_rows("sqa3d")
     load_bundled_paper_rows("openscan")
     load_bundled_paper_rows("mmscan-vg")
+    load_bundled_paper_rows("scanrefer")
     mm_split = Split.objects.select_related("benchmark").get(benchmark__track="mmscan-vg", name="val")
     mm_labels, written = mmscan_vg.write_demo(tmp_path / "mmscan", "val")
     mm_predictions = written.rename(tmp_path / written.name)  # the labels folder holds labels only
@@ -112,13 +113,15 @@ def visits(s: dict[str, Any]) -> dict[str, list[str]]:
     return {
         "benchmarks:home": ["/"],
         "benchmarks:metrics": ["/metrics/"],
+        "benchmarks:bundle_schema": ["/schemas/benchmark-bundle.json"],
         "benchmarks:format": ["/benchmarks/sqa3d/format/", "/benchmarks/openscan/format/",
-                              "/benchmarks/mmscan-vg/format/"],
+                              "/benchmarks/mmscan-vg/format/", "/benchmarks/scanrefer/format/"],
         "benchmarks:format_sample": ["/benchmarks/sqa3d/format/sample/jsonl",
                                      "/benchmarks/mmscan-vg/format/sample/json.gz"],
         "rankings:leaderboard": ["/benchmarks/sqa3d/", "/benchmarks/sqa3d/?metric=EM_R",
                                  "/benchmarks/openscan/", "/benchmarks/mmscan-vg/",
-                                 "/benchmarks/mmscan-vg/?split=test", "/benchmarks/mmscan-vg/?extra=only"],
+                                 "/benchmarks/mmscan-vg/?split=test", "/benchmarks/mmscan-vg/?extra=only",
+                                 "/benchmarks/scanrefer/"],  # the plugin track, with its paper rows
         "rankings:export": ["/benchmarks/sqa3d/export.csv", "/benchmarks/mmscan-vg/export.json"],
         "rankings:compare": [f"/benchmarks/sqa3d/compare/{compare}", "/benchmarks/sqa3d/compare/"],
         "rankings:method": [f"/methods/{method}/", f"/methods/{s['mm'].method_id}/"],
@@ -188,7 +191,7 @@ SIGNED_OUT = ["/", "/benchmarks/sqa3d/", "/accounts/login/", "/accounts/signup/"
               "/submissions/", "/nope/", "/api/"]
 
 # Files, not pages: fetched, not photographed.
-DOWNLOADS = {"rankings:export", "rankings:bibtex", "favicon", "benchmarks:format_sample"}
+DOWNLOADS = {"rankings:export", "rankings:bibtex", "favicon", "benchmarks:format_sample", "benchmarks:bundle_schema"}
 # Forms post here; a GET is answered 405 without a page (the page they lead to is visited).
 POST_ONLY = {"submissions:publish", "submissions:cancel", "submissions:reveal", "accounts:revoke_token", "accounts:remove_member",
              "logout", "moderation:act"}
