@@ -229,6 +229,9 @@ def _check(reader: _Reader, data: dict[str, Any], base: Path) -> None:
     if board.get("metric") and board["metric"] not in spec.metrics:
         reader.problem(("board", "metric"), f"unknown metric {board['metric']!r}; {spec.name} has: "
                                            f"{', '.join(spec.metrics)}")
+    for group in board.get("groups", []):
+        if group not in spec.groups:
+            reader.problem(("board", "groups"), f"unknown group {group!r}; {spec.name} has: {', '.join(spec.groups)}")
     if board.get("sort") and board["sort"] not in sortable:
         reader.problem(("board", "sort"), f"unknown column {board['sort']!r}; expected a metric of {spec.name} "
                                          f"or <group>/<metric> with a group of {', '.join(spec.groups)}")

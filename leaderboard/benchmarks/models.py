@@ -57,6 +57,11 @@ class Benchmark(models.Model):
         return self.title
 
     @property
+    def chart(self) -> str:
+        """How a result's groups are drawn: the bundle's choice (``board.chart``), else the track's."""
+        return self.board.get("chart") or self.spec.chart
+
+    @property
     def track_installed(self) -> bool:
         return is_installed(self.track)
 

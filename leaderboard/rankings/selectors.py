@@ -80,13 +80,14 @@ class LeaderboardView:
         spec, board = split.benchmark.spec, split.benchmark.board  # board: the bundle's default view
         default_metric = board.get("metric") if board.get("metric") in spec.metrics else spec.primary_metric
         metric = query.get("metric") if query.get("metric") in spec.metrics else default_metric
-        columns = [metric] + [f"{g}/{metric}" for g in spec.groups]
+        groups = [g for g in board.get("groups", ()) if g in spec.groups] or list(spec.groups)
+        columns = [metric] + [f"{g}/{metric}" for g in groups]
         sortable = set(spec.metrics) | {f"{g}/{m}" for g in spec.groups for m in spec.metrics}
         default_sort = board.get("sort") if board.get("sort") in sortable and not query.get("metric") else metric
         sort = query.get("sort") if query.get("sort") in sortable else default_sort
         if query.get("iou") in thresholds(spec):
             metric, sort = (metric_at(metric, query["iou"]), metric_at(sort, query["iou"]))
-            columns = [metric] + [f"{g}/{metric}" for g in spec.groups]
+            columns = [metric] + [f"{g}/{metric}" for g in groups]
         protocol = query.get("protocol", "") if len(spec.protocols) > 1 and spec.protocol(
             query.get("protocol", "")) else ""
         try:
@@ -97,7 +98,7 @@ class LeaderboardView:
         return cls(split=split, metric=metric, sort=sort, ascending=query.get("order") == "asc",
                    include_paper=query.get("paper") != "0", extra=extra, page=page,
                    intervals=query.get("ci") == "1", embargoed=embargoed, protocol=protocol,
-                   columns=columns, headers=["Overall", *spec.groups])
+                   columns=columns, headers=["Overall", *groups])
 
     @property
     def iou(self) -> str | None:

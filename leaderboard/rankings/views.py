@@ -174,7 +174,7 @@ def _entry_chart(entry: LeaderboardEntry, iou: str | None) -> Any:
     references = group_references(entry.split, metric, but=entry.pk)
     title = f"{entry.name}: {metric} per {spec.group_label.lower()} on {spec.title} {entry.split.name}"
     errors = [entry.intervals.get(f"{g}/{metric}") for g in spec.groups]
-    if spec.chart == "radar":
+    if entry.split.benchmark.chart == "radar":
         return charts.radar(spec.groups, series, title, errors, metric=metric, references=references)
     return charts.bars(spec.groups, series, title, errors, metric=metric, group_label=spec.group_label,
                        references=references)

@@ -167,6 +167,24 @@ def test_a_dropped_split_without_submissions_is_removed_and_the_board_view_is_th
     assert list(Split.objects.filter(benchmark__track="mmscan-vg").values_list("name", flat=True)) == ["val"]
 
 
+def test_the_board_shows_the_bundles_group_columns_and_chart(db, client, tmp_path):
+    path = tmp_path / "sqa3d.yaml"
+    path.write_text(SQA3D + "board:\n  groups: [Is, What]\n  chart: radar\n")
+    load(path)
+    split = Split.objects.select_related("benchmark").get(benchmark__track="sqa3d", name="test")
+    view = LeaderboardView.from_query(split, {"iou": "x"})
+    assert view.columns == ["EM", "Is/EM", "What/EM"] and view.headers == ["Overall", "Is", "What"]
+    assert LeaderboardView.from_query(split, {"metric": "EM_R"}).columns == ["EM_R", "Is/EM_R", "What/EM_R"]
+    assert split.benchmark.chart == "radar"
+    page = client.get("/benchmarks/sqa3d/").content.decode()
+    assert ">Is<" in page and ">Which<" not in page
+    assert problems(SQA3D + "board:\n  groups: [Is, Where]\n", tmp_path) == [
+        f"b.yaml:{SQA3D.count(chr(10)) + 2}: board.groups: unknown group 'Where'; sqa3d has: What, Is, How, Can, "
+        "Which, Others"]
+    assert problems(SQA3D + "board:\n  chart: pie\n", tmp_path) == [
+        f"b.yaml:{SQA3D.count(chr(10)) + 2}: board.chart: 'pie' is not one of ['bars', 'radar']"]
+
+
 def test_the_schema_is_served_at_a_stable_address(client):
     response = client.get("/schemas/benchmark-bundle.json")
     assert response.status_code == 200 and response["Content-Type"] == "application/schema+json"
