@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from importlib.metadata import entry_points
@@ -23,10 +24,11 @@ PLUGIN = ROOT / "tests" / "fixtures" / "track_plugin"
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The example track package, installed by pip into a folder of this module's."""
     target = tmp_path_factory.mktemp("site-packages")
-    build = tmp_path_factory.mktemp("build")
+    source = tmp_path_factory.mktemp("source") / "track_plugin"  # a copy: a build writes beside its sources
+    shutil.copytree(PLUGIN, source)
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-                    "--no-index", "--target", str(target), str(PLUGIN)],
-                   check=True, cwd=build, capture_output=True, timeout=120)
+                    "--no-index", "--target", str(target), str(source)],
+                   check=True, cwd=source, capture_output=True, timeout=120)
     return target
 
 
