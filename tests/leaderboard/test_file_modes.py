@@ -75,7 +75,10 @@ def test_parts_and_the_joined_file_are_0640(client, owner, sqa3d_split, sqa3d_fi
 
 
 def test_loaded_labels_are_0640_in_0750_folders(db, sqa3d_files, settings, tmp_path):
+    from leaderboard.benchmarks.bundle_apply import load_bundled_benchmarks
+
     settings.LABELS_DIR = tmp_path / "labels"
+    load_bundled_benchmarks()
     call_command("load_labels", "--track", "sqa3d", "--split", "test", str(sqa3d_files["labels"]))
     root = Path(settings.LABELS_DIR)
     stored = root / LabelSet.objects.get().storage_key

@@ -62,6 +62,10 @@ def test_the_readme_commands_work_in_a_fresh_shell(tmp_path, sqa3d_files):
     assert manage(tmp_path, "migrate", "--noinput", "-v0").returncode == 0
     token = manage(tmp_path, "issue_token", "demo", "--create-user", "--name", "laptop")
     assert token.returncode == 0 and token.stdout.startswith("lb_"), token.stderr
+    bundle = tmp_path / "sqa3d.yaml"  # README, "Host a benchmark": a bundle, then its labels
+    bundle.write_text("track: sqa3d\ntitle: SQA3D\nsplits:\n- name: test\n  labels:\n    pending: true\n")
+    declared = manage(tmp_path, "load_benchmark", str(bundle))
+    assert declared.returncode == 0, declared.stderr
     loaded = manage(tmp_path, "load_labels", "--track", "sqa3d", "--split", "test", str(sqa3d_files["labels"]))
     assert loaded.returncode == 0 and "Loaded labels" in loaded.stdout, loaded.stderr
 
