@@ -1,4 +1,5 @@
-"""One measured child process for the benchmarks: wall, CPU (user + system) and peak RSS of it alone.
+"""One measured child process for the benchmarks: wall, CPU (user + system; system alone too) and peak RSS
+of it alone; and what machine the figures come from (``machine``).
 
 The figures come from a fresh parent process, so that the peak RSS (``ru_maxrss`` of the children, which
 is a maximum over all children ever waited for) is this command's alone. ``steal`` is the CPU time the
@@ -30,7 +31,7 @@ def steal():
 start, stolen = time.perf_counter(), steal()
 out = subprocess.run(sys.argv[1:], capture_output=True, text=True)
 usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-print(json.dumps({"wall": time.perf_counter() - start, "cpu": usage.ru_utime + usage.ru_stime,
+print(json.dumps({"wall": time.perf_counter() - start, "cpu": usage.ru_utime + usage.ru_stime, "sys": usage.ru_stime,
                   "rss_mib": usage.ru_maxrss / 1024, "steal": steal() - stolen, "rc": out.returncode,
                   "stdout": out.stdout, "stderr": out.stderr[-3000:]}))
 """
@@ -44,6 +45,38 @@ def measured(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None
     if run["rc"]:
         raise RuntimeError(f"{cmd} failed: {run['stderr']}")
     return run
+
+
+def machine() -> str:
+    """The CPU model, its count and the kernel: where a figure was measured (both AMD EPYC and Intel Xeon
+    machines have run these benchmarks, and the balance of threads differs between them)."""
+    model = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), model)
+    except OSError:
+        pass
+    flags = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu_flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+        flags = ", AVX-512" if "avx512f" in cpu_flags else ", AVX2" if "avx2" in cpu_flags else ""
+    except OSError:
+        pass
+    return f"{model}{flags}, {len(os.sched_getaffinity(0))} CPUs, Linux {os.uname().release}"
+
+
+def as_scored(result: dict[str, Any], metric: str) -> str:
+    """What makes ``result`` "as scored": its intervals computed, not deferred nor dropped, as the site
+    records them (``metric``'s shown); a loud "NOT as scored" when they are missing, so that no ratio
+    passes for the work a submission gets when it did less."""
+    bootstrap = result.get("bootstrap") or {}
+    interval = (result.get("intervals") or {}).get(metric)
+    if bootstrap.get("deferred") or interval is None:
+        return (f"NOT as scored: {metric} has no interval ({'deferred' if bootstrap.get('deferred') else 'withheld'}"
+                f": {' '.join(result.get('warnings') or [])})")
+    return (f"as scored: {metric} [{interval[0]:.4f}, {interval[1]:.4f}], {bootstrap.get('resamples')} resamples "
+            f"of {bootstrap.get('units', bootstrap.get('unit', '?'))}")
 
 
 def load() -> str:
