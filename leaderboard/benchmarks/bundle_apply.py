@@ -99,6 +99,8 @@ def published_results(split: Split) -> str:
 def _show(value: Any) -> str:
     if isinstance(value, datetime):
         return f"{value.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+    if isinstance(value, dict):  # keys in order: PostgreSQL's jsonb gives them back in its own
+        value = dict(sorted(value.items()))
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 

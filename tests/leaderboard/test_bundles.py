@@ -163,7 +163,7 @@ def test_a_dropped_split_without_submissions_is_removed_and_the_board_view_is_th
     assert LeaderboardView.from_query(split, {"metric": "AR@0.25"}).sort == "AR@0.25"
     path.write_text(text.replace("- name: test\n  labels:\n    pending: true\n", ""))
     out = load(path)
-    assert "remove split mmscan-vg/test (no submissions" in out and "board {'metric'" in out
+    assert "remove split mmscan-vg/test (no submissions" in out and "board {'metric': 'gTop-1@0.5', 'sort': 'OR/gTop-1@0.5'} -> {}" in out
     assert list(Split.objects.filter(benchmark__track="mmscan-vg").values_list("name", flat=True)) == ["val"]
 
 
