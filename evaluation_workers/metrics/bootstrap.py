@@ -171,6 +171,18 @@ def rows_per_call(n_units: int, width: int, gpu: bool = False) -> int:
     return max(d for d in range(1, BLOCK + 1) if BLOCK % d == 0 and d <= max(bound, 1))
 
 
+def scenes_of(outcomes: Mapping[str, Any]) -> np.ndarray | None:
+    """Each unit's scene (an index of ``scene_index``) in a track's per-unit outcomes, kept as
+    ``outcomes["scene"]``: a ``Track.scenes_of``. None in outcomes kept before scenes were."""
+    scenes = outcomes.get("scene")
+    return None if scenes is None else np.asarray(scenes, dtype=np.int64)
+
+
+def groups_of(index: np.ndarray, groups: Sequence[str]) -> dict[str, np.ndarray]:
+    """The units of each breakdown group, from each unit's index into ``groups`` (for ``Track.groups_of``)."""
+    return {group: index == g for g, group in enumerate(groups)}
+
+
 def scene_index(scene_of_unit: Sequence[Any] | np.ndarray) -> tuple[list[str], np.ndarray]:
     """The split's scenes, sorted, and each unit's scene as an index into them: (S,) ids, (n,) int64.
 

@@ -46,15 +46,9 @@ def units_of(outcomes: dict[str, np.ndarray]) -> int:
     return int(outcomes["group"].shape[0])
 
 
-def scenes_of(outcomes: dict[str, np.ndarray]) -> np.ndarray | None:
-    """Each prompt's scan (``bootstrap.scene_index``); None in outcomes kept before scans were."""
-    scenes = outcomes.get("scene")
-    return None if scenes is None else np.asarray(scenes, dtype=np.int64)
-
-
 def groups_of(outcomes: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The prompts of each category (an interval per category needs enough scans)."""
-    return {g: outcomes["group"] == gi for gi, g in enumerate(GROUPS)}
+    return bootstrap.groups_of(outcomes["group"], GROUPS)
 
 
 def entries(outcomes: dict[str, np.ndarray]) -> int:

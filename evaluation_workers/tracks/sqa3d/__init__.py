@@ -68,17 +68,6 @@ def units_of(outcomes: dict[str, np.ndarray]) -> int:
     return int(outcomes["em"].shape[0])
 
 
-def scenes_of(outcomes: dict[str, np.ndarray]) -> np.ndarray | None:
-    """Each question's scene (``bootstrap.scene_index``); None in outcomes kept before scenes were."""
-    scenes = outcomes.get("scene")
-    return None if scenes is None else np.asarray(scenes, dtype=np.int64)
-
-
-def _groups(type_index: np.ndarray) -> dict[str, np.ndarray]:
-    """The questions of each question type (an interval per type needs enough scenes)."""
-    return {group: type_index == g for g, group in enumerate(QUESTION_TYPES)}
-
-
 def outcomes_statistic(outcomes: dict[str, np.ndarray]) -> bootstrap.Statistic:
     """EM and EM_R, overall and per type, of a resample given as (b, n) question counts.
 
@@ -153,7 +142,7 @@ def score(labels: Path, predictions: Path, progress: Progress, outcomes: dict[st
     later = bootstrap.deferred(n)
     # Deferred or not, the units are named: a partition's exact results come from the statistic (``partitions``).
     uncertainty = bootstrap.intervals(outcomes_statistic(per_question), n, UNIT, unit_ids=truth.question_ids,
-                                      scenes=scenes, scene_names=scene_names, groups=_groups(type_index),
+                                      scenes=scenes, scene_names=scene_names, groups=bootstrap.groups_of(type_index, QUESTION_TYPES),
                                       resamples=0 if later else None)
     missing = n - len(answers)
     warnings = notes + _missing_warning(missing, n)
@@ -234,8 +223,8 @@ TRACK = Track(
     unit=UNIT,
     statistic=outcomes_statistic,
     units_of=units_of,
-    scenes_of=scenes_of,
-    groups_of=lambda outcomes: _groups(outcomes["type"]),
+    scenes_of=bootstrap.scenes_of,
+    groups_of=lambda outcomes: bootstrap.groups_of(outcomes["type"], QUESTION_TYPES),
     max_inflated_bytes=MAX_INFLATED_BYTES,
     per_class_keys=(),
     format_doc=Path(__file__).resolve().parents[3] / "docs" / "sqa3d-format.md",

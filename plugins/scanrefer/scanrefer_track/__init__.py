@@ -93,15 +93,9 @@ def units_of(outcomes: dict[str, np.ndarray]) -> int:
     return int(outcomes["group"].shape[0])
 
 
-def scenes_of(outcomes: dict[str, np.ndarray]) -> np.ndarray | None:
-    """Each description's scene (``bootstrap.scene_index``)."""
-    scenes = outcomes.get("scene")
-    return None if scenes is None else np.asarray(scenes, dtype=np.int64)
-
-
 def groups_of(outcomes: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The descriptions of each subset (an interval per subset needs enough scenes)."""
-    return {group: outcomes["group"] == g for g, group in enumerate(GROUPS)}
+    return bootstrap.groups_of(outcomes["group"], GROUPS)
 
 
 def outcomes_statistic(outcomes: dict[str, np.ndarray]) -> bootstrap.Statistic:
@@ -233,7 +227,7 @@ TRACK = Track(
     unit=UNIT,
     statistic=outcomes_statistic,
     units_of=units_of,
-    scenes_of=scenes_of,
+    scenes_of=bootstrap.scenes_of,
     groups_of=groups_of,
     max_inflated_bytes=MAX_INFLATED_BYTES,
     detail_rows=DetailRows("cells", "Cell"),
