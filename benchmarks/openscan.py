@@ -64,16 +64,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import numpy as np
-from measure import as_scored, evict, machine, measured, read_once, scratch_copy  # benchmarks/measure.py
+from measure import as_scored, evict, machine, measured, scratch_copy  # benchmarks/measure.py
+from openscan_runs import SCORED, measured_in, row, run_official, score_cmd
+from openscan_shapes import run_shapes
 
 from evaluation_workers.synthetic import openscan as synthetic
 from evaluation_workers.tracks.openscan.labels import ASPECTS, build_cache
 
 THRESHOLDS = np.append(np.arange(0.5, 0.95, 0.05), 0.25)
-# The real val split has 312 scenes, past OpenScan's minimum of 150 for an interval (Track.min_scenes); on
-# the benchmark's 50 the intervals would be withheld, and "as scored" would skip their work. Every scorer
-# run here lowers the minimum to 20, so that it does the work a submission to the real split gets.
-SCORED = {"EVAL_DEVICE": "cpu", "EVAL_BOOTSTRAP_MIN_SCENES": "20"}
 
 
 def baseline(labels: Path, predictions: Path) -> float:
@@ -164,11 +162,6 @@ def baseline(labels: Path, predictions: Path) -> float:
     return float(np.nanmean(all_ap))
 
 
-def score_cmd(labels: Path, predictions: Path) -> list[str]:
-    return [sys.executable, "-m", "evaluation_workers", "score", "--track", "openscan",
-            "--labels", str(labels), "--predictions", str(predictions), "--quiet"]
-
-
 def official_layout(source: Path, stored: Path, deflated: Path) -> None:
     """The synthetic zip rewritten as MaskClustering writes it: ``np.savez`` per scene, ``pred_score``."""
     with zipfile.ZipFile(source) as zin, zipfile.ZipFile(stored, "w", zipfile.ZIP_STORED) as zs, \
@@ -229,74 +222,6 @@ def prepare_full_official(work: Path, scenes: int, points: int) -> dict[str, Pat
     return {"labels": work / "labels", "deflated": work / "deflated.zip"}
 
 
-def shape_variants(files: dict[str, Path], work: Path) -> dict[str, tuple[Path, Path]]:
-    """The stored zip (uint8 masks whose instances are runs of vertices, as the generator makes them)
-    rewritten in other shapes researchers upload, each with labels it scores identically against: bool
-    masks; and scattered masks, every scene's vertices in a random order (its labels' lines in the same
-    order, so that every overlap and so every score is unchanged). name -> (labels, stored zip)."""
-    variants = {"uint8 masks, runs of vertices": (files["labels"], files["stored"]),
-                "bool masks, runs of vertices": (files["labels"], work / "stored_bool.zip"),
-                "uint8 masks, scattered vertices": (work / "labels_scattered", work / "stored_scattered.zip")}
-    if (work / "shapes_done").exists():
-        return variants
-    rng = np.random.default_rng(2)
-    scattered_labels = work / "labels_scattered"
-    subprocess.run(["rm", "-rf", str(scattered_labels)], check=True)
-    subprocess.run(["cp", "-r", str(files["labels"]), str(scattered_labels)], check=True)
-    with zipfile.ZipFile(files["stored"]) as zin, \
-            zipfile.ZipFile(work / "stored_bool.zip", "w", zipfile.ZIP_STORED) as as_bool, \
-            zipfile.ZipFile(work / "stored_scattered.zip", "w", zipfile.ZIP_STORED) as scattered:
-        orders: dict[str, np.ndarray] = {}
-        for info in zin.infolist():
-            aspect, scene = info.filename.split("/")[0], Path(info.filename).stem
-            with np.load(io.BytesIO(zin.read(info))) as data:
-                arrays = dict(data)
-            order = orders.setdefault(scene, rng.permutation(arrays["pred_masks"].shape[0]))
-            for zf, masks in ((as_bool, arrays["pred_masks"].astype(bool)), (scattered, arrays["pred_masks"][order])):
-                buf = io.BytesIO()
-                np.savez(buf, **{**arrays, "pred_masks": masks})  # type: ignore[arg-type]
-                zf.writestr(info.filename, buf.getvalue())
-            gt = scattered_labels / "gt" / aspect / f"{scene}.txt"
-            lines = gt.read_text().splitlines()
-            gt.write_text("".join(lines[i] + "\n" for i in order))
-    (work / "shapes_done").write_text("")
-    return variants
-
-
-def run_shapes(files: dict[str, Path], work: Path, args: argparse.Namespace) -> None:
-    """Ours (warm, as scored, median of 3; and with ``EVAL_THREADS=1``) on each shape of
-    ``shape_variants``, and the official evaluator once on each where ``--official`` is given."""
-    print("Input shapes (stored zip, warm against warm):")
-    vocabulary = json.loads((files["labels"] / "vocabulary.json").read_text())
-    for name, (labels, stored) in shape_variants(files, work).items():
-        with tempfile.TemporaryDirectory() as cache:
-            env = {**SCORED, "EVAL_CACHE_DIR": cache}
-            measured(score_cmd(labels, stored), env)  # builds the label cache
-            inputs = [labels, stored, Path(cache), ROOT / "evaluation_workers"]
-            walls = {}
-            for threads in ("", "1"):
-                extra = {"EVAL_THREADS": threads} if threads else {}
-                runs3 = sorted((measured_in("warm", inputs, score_cmd(labels, stored), {**env, **extra})
-                                for _ in range(3)), key=lambda r: float(r["wall"]))
-                result = json.loads(runs3[1]["stdout"])
-                walls[threads or "default threads"] = float(runs3[1]["wall"])
-                _row(f"ours, {name}{', EVAL_THREADS=1' if threads else ''}", runs3[1], result["metrics"]["AP"])
-                print(f"    {as_scored(result, 'AP')}")
-        if args.official:
-            with tempfile.TemporaryDirectory() as tmp, scratch_copy(args.official) as evaluator:
-                with zipfile.ZipFile(stored) as zf:
-                    zf.extractall(tmp)
-                total = 0.0
-                for aspect in args.aspects:
-                    run = run_official(evaluator, vocabulary[aspect], Path(tmp, aspect), labels / "gt" / aspect,
-                                       Path(tmp, f"out_{aspect}.csv"), args.official_python, "warm")
-                    total += run["wall"]
-                    print(f"    official evaluator, {aspect}: {Path(tmp, f'out_{aspect}.csv').read_text().splitlines()[-1]}")
-                ratios = ", ".join(f"{total / wall:.1f}x with {'EVAL_THREADS=1' if k == '1' else k}"
-                                   for k, wall in walls.items())
-                print(f"    official evaluator (unmodified, torch CPU), warm: {total:.2f} s wall; ours as scored {ratios}")
-
-
 def one_pass(path: Path) -> dict[str, float]:
     """The floor, in one process: the zip's sha256 on one thread (hashlib on the mapped file, 16 MiB a
     call) beside reading each member where the page cache holds it (a stored member: its bytes in the
@@ -343,41 +268,6 @@ def one_pass(path: Path) -> dict[str, float]:
     return {"wall": time.perf_counter() - start, "cpu": time.process_time() - cpu, "nonzero": nonzero}
 
 
-def official_cmd(official: Path, pred_dir: Path, gt_dir: Path, out: Path, python: str) -> list[str]:
-    """The unmodified evaluator, with ``Tensor.cuda`` the identity (torch CPU, no GPU here), run by ``python``
-    (an environment with torch 2.13.0 CPU and a NumPy below 2.4: the evaluator calls ``np.in1d``)."""
-    shim = ("import runpy, sys, torch; torch.Tensor.cuda = lambda self, *a, **k: self; "
-            "sys.argv = ['evaluate.py'] + sys.argv[1:]; runpy.run_module('evaluation.evaluate', run_name='__main__')")
-    return [python, "-c", shim, "--pred_path", str(pred_dir), "--gt_path", str(gt_dir),
-            "--dataset", "scannet", "--output_file", str(out)]
-
-
-def measured_in(state: str, inputs: list[Path], cmd: list[str], env: dict[str, str] | None = None,
-                cwd: Path | None = None) -> dict[str, Any]:
-    """``measured`` with ``inputs`` read once first (``state`` "warm") or evicted from the page cache ("cold")."""
-    (read_once if state == "warm" else evict)(inputs)
-    return measured(cmd, env, cwd=cwd)
-
-
-def run_official(evaluator: Path, names: list[str], pred_dir: Path, gt_dir: Path, out: Path, python: str,
-                 state: str) -> dict[str, Any]:
-    """One aspect through the official evaluator in ``evaluator`` (a copy from ``scratch_copy``: its
-    ``evaluation/constants.py`` is rewritten to this aspect's vocabulary), its inputs and its own files
-    ``state`` ("warm" or "cold") in the page cache; ``measured``'s figures. It writes ``out``."""
-    (evaluator / "evaluation" / "constants.py").write_text(
-        "MATTERPORT_LABELS = MATTERPORT_IDS = SCANNETPP_LABELS = SCANNETPP_IDS = []\n"
-        f"SCANNET_LABELS = {names!r}\nSCANNET_IDS = list(range(1, {len(names) + 1}))\n")
-    return measured_in(state, [gt_dir, pred_dir, evaluator], official_cmd(evaluator, pred_dir, gt_dir, out, python),
-                       cwd=evaluator)
-
-
-def _row(name: str, run: dict[str, Any], ap: float | str = "") -> None:
-    ap_text = f"AP={ap:.6f}" if isinstance(ap, float) else ap
-    system = f"({run['sys']:.2f} sys)" if "sys" in run else ""
-    print(f"  {name:52s} {run['wall']:7.2f} s wall {run['cpu']:7.2f} s CPU {system:11s}"
-          f"{run.get('rss_mib', float('nan')):7.0f} MiB {run.get('steal', 0.0):5.2f} s stolen  {ap_text}")
-
-
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--scenes", type=int, default=50)
@@ -418,7 +308,7 @@ def main() -> int:
             run = measured(score_cmd(files["labels"], preds), {**env, **extra})
             run["result"] = json.loads(run["stdout"])
             runs[name] = run
-            _row(name, run, run["result"]["metrics"]["AP"])
+            row(name, run, run["result"]["metrics"]["AP"])
     same = {json.dumps(r["result"]["metrics"], sort_keys=True) for r in runs.values()}
     print(f"  all five results {'bit-identical' if len(same) == 1 else 'DIFFER'}; "
           f"{as_scored(runs['ours, stored zip, text labels, warm']['result'], 'AP')}")
@@ -426,7 +316,7 @@ def main() -> int:
     for kind in ("stored", "deflated"):
         one_pass(files[kind])  # warm the page cache
         limits[kind] = one_pass(files[kind])
-        _row(f"one pass over the {kind} zip (sha256 + read + count non-zeros)", limits[kind],
+        row(f"one pass over the {kind} zip (sha256 + read + count non-zeros)", limits[kind],
              f"{limits[kind]['nonzero']:,} non-zeros")
     for kind, name in (("stored", "ours, stored zip, text labels, warm"),
                        ("deflated", "ours, deflated zip, text labels, warm")):
@@ -463,7 +353,7 @@ def main() -> int:
                             total[key] = max(total[key], run[key]) if key == "rss_mib" else total[key] + run[key]
                         if round_ == 1 and state == "warm":
                             print(f"  official evaluator, {aspect}: {out.read_text().splitlines()[-1]}")
-                    _row(f"round {round_}: official evaluator (unmodified, torch CPU), {state}", total)
+                    row(f"round {round_}: official evaluator (unmodified, torch CPU), {state}", total)
                     # Ours three times each (one second is more exposed to a moment's noise than the
                     # official evaluator's half minute), the median compared; and without the intervals
                     # (the official evaluator's work alone) on the two zips.
@@ -476,7 +366,7 @@ def main() -> int:
                                        key=lambda r: float(r["wall"]))
                         run = runs3[1]
                         result = json.loads(run["stdout"])
-                        _row(f"round {round_}: ours, {form}{note}, {state}, median of 3", run, result["metrics"]["AP"])
+                        row(f"round {round_}: ours, {form}{note}, {state}, median of 3", run, result["metrics"]["AP"])
                         if not note:  # the ratio "as scored" is for a result with its intervals
                             print(f"    {as_scored(result, 'AP')}")
                         walls = ", ".join(f"{float(r['wall']):.2f}" for r in runs3)
@@ -493,13 +383,13 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as cache:
             for name in ("cold (label cache built)", "warm"):
                 run = measured(score_cmd(big["labels"], big["deflated"]), {**SCORED, "EVAL_CACHE_DIR": cache})
-                _row(f"ours, deflated official zip, {name}", run, json.loads(run["stdout"])["metrics"]["AP"])
+                row(f"ours, deflated official zip, {name}", run, json.loads(run["stdout"])["metrics"]["AP"])
     if args.full:
         print("Full shape: 312 scenes x 150000 vertices x 8 aspects (compact)")
         full = prepare(args.work / "full", 312, args.points, list(ASPECTS), "compact")
         print(f"  compact predictions {full['compact'].stat().st_size / 2**20:.1f} MiB")
         run = measured(score_cmd(full["cached"], full["compact"]), {"EVAL_DEVICE": "cpu"})
-        _row("ours, compact + label cache (CPU)", run, json.loads(run["stdout"])["metrics"]["AP"])
+        row("ours, compact + label cache (CPU)", run, json.loads(run["stdout"])["metrics"]["AP"])
     return 0
 
 
