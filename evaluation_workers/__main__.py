@@ -15,6 +15,12 @@ if one_shot:
 
     gc.set_threshold(50_000, 10, 10)
 
+# The allocator's settings before any thread starts: a thread's first allocation picks its arena, and
+# one picked before ``allocator.tune`` kept heaps of its own (``cli.main`` tunes again: no harm).
+from evaluation_workers import allocator  # noqa: E402
+
+allocator.tune()
+
 if sys.argv[1:2] == ["score"] and "--predictions" in sys.argv[:-1]:
     # The predictions' checksum starts before the scorer's imports (NumPy, SciPy: 0.1-0.2 s on one
     # core), on the core that would idle meanwhile; ``results.sha256_file`` picks it up. A spelling

@@ -11,6 +11,11 @@ freed memory for reuse removes most of that: scoring 50,000 MMScan prompts x
 100 boxes spent 2.4-3.1 s of system time before, 0.9-1.2 s after; sorting the
 full test split's predictions, 1.3-2.1 s before, 0.1-0.4 s after
 (``tests/evaluation_workers/test_allocator.py`` shows the faults themselves).
+The scorer's other threads (reading ahead, blocks of resamples) would each
+get an arena of their own, whose heaps (64 MiB at most) glibc unmaps once
+empty and cannot hold a larger request at all: one arena for the process
+keeps theirs in the same heap (a 715 MiB OpenScan zip on two threads: 33,000
+page faults -> 26,000; one thread makes 20,000).
 ``release`` hands the kept memory back once a task is done, so an idle worker
 process stays small.
 """
@@ -26,11 +31,13 @@ _M_TRIM_THRESHOLD = -1
 _M_TOP_PAD = -2
 _M_MMAP_THRESHOLD = -3
 _M_MMAP_MAX = -4
+_M_ARENA_MAX = -8
 
 MMAP_THRESHOLD = 32 << 20  # glibc's largest (HEAP_MAX_SIZE / 2 on 64-bit), for threads' arenas
 MMAP_MAX = 0  # no request is a mapping of its own: the main heap serves the largest (threads' arenas fall back to it)
 TRIM_THRESHOLD = (1 << 31) - 1  # the most mallopt takes: freed memory stays for reuse until ``release``
 TOP_PAD = 64 << 20
+ARENA_MAX = 1  # threads allocate from the main heap too (see the module's text)
 
 
 @functools.cache
@@ -50,7 +57,7 @@ def tune() -> bool:
         return False
     return all(libc.mallopt(param, value) == 1 for param, value in (
         (_M_MMAP_THRESHOLD, MMAP_THRESHOLD), (_M_MMAP_MAX, MMAP_MAX), (_M_TRIM_THRESHOLD, TRIM_THRESHOLD),
-        (_M_TOP_PAD, TOP_PAD)))
+        (_M_TOP_PAD, TOP_PAD), (_M_ARENA_MAX, ARENA_MAX)))
 
 
 def release() -> None:

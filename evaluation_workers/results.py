@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluation_workers.mapped import give_back, map_open
+from evaluation_workers.threads import side_job
 
 # Files under these names inside a labels folder are derived (caches, the
 # public manifest); the checksum covers the official files only, so the same
@@ -46,7 +47,7 @@ def _read_sha256(path: Path, stop: threading.Event | None = None) -> str:
     with open(path, "rb", buffering=0) as f:  # opened once: a pipe's data is read only once
         mapped = map_open(f)
         if mapped is not None:
-            with mapped, memoryview(mapped) as view:
+            with side_job(), mapped, memoryview(mapped) as view:  # a core taken (threads.side_job)
                 for start in range(0, len(view), _SLICE):
                     if stop is not None and stop.is_set():
                         return ""
@@ -54,7 +55,7 @@ def _read_sha256(path: Path, stop: threading.Event | None = None) -> str:
                     give_back(mapped, start, start + _SLICE)
             return digest.hexdigest()
         buffer = bytearray(_CHUNK)
-        with memoryview(buffer) as chunk:
+        with side_job(), memoryview(buffer) as chunk:
             while n := f.readinto(buffer):
                 if stop is not None and stop.is_set():
                     return ""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -115,3 +116,76 @@ def test_the_default_counts_the_machines_cpus_where_the_system_has_no_affinity(m
     monkeypatch.delattr(os, "sched_getaffinity", raising=False)
     monkeypatch.setattr(os, "cpu_count", lambda: 6)
     assert threads() == 6
+
+
+def test_reading_ahead_leaves_a_core_to_a_side_job_and_takes_it_back_after() -> None:
+    """While a side job (the predictions' checksum) holds a core, the caller reads the next item itself:
+    never more busy threads than cores; once it is done, the pool reads ahead again."""
+    import threading
+
+    from evaluation_workers.threads import side_job
+
+    caller, readers = threading.get_ident(), []
+
+    def read(item: int) -> int:
+        readers.append((item, threading.get_ident()))
+        return item
+
+    job = side_job()
+    job.__enter__()
+    with ThreadPoolExecutor(1) as executor:
+        got = []
+        for item, value in read_ahead(executor, read, range(6), depth=1):
+            got.append(value)
+            if item == 2:
+                job.__exit__(None, None, None)  # the side job ends while item 2 is worked on
+    assert got == list(range(6))
+    by = dict(readers)
+    assert all(by[i] == caller for i in (0, 1, 2)), readers
+    assert all(by[i] != caller for i in (3, 4, 5)), readers
+
+
+def test_openscan_reads_in_the_scoring_thread_while_the_checksum_runs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On two threads the scorer, a reading thread and the checksum's thread took turns on two cores
+    (issue 28: slower than one thread on an Intel Xeon). While the checksum runs, the scorer reads
+    the scenes itself; the result is the same as on one thread."""
+    import argparse
+    import threading
+
+    from evaluation_workers import results
+    from evaluation_workers.synthetic import openscan as synthetic
+    from evaluation_workers.tracks.openscan import official_zip, score
+
+    data = synthetic.generate(argparse.Namespace(
+        out=tmp_path, scenes=6, points=2000, instances=(3, 5), masks=8, aspects=["material"],
+        format="official", semantic=False, missing=0, seed=3))
+    monkeypatch.setenv("EVAL_THREADS", "1")
+    one_thread = score(data["labels"], data["official"])
+
+    hashing, two_read, by_scorer = threading.Event(), threading.Event(), []
+    real_give_back, real_read = results.give_back, official_zip.OfficialReader.read
+
+    def give_back(mapped, start, end):  # type: ignore[no-untyped-def]
+        hashing.set()
+        two_read.wait(10)  # the checksum holds its core until the scorer has read two scenes
+        real_give_back(mapped, start, end)
+
+    def read(self, scene):  # type: ignore[no-untyped-def]
+        by_scorer.append(threading.current_thread() is threading.main_thread())
+        if len(by_scorer) == 2:
+            two_read.set()
+        return real_read(self, scene)
+
+    monkeypatch.setattr(results, "give_back", give_back)
+    monkeypatch.setattr(official_zip.OfficialReader, "read", read)
+    monkeypatch.setenv("EVAL_THREADS", "2")
+    results.hash_ahead(data["official"])  # as the command line does, before scoring
+    try:
+        assert hashing.wait(10)
+        two_threads = score(data["labels"], data["official"])
+    finally:
+        results.forget_ahead(data["official"])
+    assert {k: two_threads[k] for k in ("metrics", "breakdown", "details")} == \
+        {k: one_thread[k] for k in ("metrics", "breakdown", "details")}
+    assert len(by_scorer) == 6 and by_scorer[:2] == [True, True], by_scorer
