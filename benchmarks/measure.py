@@ -1,5 +1,5 @@
-"""One measured child process for the benchmarks: wall, CPU (user + system; system alone too) and peak RSS
-of it alone; and what machine the figures come from (``machine``).
+"""One measured child process for the benchmarks: wall, CPU (user + system; system alone too), peak RSS,
+page faults and context switches of it alone; and what machine the figures come from (``machine``).
 
 The figures come from a fresh parent process, so that the peak RSS (``ru_maxrss`` of the children, which
 is a maximum over all children ever waited for) is this command's alone. ``steal`` is the CPU time the
@@ -33,6 +33,7 @@ out = subprocess.run(sys.argv[1:], capture_output=True, text=True)
 usage = resource.getrusage(resource.RUSAGE_CHILDREN)
 print(json.dumps({"wall": time.perf_counter() - start, "cpu": usage.ru_utime + usage.ru_stime, "sys": usage.ru_stime,
                   "rss_mib": usage.ru_maxrss / 1024, "steal": steal() - stolen, "rc": out.returncode,
+                  "faults": usage.ru_minflt, "switches": usage.ru_nvcsw + usage.ru_nivcsw,
                   "stdout": out.stdout, "stderr": out.stderr[-3000:]}))
 """
 

@@ -7,7 +7,8 @@
 ``EVAL_DEVICE=cpu``, warm: inputs read once before each run, the label cache built first) with
 ``EVAL_THREADS`` unset (the default), 1 and 2, the settings interleaved run by run so that a drift of a
 shared machine's speed falls on all of them alike. Prints each setting's median wall time and its
-ratio to the best; the default must be within 5 % of the best and never slower than one thread
+ratio to the best, with its system time, page faults and context switches (where two threads cost more
+than they give, these say why); the default must be within 5 % of the best and never slower than one thread
 (issue 28). Results are bit-identical whatever the setting (checked here too).
 """
 
@@ -40,21 +41,24 @@ def compare(name: str, cmd: list[str], inputs: list[Path], runs: int, extra: dic
     with tempfile.TemporaryDirectory() as cache:
         env = {"EVAL_DEVICE": "cpu", "EVAL_CACHE_DIR": cache, **extra}
         measured(cmd, env)  # the label cache, and a warm-up
-        walls: dict[str, list[float]] = {s: [] for s in SETTINGS}
+        seen: dict[str, list[dict[str, float]]] = {s: [] for s in SETTINGS}
         results = set()
         for _ in range(runs):
             for setting in SETTINGS:
                 read_once([*inputs, Path(cache)])
                 run = measured(cmd, {**env, **({"EVAL_THREADS": setting} if setting else {})})
-                walls[setting].append(float(run["wall"]))
+                seen[setting].append({k: float(run[k]) for k in ("wall", "sys", "faults", "switches")})
                 results.add(json.dumps(json.loads(run["stdout"])["metrics"], sort_keys=True))
-    medians = {s: statistics.median(w) for s, w in walls.items()}
-    best = min(medians.values())
+    medians = {s: {k: statistics.median(r[k] for r in rows) for k in rows[0]} for s, rows in seen.items()}
+    best = min(m["wall"] for m in medians.values())
     print(f"{name} ({'bit-identical' if len(results) == 1 else 'RESULTS DIFFER'}):")
-    for setting, median in medians.items():
+    for setting, m in medians.items():
         label = f"default ({threads()} here)" if not setting else setting
-        print(f"  EVAL_THREADS={label:14s} median {median:.3f} s of {runs} "
-              f"(min {min(walls[setting]):.3f}), {median / best:.3f}x the best")
+        # System time, page faults and context switches: where two threads cost more than they give
+        # (issue 28 saw 0.66 s of system time on an Intel Xeon), these show why.
+        print(f"  EVAL_THREADS={label:14s} median {m['wall']:.3f} s of {runs} "
+              f"(min {min(r['wall'] for r in seen[setting]):.3f}), {m['wall'] / best:.3f}x the best; "
+              f"{m['sys']:.2f} s system, {m['faults']:,.0f} page faults, {m['switches']:,.0f} context switches")
 
 
 def main() -> int:

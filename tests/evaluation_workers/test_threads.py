@@ -145,13 +145,15 @@ def test_reading_ahead_leaves_a_core_to_a_side_job_and_takes_it_back_after() -> 
     assert all(by[i] != caller for i in (3, 4, 5)), readers
 
 
-def test_openscan_reads_in_the_scoring_thread_while_the_checksum_runs(
+def test_openscan_reads_one_scene_fewer_ahead_while_the_checksum_runs(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """On two threads the scorer, a reading thread and the checksum's thread took turns on two cores
-    (issue 28: slower than one thread on an Intel Xeon). While the checksum runs, the scorer reads
-    the scenes itself; the result is the same as on one thread."""
+    """On two threads the checksum's thread and two reading threads took turns on two cores (issue 28:
+    slower than one thread on an Intel Xeon; on AMD, 4.46 -> 3.72 s for a 5.7 GB stored zip of eight
+    aspects). While the checksum runs, one scene at most is read ahead; the result is the same as on one
+    thread."""
     import argparse
     import threading
+    import time
 
     from evaluation_workers import results
     from evaluation_workers.synthetic import openscan as synthetic
@@ -163,19 +165,31 @@ def test_openscan_reads_in_the_scoring_thread_while_the_checksum_runs(
     monkeypatch.setenv("EVAL_THREADS", "1")
     one_thread = score(data["labels"], data["official"])
 
-    hashing, two_read, by_scorer = threading.Event(), threading.Event(), []
+    hashing, three_read, lock = threading.Event(), threading.Event(), threading.Lock()
+    state = {"holding": False, "in_flight": 0, "most_while_hashing": 0, "reads": 0}
     real_give_back, real_read = results.give_back, official_zip.OfficialReader.read
 
     def give_back(mapped, start, end):  # type: ignore[no-untyped-def]
+        state["holding"] = True
         hashing.set()
-        two_read.wait(10)  # the checksum holds its core until the scorer has read two scenes
+        three_read.wait(10)  # the checksum holds its core until three scenes are read
+        state["holding"] = False
         real_give_back(mapped, start, end)
 
     def read(self, scene):  # type: ignore[no-untyped-def]
-        by_scorer.append(threading.current_thread() is threading.main_thread())
-        if len(by_scorer) == 2:
-            two_read.set()
-        return real_read(self, scene)
+        with lock:
+            state["in_flight"] += 1
+            if state["holding"]:
+                state["most_while_hashing"] = max(state["most_while_hashing"], state["in_flight"])
+        time.sleep(0.02)  # reads in flight together overlap
+        try:
+            return real_read(self, scene)
+        finally:
+            with lock:
+                state["in_flight"] -= 1
+                state["reads"] += 1
+                if state["reads"] == 3:
+                    three_read.set()
 
     monkeypatch.setattr(results, "give_back", give_back)
     monkeypatch.setattr(official_zip.OfficialReader, "read", read)
@@ -188,4 +202,4 @@ def test_openscan_reads_in_the_scoring_thread_while_the_checksum_runs(
         results.forget_ahead(data["official"])
     assert {k: two_threads[k] for k in ("metrics", "breakdown", "details")} == \
         {k: one_thread[k] for k in ("metrics", "breakdown", "details")}
-    assert len(by_scorer) == 6 and by_scorer[:2] == [True, True], by_scorer
+    assert state["reads"] == 6 and state["most_while_hashing"] == 1, state

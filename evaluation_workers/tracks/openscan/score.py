@@ -140,8 +140,7 @@ def score(labels_path: Path, predictions_path: Path, progress: Progress = no_pro
     labels_path, predictions_path = Path(labels_path), Path(predictions_path)
     # Threads: one hashes the predictions file from the start (the longest single job on a large zip:
     # AP and the intervals overlap it too), the others read the next scenes while this one is scored
-    # (threads.read_ahead): as many as the cores beside this thread's and the checksum's, so the
-    # scenes are read here while it runs on two cores. Values do not depend on it.
+    # (threads.read_ahead: one fewer while the checksum runs). Values do not depend on it.
     n_threads = threads()
     hasher = ThreadPoolExecutor(1) if n_threads > 1 else None
     refused = threading.Event()  # a bad file stops the hash: its error is not kept waiting
@@ -157,7 +156,7 @@ def score(labels_path: Path, predictions_path: Path, progress: Progress = no_pro
         units = {scene: u for u, scene in enumerate(manifest["scenes"])}
         states = {a: _AspectState(xp, lab, units) for a, lab in labels.items()}
         scenes = reader.scenes()
-        depth = max(1, n_threads - 1) if getattr(reader, "parallel_reads", False) else 1
+        depth = n_threads if getattr(reader, "parallel_reads", False) else 1
         pool = ThreadPoolExecutor(depth) if n_threads > 1 else None
         for i, (scene, read) in enumerate(read_ahead(pool, reader.read, scenes, depth)):
             _add_scene(xp, states, units, scene, read)
