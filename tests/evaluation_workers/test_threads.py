@@ -71,6 +71,25 @@ def test_flat_nonzero_equals_numpy_on_masks_at_any_address(dtype) -> None:
     assert np.array_equal(flat_nonzero(np.ones(5, dtype=np.uint8)[1:]), np.arange(4))
 
 
+@pytest.mark.parametrize("block_words", [1, 3, 64])
+def test_flat_nonzero_joins_its_blocks_of_words_in_order(block_words: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scene's masks are scanned in blocks of words (8 MiB each by default, more than the tests' masks
+    hold): with small blocks, every block boundary, head and tail, the result is NumPy's."""
+    from evaluation_workers.tracks.openscan import common
+
+    monkeypatch.setattr(common, "_BLOCK_WORDS", block_words)
+    rng = np.random.default_rng(block_words)
+    for dtype in (np.bool_, np.uint8, np.int32):
+        masks = (rng.random((517, 9)) < 0.1).astype(dtype)
+        masks[0, 0] = masks[-1, -1] = 1
+        raw = masks.tobytes()
+        for offset in (0, 3):
+            buffer = np.zeros(len(raw) + 8, dtype=np.uint8)
+            buffer[offset : offset + len(raw)] = np.frombuffer(raw, dtype=np.uint8)
+            view = buffer[offset : offset + len(raw)].view(dtype).reshape(masks.shape)
+            assert np.array_equal(flat_nonzero(view), np.flatnonzero(masks)), (dtype, offset)
+
+
 def test_flat_nonzero_reads_bool_bytes_other_than_one_as_in() -> None:
     raw = np.frombuffer(bytes([0, 2, 0, 1, 0, 0, 0, 0, 255, 0, 9]), dtype=np.bool_)
     assert flat_nonzero(raw).tolist() == [1, 3, 8, 10]
