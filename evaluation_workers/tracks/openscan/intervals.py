@@ -183,13 +183,13 @@ def _aspect_ap(xp: Any, counts: Any, c: dict[str, np.ndarray], plan: dict[str, A
             seen_above = xp.take(seen_at, at_above, axis=1) - seen0
             true_above = xp.take(true_at, at_above, axis=1) - true0
         curve = xp.asarray(c["curve"])
-        # A curve without positives in the resample gains nothing: its points' gains are 0.
-        no_pos = xp.astype(n_pos == 0, xp.float64)
-        pos = xp.take(n_pos + no_pos, curve, axis=1)  # >= 1 where 0
-        has_pos = xp.take(1.0 - no_pos, curve, axis=1)
+        # A curve without positives in the resample gains nothing: a true positive's scene holds its
+        # instance, so none of its true positives was drawn either, and its gains are 0 / 1.
+        pos = xp.take(xp.maximum(n_pos, 1.0), curve, axis=1)
         p_end, p_above = _precision(xp, true_end, seen_end), _precision(xp, true_above, seen_above)
-        gain = (true_end - true_above) / pos * has_pos
-        per_curve = segment_sums(gain * (p_end + p_above) / 2.0, xp.asarray(plan["curve_starts"]), xp)
+        gain = (true_end - true_above) / pos
+        # Halved after the sums: halving is exact, so the sums' bits are those of the halved terms.
+        per_curve = segment_sums(gain * (p_end + p_above), xp.asarray(plan["curve_starts"]), xp) / 2.0
         padded_ap = xp.concat([xp.zeros((b, 1), dtype=xp.float64), per_curve], axis=1)
         ap = xp.take(padded_ap, xp.asarray(plan["curve_column"]), axis=1)
     ap = xp.where(n_pos > 0, ap, xp.full_like(ap, np.nan))
@@ -198,10 +198,11 @@ def _aspect_ap(xp: Any, counts: Any, c: dict[str, np.ndarray], plan: dict[str, A
 
 def _precision(xp: Any, true: Any, seen: Any) -> Any:
     """true / seen, and 1 where nothing is drawn at or above the point (seen 0, then true 0 too: the
-    sentinel's precision). Arithmetic, not ``where`` (three times slower on these (b, P) arrays): where
-    seen > 0 the added zeros leave the quotient's bits as they are (weights are never negative)."""
-    nothing = xp.astype(seen == 0, xp.float64)
-    return true / (seen + nothing) + nothing
+    sentinel's precision): 0 / 0 is NaN, which ``fmin`` replaces by 1; elsewhere true <= seen, so the
+    quotient is at most 1 and ``fmin`` keeps it. Two passes over these (b, P) arrays, where adding a
+    0/1 "nothing" to both took five, and ``where`` three times as long as those."""
+    with np.errstate(invalid="ignore"):
+        return xp.fmin(true / seen, 1.0)
 
 
 def _dummy_first(unit: np.ndarray) -> np.ndarray:
