@@ -14,7 +14,9 @@ Synthetic data: ``evaluation_workers.synthetic.mmscan_vg`` (seed printed) with
 crashes on those); by default every box is tilted in 3-D (``--tilted-fraction``).
 Times: ours end to end in a fresh process (``python -m evaluation_workers
 score``, ``EVAL_DEVICE=cpu``), cold (empty label cache, files evicted from
-the page cache) and warm (best of 3), and in-process by stage; the slow loop of
+the page cache) and warm (best of 3), and in-process by stage; the one-pass
+limit (``benchmarks/one_pass.py``: a fresh process hashing the predictions
+beside one simdjson parse of them); the slow loop of
 METRICS.md from the tests (IoU from our kernel); the scipy half-space IoU
 reference on a sample of pairs, extrapolated; and, with ``--devkit``, the
 official ``VisualGroundingEvaluator``, unmodified (a folder holding the
@@ -208,6 +210,10 @@ def main() -> int:
         f"stolen  gTop-1@0.25={ours['gTop-1@0.25']:.6f} AP_box@0.25={ours['AP_box@0.25']:.6f}"
     )
     print(f"  {as_scored(json.loads(str(best['stdout'])), 'gTop-1@0.25')}")
+    one_pass = [sys.executable, str(Path(__file__).with_name("one_pass.py")), "json", str(preds_path)]
+    floor = min(float(measured(one_pass)["wall"]) for _ in range(3))
+    print(f"one pass over the predictions (benchmarks/one_pass.py: a fresh process hashing them beside one "
+          f"simdjson parse), best of 3: {floor:.3f} s; ours / one pass: {process_s / floor:.1f}x")
 
     xp = _xp.backend()
     score_s, _ = _timed(lambda: mmscan_vg.score(labels_path, preds_path))

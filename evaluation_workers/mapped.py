@@ -7,15 +7,20 @@ alive maps them again, so resident memory does not grow with the file.
 
 The file must not be truncated while it is mapped (a read past its new end is
 a SIGBUS); the worker maps only its own copy of a submission.
+
+``ViewFile`` reads a buffer (a mapping, a member's bytes) as a seekable file,
+for zipfile's directory, without a copy.
 """
 
 from __future__ import annotations
 
+import errno
+import io
 import mmap
 import os
 import stat
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 
 def map_file(path: Path, min_size: int = 1) -> mmap.mmap | None:
@@ -47,3 +52,36 @@ def give_back(mapped: mmap.mmap, start: int, end: int) -> None:
         last -= last % mmap.PAGESIZE
     if last > first:
         mapped.madvise(mmap.MADV_DONTNEED, first, last - first)
+
+
+class ViewFile(io.RawIOBase):
+    """A read-only, seekable file over a buffer, without copying it (``io.BytesIO`` copies
+    anything but ``bytes``); zipfile reads only the directory through it."""
+
+    def __init__(self, view: memoryview) -> None:
+        super().__init__()
+        self._view = view
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: len(self._view)}[whence]
+        if base + offset < 0:  # as a file on disk answers (zipfile reads it as "no directory here")
+            raise OSError(errno.EINVAL, "Invalid argument")
+        self._pos = base + offset
+        return self._pos
+
+    def tell(self) -> int:
+        return self._pos
+
+    def readinto(self, buffer: Any) -> int:
+        chunk = self._view[self._pos : self._pos + len(buffer)]
+        n = len(chunk)
+        memoryview(buffer).cast("B")[:n] = chunk
+        self._pos += n
+        return n

@@ -17,8 +17,6 @@ first (``limits.npy_header``), then exactly the announced payload.
 
 from __future__ import annotations
 
-import errno
-import io
 import math
 import mmap
 import stat
@@ -40,7 +38,7 @@ from evaluation_workers.errors import (
     PredictionFormatError,
 )
 from evaluation_workers.limits import Budget, npy_header
-from evaluation_workers.mapped import give_back, map_file
+from evaluation_workers.mapped import ViewFile, give_back, map_file
 
 # What opening or reading a malformed zip can raise inside zipfile/inflate/struct.
 ZIP_ERRORS: tuple[type[Exception], ...] = (
@@ -75,39 +73,6 @@ def member_count(data: IO[bytes], size: int) -> int | None:
         return None
     _, _, _, _, total, _, _, _ = _EOCD.unpack(block[at : at + 22])
     return None if total == 0xFFFF else int(total)
-
-
-class ViewFile(io.RawIOBase):
-    """A read-only, seekable file over a buffer, without copying it (``io.BytesIO`` copies
-    anything but ``bytes``); zipfile reads only the directory through it."""
-
-    def __init__(self, view: memoryview) -> None:
-        super().__init__()
-        self._view = view
-        self._pos = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: len(self._view)}[whence]
-        if base + offset < 0:  # as a file on disk answers (zipfile reads it as "no directory here")
-            raise OSError(errno.EINVAL, "Invalid argument")
-        self._pos = base + offset
-        return self._pos
-
-    def tell(self) -> int:
-        return self._pos
-
-    def readinto(self, buffer: Any) -> int:
-        chunk = self._view[self._pos : self._pos + len(buffer)]
-        n = len(chunk)
-        memoryview(buffer).cast("B")[:n] = chunk
-        self._pos += n
-        return n
 
 
 def check_name(name: str, file: str) -> PurePosixPath:
