@@ -10,6 +10,7 @@ plausible result), and a stand-in ``torch`` (the real one takes seconds to impor
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -105,6 +106,9 @@ def test_openscan_runs_the_official_evaluator_from_a_copy_warm_and_cold(tmp_path
     assert "official evaluator, material: average,0.5,0.2" in out  # it ran, on the copy
     assert "official evaluator (unmodified, torch CPU), cold" in out and "cold against cold" in out
     assert "warm against warm" in out
+    # The one-pass limit (benchmarks/one_pass.py, its own process) read every member of both zips.
+    nonzeros = re.findall(r"one pass over the (?:stored|deflated) zip.* ([0-9,]+) non-zeros", out)
+    assert len(nonzeros) == 2 and nonzeros[0] == nonzeros[1] != "0", out
 
 
 def test_mmscan_vg_runs_the_devkit_from_a_copy(tmp_path: Path) -> None:
@@ -120,3 +124,4 @@ def test_mmscan_vg_runs_the_devkit_from_a_copy(tmp_path: Path) -> None:
 
     assert snapshot(devkit) == before
     assert "gTop-1@0.25=0.500000 AP_C@0.25=0.250000" in out.stdout  # it ran, on the copy
+    assert re.search(r"ours / one pass: [0-9.]+x", out.stdout)
