@@ -24,7 +24,6 @@ import hashlib
 import io
 import json
 import mmap
-import struct
 import sys
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
@@ -33,18 +32,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from evaluation_workers import allocator  # ctypes only: no NumPy, no scorer
-from evaluation_workers.mapped import ViewFile
+from evaluation_workers.mapped import ViewFile, member_view
 
 allocator.tune()
 
 import numpy as np
-
-
-def _payload(view: memoryview, info: zipfile.ZipInfo) -> memoryview:
-    """A member's bytes as they lie in the archive (after its local header)."""
-    name_len, extra_len = struct.unpack("<2H", view[info.header_offset + 26 : info.header_offset + 30])
-    begin = info.header_offset + 30 + name_len + extra_len
-    return view[begin : begin + info.compress_size]
 
 
 def _sha256(view: memoryview) -> str:
@@ -64,11 +56,11 @@ def openscan_zip(path: Path) -> dict[str, int]:
         with zipfile.ZipFile(ViewFile(view)) as zf:  # the directory only
             infos = zf.infolist()
         for info in infos:
-            data = _payload(view, info)
+            data = member_view(view, info)
             npz = memoryview(zlib_ng.decompress(data, -15, info.file_size)) if info.compress_type else data
             with zipfile.ZipFile(ViewFile(npz)) as inner:  # its directory only
                 masks = inner.getinfo("pred_masks.npy")
-            body = _payload(npz, masks)
+            body = member_view(npz, masks)
             header = io.BytesIO(body[:4096])
             read_header = {(1, 0): np.lib.format.read_array_header_1_0,
                            (2, 0): np.lib.format.read_array_header_2_0}[np.lib.format.read_magic(header)]

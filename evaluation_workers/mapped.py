@@ -9,7 +9,8 @@ The file must not be truncated while it is mapped (a read past its new end is
 a SIGBUS); the worker maps only its own copy of a submission.
 
 ``ViewFile`` reads a buffer (a mapping, a member's bytes) as a seekable file,
-for zipfile's directory, without a copy.
+for zipfile's directory, without a copy; ``member_view`` is a zip member's
+bytes where they lie in such a buffer.
 """
 
 from __future__ import annotations
@@ -19,8 +20,12 @@ import io
 import mmap
 import os
 import stat
+import struct
+import zipfile
 from pathlib import Path
 from typing import Any, BinaryIO
+
+LOCAL_HEADER = struct.Struct("<4s5H3L2H")  # a zip member's local header (30 bytes); its name and extra field follow
 
 
 def map_file(path: Path, min_size: int = 1) -> mmap.mmap | None:
@@ -85,3 +90,13 @@ class ViewFile(io.RawIOBase):
         memoryview(buffer).cast("B")[:n] = chunk
         self._pos += n
         return n
+
+
+def member_view(view: memoryview, info: zipfile.ZipInfo) -> memoryview:
+    """Member ``info``'s stored bytes (compressed, if it is) as they lie in the archive ``view``;
+    ``ValueError`` when no local header is where the directory says."""
+    magic, *_, name_len, extra_len = LOCAL_HEADER.unpack_from(view, info.header_offset)
+    if magic != b"PK\x03\x04":
+        raise ValueError(f"{info.filename}: no local header at {info.header_offset}")
+    start = info.header_offset + LOCAL_HEADER.size + name_len + extra_len
+    return view[start : start + info.compress_size]

@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from evaluation_workers.mapped import ViewFile, map_file
+from evaluation_workers.mapped import ViewFile, map_file, member_view
 from evaluation_workers.results import sha256_tree
 
 Arrays = dict[str, np.ndarray]
@@ -93,7 +93,6 @@ def read(path: Path, version: int, stats: list[list[Any]] | None = None,
     return arrays, str(meta["labels_sha256"])
 
 
-_LOCAL_HEADER = struct.Struct("<4s5H3L2H")  # a zip member's local header: its name and extra field follow
 _NPY_HEADER_MAX = 1 << 16
 
 
@@ -110,11 +109,7 @@ def _mapped(path: Path) -> Arrays | None:
     for info in infos:
         if info.compress_type != zipfile.ZIP_STORED or not info.filename.endswith(".npy"):
             return None
-        magic, *_, name_len, extra_len = _LOCAL_HEADER.unpack_from(view, info.header_offset)
-        if magic != b"PK\x03\x04":
-            raise ValueError(f"{path}: {info.filename} has no local header")
-        start = info.header_offset + _LOCAL_HEADER.size + name_len + extra_len
-        member = view[start : start + info.file_size]
+        member = member_view(view, info)
         if len(member) != info.file_size or zlib.crc32(member) != info.CRC:
             raise ValueError(f"{path}: {info.filename} is damaged")
         head = io.BytesIO(member[:_NPY_HEADER_MAX])

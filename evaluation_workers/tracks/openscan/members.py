@@ -38,7 +38,7 @@ from evaluation_workers.errors import (
     PredictionFormatError,
 )
 from evaluation_workers.limits import Budget, npy_header
-from evaluation_workers.mapped import ViewFile, give_back, map_file
+from evaluation_workers.mapped import LOCAL_HEADER, ViewFile, give_back, map_file
 
 # What opening or reading a malformed zip can raise inside zipfile/inflate/struct.
 ZIP_ERRORS: tuple[type[Exception], ...] = (
@@ -52,7 +52,6 @@ ZIP_ERRORS: tuple[type[Exception], ...] = (
     OverflowError,
     KeyError,
 )
-_LOCAL = struct.Struct("<4s5H3L2H")  # local file header, 30 bytes
 _HEADER_BYTES = 1 << 16
 _CHUNK = 1 << 20  # an .npy header is at most ~10 kB (numpy's own limit)
 # A deflated per-scene .npz up to this size is inflated in memory (a scene of 150,000 vertices x
@@ -198,19 +197,19 @@ class Archive:
         if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
             raise PredictionFormatError(
                 f"{what}: Expected a stored or deflated member, but got compression method {info.compress_type}")
-        head = bytes(self._raw(info.header_offset, _LOCAL.size))
-        fields = _LOCAL.unpack(head)
+        head = bytes(self._raw(info.header_offset, LOCAL_HEADER.size))
+        fields = LOCAL_HEADER.unpack(head)
         if fields[0] != b"PK\x03\x04":
             raise PredictionFormatError(
                 f"{what}: Expected a local file header where the directory points, but got other bytes "
                 f"(lying directory)")
         name_len, extra_len = fields[9], fields[10]
-        name = bytes(self._raw(info.header_offset + _LOCAL.size, name_len))
+        name = bytes(self._raw(info.header_offset + LOCAL_HEADER.size, name_len))
         if name.decode("utf-8", "replace") != info.filename and name.decode("cp437") != info.filename:
             raise PredictionFormatError(
                 f"{what}: Expected the local header to name {info.filename!r}, but it names {name!r} "
                 f"(lying directory)")
-        start = info.header_offset + _LOCAL.size + name_len + extra_len
+        start = info.header_offset + LOCAL_HEADER.size + name_len + extra_len
         self._extents[info.filename] = (info.header_offset, start + info.compress_size)
         return self._raw(start, info.compress_size)
 
