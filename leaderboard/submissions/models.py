@@ -171,6 +171,11 @@ class Result(models.Model):
     device = models.CharField(max_length=8, blank=True)
     worker = models.CharField(max_length=200, blank=True, help_text="The worker that scored it (node:pid).")
     partition = models.CharField(max_length=8, choices=Partition.choices, default=Partition.ALL, blank=True)
+    # Which state of this row a message or a stored paired test belongs to: every change of what it
+    # says (a re-score overwriting it, new labels, late intervals) bumps it, so that an answer
+    # computed on an earlier state is recognised as stale (METRICS.md, "A test belongs to the
+    # results it compared").
+    revision = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
