@@ -78,7 +78,8 @@ SPLIT = _param("split", "query", "Split name (default: the track's default split
 VIEW = [SPLIT,
         _param("metric", "query", "One of the track's metrics (default: primary)"),
         _param("sort", "query", "Column to rank by: a metric, or '<group>/<metric>'"),
-        _param("order", "query", "desc (default) or asc", {"enum": ["desc", "asc"]}),
+        _param("order", "query", "desc or asc (default: best first, asc for a metric where lower is better)",
+               {"enum": ["desc", "asc"]}),
         _param("paper", "query", "0 hides rows reported in papers", {"enum": ["0", "1"]}),
         _param("extra", "query", "Training-data filter", {"enum": ["any", "no", "only"]}),
         _param("protocol", "query", "Only the rows of this scoring protocol (a key of the track's 'protocols'; "
@@ -193,7 +194,8 @@ def schema(paths: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
         "info": {"title": "3D scene-understanding leaderboards API", "version": "1",
                  "description": "Read endpoints are anonymous. Writes take 'Authorization: Token <key>' "
                                 "(python manage.py issue_token, or the API tokens page). Scores are "
-                                "fractions in [0, 1]; undefined values are null. Every error is "
+                                "fractions in [0, 1] unless a metric's spec says otherwise (metric_specs: a value "
+                                "with a unit, lower or higher is better); undefined values are null. Every error is "
                                 "{\"error\": {\"code\", \"message\"}} (components.schemas.Error)."},
         "components": {"securitySchemes": {"token": {"type": "apiKey", "in": "header", "name": "Authorization",
                                                      "description": "Token <key>"}},

@@ -32,8 +32,20 @@ def nullable(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 SCORES = {"type": "object", "additionalProperties": nullable(NUM),
-          "description": "Flat scores, fractions in [0, 1]: '<metric>' overall, '<group>/<metric>' per group "
-                         "(and '<group>/count'); null where undefined"}
+          "description": "Flat scores, each as its metric's spec says (metric_specs: a fraction in [0, 1], or a "
+                         "value in its unit): '<metric>' overall, '<group>/<metric>' per group (and "
+                         "'<group>/count'); null where undefined"}
+METRIC_SPECS = {"type": "object", "description": "Each metric's spec: which way is better, what its values are, "
+                                                 "the decimals pages show",
+                "additionalProperties": _obj({
+                    "direction": {"type": "string", "enum": ["higher", "lower"],
+                                  "description": "Which values are better: ranks and 'best' follow it"},
+                    "kind": {"type": "string", "enum": ["fraction", "value"],
+                             "description": "fraction: in [0, 1], shown as a percentage; value: shown in its unit"},
+                    "unit": {"type": "string", "description": "A value's unit ('cm'); '' for a fraction"},
+                    "low": nullable(NUM), "high": nullable(NUM),
+                    "precision": {"type": "integer", "description": "Decimals shown (of the percentage, for a "
+                                                                    "fraction); the benchmark's bundle may set them"}})}
 
 PHASE = {
     "phase": {"type": "string", "enum": ["upcoming", "open", "frozen", "closed", "revealed"],
@@ -145,7 +157,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
                                                              "computed yet"}}),
     "Leaderboard": _obj({
         "track": STR, "split": STR, "primary_metric": STR, "metrics": {"type": "array", "items": STR},
-        "groups": {"type": "array", "items": STR}, "sort": STR, "order": {"type": "string", "enum": ["asc", "desc"]},
+        "metric_specs": METRIC_SPECS, "groups": {"type": "array", "items": STR}, "sort": STR, "order": {"type": "string", "enum": ["asc", "desc"]},
         "scorer_version": STR, "page": INT, "pages": INT, "count": INT, "results_embargoed": BOOL, **PHASE,
         "scores_of": {"type": "string", "enum": ["all", "public", "private"],
                       "description": "The units the rows' scores cover"},
@@ -187,7 +199,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
                           "uses_extra_data": BOOL, "details": STR}, [], description="Only the fields to change"),
     "Track": _obj({
         "track": STR, "title": STR, "primary_metric": STR, "metrics": {"type": "array", "items": STR},
-        "groups": {"type": "array", "items": STR}, "scorer_version": STR,
+        "metric_specs": METRIC_SPECS, "groups": {"type": "array", "items": STR}, "scorer_version": STR,
         "upload_suffixes": {"type": "array", "items": STR}, "max_upload_bytes": INT,
         "protocols": {"type": "array", "description": "How rows' numbers were produced, this service's first; "
                                                       "empty when there is only one",

@@ -40,8 +40,27 @@ def _client(args: argparse.Namespace, token_required: bool = True) -> Client:
     return Client(settings.get("server", ""), token)
 
 
-def _pct(value: Any) -> str:
-    return f"{value * 100:6.2f}" if isinstance(value, (int, float)) else "     —"
+def _pct(value: Any, spec: dict[str, Any] | None = None) -> str:
+    """A score as lb prints it: a fraction as a percentage with two decimals; a value (a metric the track
+    declares with a unit, ``metric_specs``) as it is, with the decimals pages show."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return "     —"
+    if spec and spec.get("kind") == "value":
+        return f"{value:6.{int(spec.get('precision', 2))}f}"
+    return f"{value * 100:6.2f}"
+
+
+def _metric_specs(client: Client, track: str) -> dict[str, dict[str, Any]]:
+    """The track's metric specs (``GET /tracks``); empty from a server that has none (all fractions)."""
+    return next((t.get("metric_specs") or {} for t in client.get("tracks")["tracks"] if t["track"] == track), {})
+
+
+def _heading(metric: str, spec: dict[str, Any] | None) -> str:
+    """``EM``, or ``error(cm)↓`` for a value with a unit where lower is better."""
+    if not spec:
+        return metric
+    unit = f"({spec['unit']})" if spec.get("kind") == "value" and spec.get("unit") else ""
+    return metric + unit + ("↓" if spec.get("direction") == "lower" else "")
 
 
 def _print_status(s: dict[str, Any]) -> None:
@@ -57,7 +76,9 @@ def _print_status(s: dict[str, Any]) -> None:
         print(f"  {s['message']}")
 
 
-def _print_results(s: dict[str, Any]) -> None:
+def _print_results(s: dict[str, Any], specs: dict[str, dict[str, Any]] | None = None) -> None:
+    """A result's scores, overall and per group; ``specs``: the track's metric specs (a fraction where absent)."""
+    specs = specs or {}
     result = s.get("result")
     if not result:
         print(f"#{s['id']} has no scores yet (status {s['status']}).")
@@ -65,10 +86,10 @@ def _print_results(s: dict[str, Any]) -> None:
     metrics = list(result["metrics"])
     print(f"#{s['id']} {s['track']}/{s['split']} {s['method']}: scorer {result['scorer_version']}")
     width = max([len("Overall"), *(len(g) for g in result["breakdown"])])
-    print(" " * width + "  " + "  ".join(f"{m:>8}" for m in metrics) + "     count")
-    print(f"{'Overall':<{width}}  " + "  ".join(f"{_pct(result['metrics'][m]):>8}" for m in metrics))
+    print(" " * width + "  " + "  ".join(f"{_heading(m, specs.get(m)):>8}" for m in metrics) + "     count")
+    print(f"{'Overall':<{width}}  " + "  ".join(f"{_pct(result['metrics'][m], specs.get(m)):>8}" for m in metrics))
     for group, values in result["breakdown"].items():
-        print(f"{group:<{width}}  " + "  ".join(f"{_pct(values.get(m)):>8}" for m in metrics)
+        print(f"{group:<{width}}  " + "  ".join(f"{_pct(values.get(m), specs.get(m)):>8}" for m in metrics)
               + f"  {values.get('count', ''):>8}")
     for warning in result.get("warnings", []):
         print(f"warning: {warning}")
@@ -248,7 +269,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     _print_status(submission)
     if submission["status"] != "finished":
         return EXIT_SUBMISSION_FAILED
-    _print_results(submission)
+    _print_results(submission, _metric_specs(client, submission["track"]))
     return 0
 
 
@@ -268,12 +289,15 @@ def cmd_list(args: argparse.Namespace) -> int:
     if not submissions:
         print("No submissions yet" + (f" on {args.track}" if args.track else "") + ": `lb submit` sends one.")
         return 0
-    primary = {t["track"]: t["primary_metric"] for t in client.get("tracks")["tracks"]}
+    tracks = client.get("tracks")["tracks"]
+    primary = {t["track"]: t["primary_metric"] for t in tracks}
+    specs = {t["track"]: t.get("metric_specs") or {} for t in tracks}
     print(f"{'id':>6}  {'track/split':<18} {'method':<24} {'status':<20} {'primary':>16}  created")
     for s in submissions:
         metrics = (s.get("result") or {}).get("metrics") or {}
         metric = primary.get(s["track"], "")
-        score = f"{_pct(metrics.get(metric)).strip()} {metric}" if metric in metrics else "—"
+        spec = specs.get(s["track"], {}).get(metric)
+        score = f"{_pct(metrics.get(metric), spec).strip()} {_heading(metric, spec)}" if metric in metrics else "—"
         status = s["status"] + (", published" if s.get("is_published") else "")
         print(f"{s['id']:>6}  {s['track'] + '/' + s['split']:<18} {s['method'][:24]:<24} {status:<20} "
               f"{score:>16}  {s['created_at'][:16].replace('T', ' ')}")
@@ -281,11 +305,12 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_results(args: argparse.Namespace) -> int:
-    submission = _client(args).get(f"submissions/{args.id}")
+    client = _client(args)
+    submission = client.get(f"submissions/{args.id}")
     if args.json:
         print(json.dumps(submission.get("result"), indent=2))
     else:
-        _print_results(submission)
+        _print_results(submission, _metric_specs(client, submission["track"]))
     return 0 if submission.get("result") else EXIT_ERROR
 
 

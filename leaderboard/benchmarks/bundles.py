@@ -238,6 +238,11 @@ def _check(reader: Reader, data: dict[str, Any], path: Path) -> dict[tuple[int, 
     for group in board.get("groups", []):
         if group not in spec.groups:
             reader.problem(("board", "groups"), f"unknown group {group!r}; {spec.name} has: {', '.join(spec.groups)}")
+    precision = board.get("precision")
+    for metric in precision if isinstance(precision, dict) else {}:
+        if metric not in spec.metrics:
+            reader.problem(("board", "precision", metric), f"unknown metric {metric!r}; {spec.name} has: "
+                                                           f"{', '.join(spec.metrics)}")
     if board.get("sort") and board["sort"] not in sortable:
         reader.problem(("board", "sort"), f"unknown column {board['sort']!r}; expected a metric of {spec.name} "
                                          f"or <group>/<metric> with a group of {', '.join(spec.groups)}")

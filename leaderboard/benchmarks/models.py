@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+import dataclasses
+
 from django.db import models
 
 from evaluation_workers.tracks import get_track, is_installed
-from evaluation_workers.tracks.base import ScoringProtocol, Track
+from evaluation_workers.tracks.base import MetricSpec, ScoringProtocol, Track
 
 
 def track_facts(track: Track) -> dict:
@@ -13,7 +15,7 @@ def track_facts(track: Track) -> dict:
             "primary_metric": track.primary_metric, "groups": list(track.groups), "group_label": track.group_label,
             "description": track.description, "metric_families": [list(f) for f in track.metric_families],
             "protocols": [[p.key, p.label, p.description] for p in track.protocols], "unit": track.unit,
-            "chart": track.chart}
+            "chart": track.chart, "metric_specs": {m: s.as_json() for m, s in track.metric_specs.items()}}
 
 
 def _not_installed(name: str):
@@ -33,7 +35,9 @@ def stand_in(name: str, facts: dict) -> Track:
                  manifest=refuse, description=facts.get("description", ""),
                  metric_families=tuple(tuple(f) for f in facts.get("metric_families", ())),
                  protocols=tuple(ScoringProtocol(*p) for p in facts.get("protocols", ())),
-                 unit=facts.get("unit", ""), chart=facts.get("chart", "bars"))
+                 unit=facts.get("unit", ""), chart=facts.get("chart", "bars"),
+                 metric_specs={m: MetricSpec.from_json(s) for m, s in facts.get("metric_specs", {}).items()
+                               if m in facts.get("metrics", ())})
 
 
 class Benchmark(models.Model):
@@ -60,6 +64,15 @@ class Benchmark(models.Model):
     def chart(self) -> str:
         """How a result's groups are drawn: the bundle's choice (``board.chart``), else the track's."""
         return self.board.get("chart") or self.spec.chart
+
+    def metric_spec(self, key: str) -> MetricSpec:
+        """How the metric of ``key`` (``EM``, or ``What/EM``) reads here: the track's spec, with the
+        decimals of the bundle's ``board.precision`` (a number for every metric, or one per metric)."""
+        spec = self.spec.metric_spec(key)
+        precision = self.board.get("precision")
+        if isinstance(precision, dict):
+            precision = precision.get(key, precision.get(key.rpartition("/")[2]))
+        return dataclasses.replace(spec, precision=precision) if isinstance(precision, int) else spec
 
     @property
     def track_installed(self) -> bool:

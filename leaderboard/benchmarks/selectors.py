@@ -46,3 +46,9 @@ def upload_limit(split: Split) -> int:
     """The largest file accepted on ``split``: the track's limit, or less by ``UPLOAD_MAX_BYTES``."""
     spec = split.benchmark.spec
     return min(spec.max_upload_bytes, settings.UPLOAD_MAX_BYTES.get(spec.name, spec.max_upload_bytes))
+
+
+def metric_specs_json(benchmark: Benchmark) -> dict[str, dict[str, object]]:
+    """Each metric's spec as the API gives it: direction, kind (fraction or value), unit, range and the
+    decimals pages show (the bundle's ``board.precision`` over the track's)."""
+    return {m: benchmark.metric_spec(m).as_json() for m in benchmark.spec.metrics}

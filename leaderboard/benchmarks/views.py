@@ -6,7 +6,7 @@ from leaderboard.benchmarks import docs
 from leaderboard.benchmarks.models import Benchmark
 from leaderboard.benchmarks.permissions import results_embargoed
 from leaderboard.benchmarks.phases import next_change, phase_json
-from leaderboard.benchmarks.selectors import get_split, list_benchmarks, upload_limit
+from leaderboard.benchmarks.selectors import get_split, list_benchmarks, metric_specs_json, upload_limit
 from leaderboard.lib.pagecache import cache_until, cached_page
 
 
@@ -34,7 +34,8 @@ def api_tracks(request: HttpRequest) -> JsonResponse:
             following = next_change(split)  # a phase that starts says otherwise what it accepts
             cache_until(request, following[1] if following else None)
         tracks.append({"track": benchmark.track, "title": benchmark.title, "primary_metric": spec.primary_metric,
-                       "metrics": list(spec.metrics), "groups": list(spec.groups),
+                       "metrics": list(spec.metrics), "metric_specs": metric_specs_json(benchmark),
+                       "groups": list(spec.groups),
                        "scorer_version": spec.scorer_version, "upload_suffixes": list(spec.upload_suffixes),
                        "max_upload_bytes": spec.max_upload_bytes,
                        "protocols": [{"key": p.key, "label": p.label, "description": p.description}

@@ -81,6 +81,7 @@ def submission(request: HttpRequest, pk: int) -> HttpResponse:
     sub = get_object_or_404(Submission.objects.select_related("method", "team", "split__benchmark"), pk=pk)
     services.check_maintainer(request.user, sub.split.benchmark)
     return render(request, "moderation/submission.html", {
+        "primary_spec": sub.split.benchmark.metric_spec(sub.split.benchmark.spec.primary_metric),
         "submission": sub, "result": sub.latest_result, "results": sub.results.order_by("-created_at"),
         "audit": AuditEntry.objects.filter(submission_id=sub.pk),
         "selection_locked_since": phases.selection_locked_since(sub.split)})

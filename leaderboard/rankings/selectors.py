@@ -28,6 +28,7 @@ from django.db.models import F, FloatField, Q, QuerySet
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 
+from evaluation_workers.tracks.base import FRACTION, MetricSpec
 from leaderboard.benchmarks.models import Split
 from leaderboard.lib.thresholds import metric_at, threshold_of, thresholds
 from leaderboard.rankings.models import (
@@ -38,6 +39,7 @@ from leaderboard.rankings.models import (
     export_columns,
     export_texts,
 )
+from leaderboard.rankings.numbers import best, is_better
 from leaderboard.rankings.paired_tests import Family, Rung, Verdict, board_verdicts, testable_units
 
 PAGE_SIZE = 50
@@ -53,7 +55,8 @@ class LeaderboardView:
     """What a leaderboard URL asks for, validated against the track.
 
     Query parameters: ``metric`` (one of the track's metrics), ``sort`` (a
-    column key, default the primary metric), ``order`` (``desc``|``asc``),
+    column key, default the primary metric), ``order`` (``desc``|``asc``; default:
+    best first, which is ``asc`` for a metric where lower is better),
     ``paper`` (``0`` hides paper-reported rows), ``extra`` (``no`` hides
     methods using extra training data, ``only`` keeps only those), ``protocol``
     (one of the track's protocol keys: only the rows it produced; a row that
@@ -95,10 +98,31 @@ class LeaderboardView:
         except ValueError:
             page = 1
         extra = query.get("extra") if query.get("extra") in {"no", "only"} else "any"
-        return cls(split=split, metric=metric, sort=sort, ascending=query.get("order") == "asc",
+        order = query.get("order")
+        ascending = order == "asc" if order in ("asc", "desc") else split.benchmark.metric_spec(sort).lower_is_better
+        return cls(split=split, metric=metric, sort=sort, ascending=ascending,
                    include_paper=query.get("paper") != "0", extra=extra, page=page,
                    intervals=query.get("ci") == "1", embargoed=embargoed, protocol=protocol,
                    columns=columns, headers=["Overall", *groups])
+
+    def spec_of(self, column: str) -> MetricSpec:
+        """How the numbers of a column read (its metric's spec, with the bundle's precision)."""
+        return self.split.benchmark.metric_spec(column)
+
+    @property
+    def column_specs(self) -> list[MetricSpec]:
+        return [self.spec_of(c) for c in self.columns]
+
+    @property
+    def best_first(self) -> bool:
+        """Whether the rows are listed best first on the sorted column (its metric's direction)."""
+        return self.ascending == self.spec_of(self.sort).lower_is_better
+
+    def sort_query(self, column: str) -> str:
+        """The link of a column's header: the sorted column turns round; another is sorted best first."""
+        if column == self.sort:
+            return self.query(order="desc" if self.ascending else "asc", page=1)
+        return self.query(sort=column, order="asc" if self.spec_of(column).lower_is_better else "desc", page=1)
 
     @property
     def iou(self) -> str | None:
@@ -119,7 +143,8 @@ class LeaderboardView:
                   "extra": self.extra, "protocol": self.protocol, "ci": "1" if self.intervals else "0",
                   "page": self.page}
         params.update(changes)
-        defaults = {"order": "desc", "paper": "1", "extra": "any", "protocol": "", "ci": "0", "page": 1}
+        best_first = "asc" if self.spec_of(str(params["sort"])).lower_is_better else "desc"
+        defaults = {"order": best_first, "paper": "1", "extra": "any", "protocol": "", "ci": "0", "page": 1}
         return urlencode({k: v for k, v in params.items() if defaults.get(k) != v})
 
 
@@ -148,11 +173,16 @@ def contestants(view: LeaderboardView) -> QuerySet[LeaderboardEntry]:
     return filtered_entries(view).filter(is_reference=False)
 
 
+def _best_first(view: LeaderboardView) -> Any:
+    """The sort column, best first (missing values last): the order of the reference rows."""
+    value = score_expression(view.sort)
+    return value.asc(nulls_last=True) if view.spec_of(view.sort).lower_is_better else value.desc(nulls_last=True)
+
+
 def reference_entries(view: LeaderboardView) -> list[LeaderboardEntry]:
     """The view's reference rows, best first on its sort column (missing values last), never ranked."""
-    value = score_expression(view.sort)
-    return list(filtered_entries(view).filter(is_reference=True).annotate(sort_value=value)
-                .order_by(value.desc(nulls_last=True), "name"))
+    return list(filtered_entries(view).filter(is_reference=True).annotate(sort_value=score_expression(view.sort))
+                .order_by(_best_first(view), "name"))
 
 
 def missing_metric(view: LeaderboardView) -> dict[str, int]:
@@ -162,12 +192,16 @@ def missing_metric(view: LeaderboardView) -> dict[str, int]:
 
 
 def ordered_entries(view: LeaderboardView) -> QuerySet[LeaderboardEntry]:
-    """The view's rows in ranking order, with ``sort_value`` annotated."""
+    """The view's rows in ranking order, with ``sort_value`` annotated: the sort column as asked
+    (best first by default), ties by the primary metric best first (lower first where lower is
+    better), then earlier publication, then the row id."""
     primary = view.split.benchmark.spec.primary_metric
     value = F("primary_score") if view.sort == primary else score_expression(view.sort)
     direction = (value.asc(nulls_last=True) if view.ascending else value.desc(nulls_last=True))
+    primary_best = (F("primary_score").asc(nulls_last=True) if view.spec_of(primary).lower_is_better
+                    else F("primary_score").desc(nulls_last=True))
     return (contestants(view).annotate(sort_value=value)
-            .order_by(direction, F("primary_score").desc(nulls_last=True), "published_at", "id"))
+            .order_by(direction, primary_best, "published_at", "id"))
 
 
 def with_units(entries: QuerySet[LeaderboardEntry]) -> QuerySet[LeaderboardEntry]:
@@ -191,10 +225,12 @@ class RankedRow:
     above_id: int | None = None
     headers: list[str] = field(default_factory=list)
 
+    specs: list[MetricSpec] = field(default_factory=list)
+
     @property
-    def labelled(self) -> list[tuple[str, Any, Any]]:
-        """(column header, value, interval) of each cell: a phone shows the header beside the value."""
-        return list(zip(self.headers, self.cells, self.bounds))
+    def labelled(self) -> list[tuple[str, Any, Any, MetricSpec]]:
+        """(column header, value, interval, spec) of each cell: a phone shows the header beside the value."""
+        return list(zip(self.headers, self.cells, self.bounds, self.specs or [FRACTION] * len(self.cells)))
 
 
 @dataclass
@@ -220,6 +256,7 @@ def leaderboard_page(view: LeaderboardView, page_size: int = PAGE_SIZE) -> Page:
     number = min(view.page, max(1, -(-count // page_size)))
     offset = (number - 1) * page_size
     page_entries = list(with_units(entries)[offset:offset + page_size])
+    specs = view.column_specs
     rows: list[RankedRow] = []
     for i, entry in enumerate(page_entries):
         value = entry.sort_value
@@ -234,7 +271,8 @@ def leaderboard_page(view: LeaderboardView, page_size: int = PAGE_SIZE) -> Page:
         else:
             rank = offset + i + 1
         rows.append(RankedRow(rank=rank, entry=entry, cells=[entry.scores.get(c) for c in view.columns],
-                              bounds=[entry.intervals.get(c) for c in view.columns], headers=view.headers))
+                              bounds=[entry.intervals.get(c) for c in view.columns], headers=view.headers,
+                              specs=specs))
     verdicts, family = board_verdicts([_rung(e.pk, e.result_id, e.test_labels, e.test_scorer, e.test_partition,
                                              e.sort_value) for e in page_entries], view.sort, view.split.pk, "shown")
     for above, row, verdict in zip([None, *rows], rows, verdicts):
@@ -303,6 +341,7 @@ class TrackSummary:
     leaders: list[LeaderboardEntry]
     scored: int
     paper: int
+    spec: MetricSpec = FRACTION  # the primary metric's: how the leaders' scores read
 
 
 def track_summary(split: Split, embargoed: bool, top: int = 3) -> TrackSummary:
@@ -310,7 +349,8 @@ def track_summary(split: Split, embargoed: bool, top: int = 3) -> TrackSummary:
     view = LeaderboardView.from_query(split, {}, embargoed=embargoed)
     entries = filtered_entries(view)
     return TrackSummary(split=split, leaders=list(ordered_entries(view).filter(primary_score__isnull=False)[:top]),
-                        scored=entries.filter(is_paper=False).count(), paper=entries.filter(is_paper=True).count())
+                        scored=entries.filter(is_paper=False).count(), paper=entries.filter(is_paper=True).count(),
+                        spec=split.benchmark.metric_spec(split.benchmark.spec.primary_metric))
 
 
 EXPORT_FIELDS = ("id", "name", "method_id", "team_name", "is_anonymous", "is_paper", "is_reference", "paper_note",
@@ -376,7 +416,7 @@ def export_rows(view: LeaderboardView, limit: int, fmt: str) -> tuple[list[Expor
         add(rank, fields)
     ranked = len(rows)
     for fields in (filtered_entries(view).filter(is_reference=True)
-                   .order_by(score_expression(view.sort).desc(nulls_last=True), "name").values_list(*EXPORT_FIELDS)):
+                   .order_by(_best_first(view), "name").values_list(*EXPORT_FIELDS)):
         add(None, list(fields))
     for pk, scores, bounds in (LeaderboardEntry.objects.filter(pk__in=stale).values_list("pk", "scores", "intervals")
                                if stale else ()):
@@ -390,16 +430,17 @@ def export_rows(view: LeaderboardView, limit: int, fmt: str) -> tuple[list[Expor
 
 
 def group_profile(split: Split, metric: str) -> dict[str, dict[str, float | None]]:
-    """Per group: the best value and the median over the split's ranked entries (for charts;
-    references are neither)."""
+    """Per group: the best value (the lowest where lower is better) and the median over the split's
+    ranked entries (for charts; references are neither)."""
     spec = split.benchmark.spec
+    metric_spec = split.benchmark.metric_spec(metric)
     values: dict[str, list[float]] = {g: [] for g in spec.groups}
     for scores in LeaderboardEntry.objects.filter(split=split, is_reference=False).values_list("scores", flat=True):
         for g in spec.groups:
             v = scores.get(f"{g}/{metric}")
             if v is not None:
                 values[g].append(v)
-    return {g: {"best": max(v) if v else None, "median": statistics.median(v) if v else None}
+    return {g: {"best": best(metric_spec, v), "median": statistics.median(v) if v else None}
             for g, v in values.items()}
 
 
@@ -413,17 +454,19 @@ def group_references(split: Split, metric: str, but: int | None = None) -> list[
 
 
 def best_over_time(view: LeaderboardView) -> list[tuple[Any, float, str]]:
-    """(date, best value of the view's metric so far, method) at each date the best improved.
+    """(date, best value of the view's metric so far, method) at each date the best improved
+    (went down, where lower is better).
 
     Over the ranked rows the table shows (paper rows included unless the view
     hides them; references never), so the last point is the table's best. A
     paper row's date is its paper's publication date (``published_at``).
     """
+    spec = view.spec_of(view.metric)
     points: list[tuple[Any, float, str]] = []
     for published_at, score, name in (contestants(view).annotate(v=score_expression(view.metric))
                                       .filter(v__isnull=False).order_by("published_at", "id")
                                       .values_list("published_at", "v", "name")):
-        if not points or score > points[-1][1]:
+        if not points or is_better(spec, score, points[-1][1]):
             if points and points[-1][0] == published_at:  # rows of one paper share its date: keep its best
                 points.pop()
             points.append((published_at, score, name))

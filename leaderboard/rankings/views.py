@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -18,13 +18,13 @@ from leaderboard.api_errors import api_error
 from leaderboard.benchmarks import phases
 from leaderboard.benchmarks.models import Split
 from leaderboard.benchmarks.permissions import results_embargoed
-from leaderboard.benchmarks.selectors import get_split
+from leaderboard.benchmarks.selectors import get_split, metric_specs_json
 from leaderboard.lib import thresholds
 from leaderboard.lib.pagecache import cache_until, cached_page
 from leaderboard.rankings import charts, paired_tests
 from leaderboard.rankings.drilldown import Drilldown, drilldown
 from leaderboard.rankings.models import ANONYMOUS_LABEL, LeaderboardEntry, interval_columns
-from leaderboard.rankings.numbers import cleaned
+from leaderboard.rankings.numbers import cleaned, difference_unit, direction_words, is_better
 from leaderboard.rankings.selectors import (
     LeaderboardView,
     PublicMethod,
@@ -83,8 +83,9 @@ def _iou_links(view: LeaderboardView) -> list[tuple[str, str, bool]]:
 
 
 def _reference_rows(view: LeaderboardView, references: list[LeaderboardEntry]) -> list[RankedRow]:
+    specs = view.column_specs
     return [RankedRow(rank=None, entry=e, cells=[e.scores.get(c) for c in view.columns],
-                      bounds=[e.intervals.get(c) for c in view.columns], headers=view.headers)
+                      bounds=[e.intervals.get(c) for c in view.columns], headers=view.headers, specs=specs)
             for e in references]
 
 
@@ -96,11 +97,11 @@ def leaderboard(request: HttpRequest, track: str) -> HttpResponse:
     spec = view.split.benchmark.spec
     context = {"benchmark": view.split.benchmark, "split": view.split, "splits": view.split.benchmark.splits.all(),
                "view": view, "spec": spec, "page": page, "references": _reference_rows(view, references),
-               "sort_links": [(h, c, view.query(sort=c, order="asc" if view.sort == c and not view.ascending
-                                                else "desc", page=1))
-                              for h, c in zip(view.headers, view.columns)],
+               "sort_links": [(h, c, view.sort_query(c)) for h, c in zip(view.headers, view.columns)],
+               "metric_spec": view.spec_of(view.metric), "sort_spec": view.spec_of(view.sort),
                "progress_chart": charts.progress(best_over_time(view), f"Best {view.metric} over time",
-                                                 metric=view.metric, references=reference_lines(view, references))
+                                                 metric=view.metric, references=reference_lines(view, references),
+                                                 spec=view.spec_of(view.metric))
                if not view.embargoed else "",
                "missing": missing_metric(view),
                "ci_query": view.query(ci="0" if view.intervals else "1"),
@@ -167,6 +168,7 @@ def _entry_chart(entry: LeaderboardEntry, iou: str | None) -> Any:
     of the ranked rows, on the primary metric (at IoU ``iou``); references drawn as lines."""
     spec = entry.split.benchmark.spec
     metric = thresholds.metric_at(spec.primary_metric, iou) if iou else spec.primary_metric
+    metric_spec = entry.split.benchmark.metric_spec(metric)
     profile = group_profile(entry.split, metric)
     series = [(entry.name, [entry.scores.get(f"{g}/{metric}") for g in spec.groups]),
               ("Best", [profile[g]["best"] for g in spec.groups]),
@@ -175,9 +177,10 @@ def _entry_chart(entry: LeaderboardEntry, iou: str | None) -> Any:
     title = f"{entry.name}: {metric} per {spec.group_label.lower()} on {spec.title} {entry.split.name}"
     errors = [entry.intervals.get(f"{g}/{metric}") for g in spec.groups]
     if entry.split.benchmark.chart == "radar":
-        return charts.radar(spec.groups, series, title, errors, metric=metric, references=references)
+        return charts.radar(spec.groups, series, title, errors, metric=metric, references=references,
+                            spec=metric_spec)
     return charts.bars(spec.groups, series, title, errors, metric=metric, group_label=spec.group_label,
-                       references=references)
+                       references=references, spec=metric_spec)
 
 
 @dataclass
@@ -192,6 +195,7 @@ class ResultCard:
     chart: Any
     protocol: Any
     drill: Drilldown | None = None
+    specs: dict[str, Any] = field(default_factory=dict)  # metric -> MetricSpec, as the scores table writes it
 
 
 def _card(request: HttpRequest, entry: LeaderboardEntry) -> ResultCard:
@@ -199,7 +203,8 @@ def _card(request: HttpRequest, entry: LeaderboardEntry) -> ResultCard:
     iou = thresholds.chosen(spec, request.GET)
     return ResultCard(entry=entry, spec=spec, metrics=thresholds.metrics_at(spec, iou),
                       iou_links=thresholds.links(spec, iou, lambda t: f"?iou={t}"),
-                      chart=_entry_chart(entry, iou), protocol=_protocol(entry), drill=_drilldown(entry, iou))
+                      chart=_entry_chart(entry, iou), protocol=_protocol(entry), drill=_drilldown(entry, iou),
+                      specs={m: entry.split.benchmark.metric_spec(m) for m in spec.metrics})
 
 
 def _visible_entries(request: HttpRequest, entries: Any) -> list[LeaderboardEntry]:
@@ -284,27 +289,56 @@ def compare(request: HttpRequest, track: str) -> HttpResponse:
     view = _view(request, track)
     spec = view.split.benchmark.spec
     entries = _compare_entries(request, view.split)
+    metric_spec = view.spec_of(view.metric)
     rows = []
     for header, column in zip(view.headers, view.columns):
         values = [e.scores.get(column) for e in entries]
         base = values[0] if values else None
-        rows.append((header, [(entries[i].name, v, None if (i == 0 or v is None or base is None) else cleaned(v - base),
-                               entries[i].intervals.get(column)) for i, v in enumerate(values)]))
+        rows.append((header, [CompareCell(entries[i].name, v, None if (i == 0 or v is None or base is None)
+                                          else cleaned(v - base), entries[i].intervals.get(column), metric_spec)
+                              for i, v in enumerate(values)]))
     contenders = [e for e in entries if not e.is_reference]
     chart = charts.bars(spec.groups, [(e.name, [e.scores.get(f"{g}/{view.metric}") for g in spec.groups])
                                       for e in contenders], f"{view.metric} per {spec.group_label.lower()}",
                         metric=view.metric, group_label=spec.group_label,
                         references=[(e.name, [e.scores.get(f"{g}/{view.metric}") for g in spec.groups])
-                                    for e in entries if e.is_reference]) if len(entries) >= 2 else ""
+                                    for e in entries if e.is_reference], spec=metric_spec) if len(entries) >= 2 else ""
     candidates = list(ordered_entries(view)[:200]) + reference_entries(view)
     names = {e.pk: e.name for e in entries}
     tests, family, notice = _pair_tests(request, track, entries, view.metric)
     return render(request, "rankings/compare.html", {
         "benchmark": view.split.benchmark, "split": view.split, "view": view, "spec": spec, "entries": entries,
         "rows": rows, "chart": chart, "candidates": candidates, "selected": {e.pk for e in entries},
-        "iou_links": _iou_links(view),
-        "tests": [{**t, "a_name": names[t["a"]], "b_name": names[t["b"]]} for t in tests],
+        "iou_links": _iou_links(view), "metric_spec": metric_spec,
+        "difference_unit": difference_unit(metric_spec), "direction": direction_words(metric_spec),
+        "tests": [{**t, "a_name": names[t["a"]], "b_name": names[t["b"]],
+                   "better": _better_of(t, names, metric_spec)} for t in tests],
         "family": family, "notice": notice})
+
+
+@dataclass
+class CompareCell:
+    """One value of the compare table, its difference from the first entry's, and whether that is better."""
+
+    name: str
+    value: Any
+    diff: float | None
+    bounds: Any
+    spec: Any
+
+    @property
+    def verdict(self) -> str:
+        """``better``, ``worse`` or "" (no difference, or none shown), by the metric's direction."""
+        if not self.diff:
+            return ""
+        return "better" if is_better(self.spec, self.diff, 0.0) else "worse"
+
+
+def _better_of(test: dict[str, Any], names: dict[int, str], spec: Any) -> str:
+    """The name of the better of a tested pair (a - b), by the metric's direction; "" when not significant."""
+    if not test.get("significant") or not test.get("difference"):
+        return ""
+    return names[test["a"]] if is_better(spec, test["difference"], 0.0) else names[test["b"]]
 
 
 def _pair_tests(request: HttpRequest, track: str, entries: list[LeaderboardEntry],
@@ -334,7 +368,8 @@ def api_leaderboard(request: HttpRequest, track: str) -> JsonResponse:
                          f"(IoU thresholds of {track}), but got {request.GET['iou']!r}.", 400)
     page = leaderboard_page(view)
     return JsonResponse({"track": track, "split": view.split.name, "primary_metric": spec.primary_metric,
-                         "metrics": list(spec.metrics), "groups": list(spec.groups), "sort": view.sort,
+                         "metrics": list(spec.metrics), "metric_specs": metric_specs_json(view.split.benchmark),
+                         "groups": list(spec.groups), "sort": view.sort,
                          "order": "asc" if view.ascending else "desc", "scorer_version": spec.scorer_version,
                          "page": page.number, "pages": page.pages, "count": page.count,
                          "results_embargoed": view.embargoed, **phases.phase_json(view.split),

@@ -25,6 +25,7 @@ class SubmissionRow:
     result: Result | None
     primary: str
     score: float | None
+    spec: Any = None  # the primary metric's MetricSpec: how the score reads
 
 
 def submission_rows(submissions: QuerySet[Submission]) -> list[SubmissionRow]:
@@ -34,7 +35,8 @@ def submission_rows(submissions: QuerySet[Submission]) -> list[SubmissionRow]:
     for s in submissions.prefetch_related("results"):
         result = shown_result(list(s.results.all()), s.split)
         primary = s.split.benchmark.spec.primary_metric
-        rows.append(SubmissionRow(s, result, primary, result.metrics.get(primary) if result else None))
+        rows.append(SubmissionRow(s, result, primary, result.metrics.get(primary) if result else None,
+                                  s.split.benchmark.metric_spec(primary)))
     return rows
 
 

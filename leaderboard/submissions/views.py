@@ -138,6 +138,7 @@ def detail(request: HttpRequest, pk: int) -> HttpResponse:
     iou = thresholds.chosen(spec, request.GET)  # MMScan's 14 metrics: one threshold's 7 at a time
     return render(request, "submissions/detail.html", {
         "submission": submission, "result": result, "spec": spec, "place": queue_place(submission),
+        "specs": {m: submission.split.benchmark.metric_spec(m) for m in spec.metrics},
         "shown_metrics": thresholds.metrics_at(spec, iou),
         "iou_links": thresholds.links(spec, iou, lambda t: f"?iou={t}"),
         "validators": validator_commands(submission), "selection": services.selection_notice(submission)})

@@ -79,6 +79,6 @@ def test_a_broken_plugin_is_named_and_the_others_still_load(installed: Path, nam
     out = run_python(installed, code, name)
     assert out.returncode == 0, out.stderr
     loaded, error = out.stdout.splitlines()
-    assert loaded == str(sorted([*names(), "example"]))  # every other installed track, and the good plugin
+    assert loaded == str(sorted([*names(), "example", "example-error"]))  # every other installed track, and the good plugins
     assert expected in error
     assert f"Track plugin {name!r} failed to load" in out.stderr  # logged, not hidden
