@@ -85,6 +85,8 @@ VIEW = [SPLIT,
         _param("protocol", "query", "Only the rows of this scoring protocol (a key of the track's 'protocols'; "
                "a row that declares none counts as this service's, the first)"),
         _param("iou", "query", "MMScan: the metric and sort column at this IoU threshold (0.25 or 0.5)"),
+        _param("field.{name}", "query", "A method field the benchmark declares as a filter (its 'method_fields'): "
+               "only the rows with this answer (yes or no for a yes/no field)"),
         _param("page", "query", "Page number (50 rows a page)", {"type": "integer", "minimum": 1})]
 SUBMISSION_ID = _param("id", "path", "Submission id", {"type": "integer"})
 UPLOAD_ID = _param("id", "path", "Upload (submission) id", {"type": "integer"})
@@ -179,7 +181,8 @@ PATHS: dict[str, dict[str, Any]] = {
     "/api/v1/my/methods/{id}": {
         "get": _get("A method of your team", _param("id", "path", "Method id", {"type": "integer"}), auth=True,
                     tag="methods"),
-        "patch": _write("Change a method's description, paper, code, authors, extra-data flag, details",
+        "patch": _write("Change a method's description, paper, code, authors, extra-data flag, details, and its "
+                        "answers to the method fields of the benchmarks it entered ('fields')",
                         "methods", _param("id", "path", "Method id", {"type": "integer"}))},
     "/api/v1/my/methods/{id}/reveal": {"post": _write(
         "Reveal an anonymous method: its team, authors, paper and code show everywhere from now on (audited; "

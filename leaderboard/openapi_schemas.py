@@ -67,6 +67,14 @@ PHASE = {
     "public_subset": {"type": "boolean", "description": "Scored on a public subset (shown until the reveal) "
                                                          "and on the private remainder (shown after it)"},
 }
+FIELD_ANSWERS = {"type": "object", "additionalProperties": {"type": ["string", "number", "boolean"]},
+                 "description": "Answers to the benchmark's method fields, by field name"}
+METHOD_FIELD = _obj({"name": STR, "label": STR,
+                     "type": {"type": "string", "enum": ["choice", "text", "number", "url", "bool"]},
+                     "choices": {"type": "array", "items": STR}, "required": BOOL,
+                     "column": {"type": "boolean", "description": "A column of the board"},
+                     "filter": {"type": "boolean", "description": "A filter of the board: field.<name>=<value>"},
+                     "help": STR}, description="A fact every method is asked on a benchmark")
 QUOTA_USE = _obj({"used": INT, "limit": INT})
 QUOTA = {"per_day": QUOTA_USE, "total": QUOTA_USE, "in_flight": QUOTA_USE, "rejected_per_day": QUOTA_USE,
          "min_interval": _obj({"seconds": INT, "next_at": nullable(DATE)}), "resets_at": DATE}
@@ -146,7 +154,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "uses_extra_data": BOOL, "verified": BOOL, "scorer_version": STR, "submission_id": nullable(INT),
         "published_at": {"type": "string", "format": "date-time",
                          "description": "Published here; for a paper row, the paper's publication date"},
-        "scores": SCORES, "intervals": INTERVALS,
+        "fields": FIELD_ANSWERS, "scores": SCORES, "intervals": INTERVALS,
         "no_significant_difference_from_entry_id": {
             **nullable(INT), "description": "The row above, when the paired test of the two on the sorted column "
                                             "finds no significant difference (adjusted_p_value at least the level); "
@@ -158,6 +166,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     "Leaderboard": _obj({
         "track": STR, "split": STR, "primary_metric": STR, "metrics": {"type": "array", "items": STR},
         "metric_specs": METRIC_SPECS, "groups": {"type": "array", "items": STR}, "sort": STR, "order": {"type": "string", "enum": ["asc", "desc"]},
+        "method_fields": {"type": "array", "items": METHOD_FIELD, "description": "What every method is asked here"},
         "scorer_version": STR, "page": INT, "pages": INT, "count": INT, "results_embargoed": BOOL, **PHASE,
         "scores_of": {"type": "string", "enum": ["all", "public", "private"],
                       "description": "The units the rows' scores cover"},
@@ -186,17 +195,28 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "uses_extra_data": nullable(BOOL), "url": STR,
         "results": {"type": "array", "items": _obj({"track": STR, "split": STR, "scores": SCORES,
                                                      "intervals": INTERVALS, "scorer_version": STR,
-                                                     "verified": BOOL, "protocol": STR})}}),
+                                                     "verified": BOOL, "protocol": STR,
+                                                     "fields": FIELD_ANSWERS})}}),
     "Method": _obj({
         "id": INT, "name": STR, "team": {"type": "string", "description": "Team slug"}, "description": STR,
         "authors": STR, "paper_url": STR, "code_url": STR, "uses_extra_data": nullable(BOOL), "details": STR,
         "anonymous": {"type": "boolean", "description": "Public as 'Anonymous (under review)'"},
-        "revealed_at": nullable(DATE), "missing_for_publishing": {"type": "array", "items": STR}}),
+        "revealed_at": nullable(DATE),
+        "fields": {"type": "object", "additionalProperties": FIELD_ANSWERS,
+                   "description": "Its answers to each benchmark's method fields, by track"},
+        "declared_fields": {"type": "object", "additionalProperties": {"type": "array", "items": METHOD_FIELD},
+                            "description": "The method fields of each benchmark it entered that declares some"},
+        "missing_for_publishing": {"type": "array", "items": STR,
+                                   "description": "Its details, then each benchmark's required fields, unanswered"}}),
     "PublishOptions": _obj({"anonymous": {"type": "boolean", "description": "Publish as 'Anonymous (under "
                                                                             "review)' (default false)"}}, []),
     "MethodList": _obj({"methods": {"type": "array", "items": ref("Method")}}),
     "MethodChange": _obj({"name": STR, "description": STR, "authors": STR, "paper_url": STR, "code_url": STR,
-                          "uses_extra_data": BOOL, "details": STR}, [], description="Only the fields to change"),
+                          "uses_extra_data": BOOL, "details": STR,
+                          "fields": {"type": "object", "additionalProperties": FIELD_ANSWERS,
+                                     "description": "Answers to change by track ({\"mmscan-vg\": {\"input\": "
+                                                    "\"points\"}}); null clears one"}},
+                         [], description="Only the fields to change"),
     "Track": _obj({
         "track": STR, "title": STR, "primary_metric": STR, "metrics": {"type": "array", "items": STR},
         "metric_specs": METRIC_SPECS, "groups": {"type": "array", "items": STR}, "scorer_version": STR,

@@ -361,10 +361,37 @@ def _find_method(client: Client, name: str, team: str | None) -> dict[str, Any]:
 def _print_method(m: dict[str, Any]) -> None:
     for field in ("name", "team", "description", "authors", "paper_url", "code_url", "uses_extra_data", "details"):
         print(f"{field:<16} {m[field] if m[field] not in (None, '') else '—'}")
+    for track, fields in (m.get("declared_fields") or {}).items():
+        given = (m.get("fields") or {}).get(track, {})
+        for f in fields:
+            value = given.get(f["name"])
+            shown = "—" if value is None else ("yes" if value is True else "no" if value is False else value)
+            print(f"{f['name'] + ' (' + track + ')':<16} {shown}" + ("  (required)" if f["required"] else ""))
     if m.get("anonymous"):
         print(f"{'public as':<16} Anonymous (under review): `lb method reveal {m['name']}` shows the team")
     missing = m["missing_for_publishing"]
     print("ready to publish" if not missing else f"missing for publishing: {', '.join(missing)}")
+
+
+def _field_changes(method: dict[str, Any], given: list[str], track: str | None) -> dict[str, dict[str, Any]]:
+    """``--field NAME=VALUE`` answers by track (the server checks each value); ``--track`` where
+    several benchmarks the method entered declare the same field (an empty VALUE clears it)."""
+    declared = method.get("declared_fields") or {}
+    changes: dict[str, dict[str, Any]] = {}
+    for item in given:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise ApiError(f"Expected --field NAME=VALUE, but got {item!r}.")
+        owners = [t for t, fields in declared.items() if any(f["name"] == name for f in fields)]
+        if track:
+            owners = [track]
+        elif len(owners) != 1:
+            where = (f"{', '.join(owners)} declare it: pick one with --track" if owners else
+                     "no benchmark it entered declares it (fields: " + ", ".join(
+                         f"{f['name']} ({t})" for t, fields in declared.items() for f in fields) + ")")
+            raise ApiError(f"--field {name}: {where}.")
+        changes.setdefault(owners[0], {})[name] = value if value != "" else None
+    return changes
 
 
 def cmd_method(args: argparse.Namespace) -> int:
@@ -379,9 +406,11 @@ def cmd_method(args: argparse.Namespace) -> int:
             changes["name"] = args.rename
         if args.extra_data is not None:
             changes["uses_extra_data"] = args.extra_data == "yes"
+        if args.field:
+            changes["fields"] = _field_changes(method, args.field, args.track)
         if not changes:
             raise ApiError("Nothing to change: give --description, --authors, --paper-url, --code-url, "
-                           "--extra-data yes|no, --details or --rename.")
+                           "--extra-data yes|no, --details, --field NAME=VALUE or --rename.")
         method = client.call("PATCH", f"my/methods/{method['id']}", json=changes)
     _print_method(method)
     return 0
@@ -459,6 +488,9 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--code-url", dest="code_url")
     c.add_argument("--extra-data", choices=["yes", "no"], help="uses training data beyond the official split")
     c.add_argument("--details")
+    c.add_argument("--field", action="append", metavar="NAME=VALUE",
+                   help="answer a method field of a benchmark it entered (repeat; yes/no for a yes/no field)")
+    c.add_argument("--track", help="the benchmark whose field --field answers, where several declare it")
     c.add_argument("--rename", help="a new name for the method")
     c.set_defaults(func=cmd_method)
     return p

@@ -161,7 +161,8 @@ def _hides(split: Split, name: str, new: Any) -> bool:
 
 def _plan_benchmark(plan: Plan, benchmark: Benchmark | None) -> None:
     b = plan.bundle
-    wanted = {"title": b.title, "description": b.description, "order": b.order, "board": b.board}
+    wanted = {"title": b.title, "description": b.description, "order": b.order, "board": b.board,
+              "method_fields": list(b.method_fields)}
     if benchmark is None:
         plan.change(f"create benchmark {b.track} ({b.title})",
                     lambda ctx: Benchmark.objects.create(track=b.track, **wanted))

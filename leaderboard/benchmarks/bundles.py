@@ -37,6 +37,7 @@ from leaderboard.benchmarks.bundle_files import (
     size_refusal,
 )
 from leaderboard.benchmarks.bundle_yaml import Key, Reader, key_path, read_plain
+from leaderboard.benchmarks.method_fields import MethodField, check_bundle_fields
 from leaderboard.benchmarks.metric_ranges import score_refusal
 
 HERE = Path(__file__).resolve().parent
@@ -82,6 +83,7 @@ class Bundle:
     splits: tuple[SplitSpec, ...]
     paper_rows: tuple[dict[str, Any], ...]  # blocks as rankings.services.do_load_paper_rows takes them
     board: dict[str, Any]
+    method_fields: tuple[dict[str, Any], ...] = ()  # as Benchmark.method_fields keeps them (method_fields.py)
 
 
 @functools.cache
@@ -191,6 +193,19 @@ def _check_scores(reader: Reader, where: Key, spec: Any, scores: dict[str, Any])
             reader.problem((*where, "scores", key), refusal)
 
 
+def _check_row_fields(reader: Reader, where: Key, fields: dict[str, MethodField], answers: dict[str, Any]) -> None:
+    """A paper row's answers to the bundle's method fields: declared fields, each a value it takes."""
+    for name, value in answers.items():
+        if name not in fields:
+            reader.problem((*where, "fields", name), f"unknown field {name!r}; method_fields declares: "
+                                                     f"{', '.join(fields) or 'none'}")
+            continue
+        try:
+            fields[name].clean(value)
+        except ValueError as exc:
+            reader.problem((*where, "fields", name), str(exc))
+
+
 def _check(reader: Reader, data: dict[str, Any], path: Path) -> dict[tuple[int, str], Path]:
     """The rules the schema cannot say: the track, the splits, the dates, the files, the protocols,
     the scores. Returns the files named by split (``(split index, "source")``), resolved."""
@@ -206,6 +221,11 @@ def _check(reader: Reader, data: dict[str, Any], path: Path) -> dict[tuple[int, 
         reader.problem(("track",), f"unknown track {data['track']!r}; installed: {', '.join(names())}")
         return files
     spec = get_track(data["track"])
+    for where, problem in check_bundle_fields(data.get("method_fields", [])):
+        reader.problem(where, problem)
+    fields: dict[str, MethodField] = {}
+    for declared_field in data.get("method_fields", []):  # a name declared twice is refused above; the first counts
+        fields.setdefault(declared_field["name"], MethodField.of(declared_field))
     splits = data["splits"]
     seen: set[str] = set()
     for i, split in enumerate(splits):
@@ -230,6 +250,7 @@ def _check(reader: Reader, data: dict[str, Any], path: Path) -> dict[tuple[int, 
                 reader.problem(where, f"unknown protocol {protocol!r} for {spec.name}; its protocols: {known}")
         for r, row in enumerate(block["rows"]):
             _check_scores(reader, ("paper_rows", b, "rows", r), spec, row["scores"])
+            _check_row_fields(reader, ("paper_rows", b, "rows", r), fields, row.get("fields", {}))
     board = data.get("board", {})
     sortable = set(spec.metrics) | {f"{g}/{m}" for g in spec.groups for m in spec.metrics}
     if board.get("metric") and board["metric"] not in spec.metrics:
@@ -304,7 +325,8 @@ def parse_bundle(text: str, path: Path) -> Bundle:
         path=path, track=track.name, title=data["title"], description=data.get("description", track.description),
         order=data.get("order", 0), maintainers=tuple(data.get("maintainers", [])),
         splits=tuple(_split(s, i, any_default, files) for i, s in enumerate(data["splits"])),
-        paper_rows=tuple(data.get("paper_rows", [])), board=data.get("board", {}))
+        paper_rows=tuple(data.get("paper_rows", [])), board=data.get("board", {}),
+        method_fields=tuple(MethodField.of(f).as_json() for f in data.get("method_fields", [])))
 
 
 def read_bundle(path: Path | str) -> Bundle:

@@ -53,6 +53,9 @@ class Benchmark(models.Model):
     # The board's default view, from the benchmark's bundle (``bundles``): {"metric", "sort"}, each
     # optional; read by ``rankings.selectors.LeaderboardView.from_query``.
     board = models.JSONField(default=dict, blank=True)
+    # What every method is asked on this benchmark (the bundle's ``method_fields``, ``method_fields.py``):
+    # [{"name", "label", "type", "choices", "required", "column", "filter", "help"}, ...].
+    method_fields = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["order", "track"]

@@ -91,6 +91,8 @@ class LeaderboardEntry(models.Model):
     paper_url = models.URLField(max_length=300, blank=True)
     venue = models.CharField(max_length=100, blank=True)
     protocol = models.CharField(max_length=40, blank=True)
+    # The method's (or the paper row's) answers to the benchmark's method fields: {"<field>": value}.
+    fields = models.JSONField(default=dict, blank=True)
     primary_score = models.FloatField(null=True)
     scores = models.JSONField(default=dict)
     # 95 % bootstrap intervals of ``scores`` ({"<key>": [lo, hi]}); empty for paper rows.

@@ -29,15 +29,13 @@ from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 
 from evaluation_workers.tracks.base import FRACTION, MetricSpec
+from leaderboard.benchmarks.method_fields import MethodField, declared
 from leaderboard.benchmarks.models import Split
 from leaderboard.lib.thresholds import metric_at, threshold_of, thresholds
 from leaderboard.rankings.models import (
     ANONYMOUS_LABEL,
-    TAG_LENGTH,
     LeaderboardEntry,
-    columns_tag,
     export_columns,
-    export_texts,
 )
 from leaderboard.rankings.numbers import best, is_better
 from leaderboard.rankings.paired_tests import Family, Rung, Verdict, board_verdicts, testable_units
@@ -62,7 +60,9 @@ class LeaderboardView:
     (one of the track's protocol keys: only the rows it produced; a row that
     declares none counts as this service's, the first), ``iou`` (MMScan: the same
     metric and sort column at this IoU threshold), ``ci`` (``1`` shows each
-    score's 95 % interval as ±), ``page``.
+    score's 95 % interval as ±), ``field.<name>`` (a method field the benchmark
+    declares as a filter: only the rows with that answer; ``yes``/``no`` for a
+    yes/no field), ``page``.
     """
 
     split: Split
@@ -77,6 +77,8 @@ class LeaderboardView:
     protocol: str = ""
     columns: list[str] = field(default_factory=list)
     headers: list[str] = field(default_factory=list)
+    method_fields: list[MethodField] = field(default_factory=list)  # every field the benchmark declares
+    field_filters: dict[str, str] = field(default_factory=dict)  # name -> the URL value asked for
 
     @classmethod
     def from_query(cls, split: Split, query: Mapping[str, str], embargoed: bool = False) -> LeaderboardView:
@@ -100,10 +102,28 @@ class LeaderboardView:
         extra = query.get("extra") if query.get("extra") in {"no", "only"} else "any"
         order = query.get("order")
         ascending = order == "asc" if order in ("asc", "desc") else split.benchmark.metric_spec(sort).lower_is_better
+        fields = declared(split.benchmark)
+        filters = {f.name: query[f"field.{f.name}"] for f in fields
+                   if f.filter and f.filter_value(query.get(f"field.{f.name}", "")) is not None}
         return cls(split=split, metric=metric, sort=sort, ascending=ascending,
                    include_paper=query.get("paper") != "0", extra=extra, page=page,
                    intervals=query.get("ci") == "1", embargoed=embargoed, protocol=protocol,
-                   columns=columns, headers=["Overall", *groups])
+                   columns=columns, headers=["Overall", *groups], method_fields=fields, field_filters=filters)
+
+    @property
+    def field_columns(self) -> list[MethodField]:
+        """The method fields the board shows as columns (after the method's)."""
+        return [f for f in self.method_fields if f.column]
+
+    @property
+    def filters(self) -> list[tuple[MethodField, str]]:
+        """The method fields the board filters by, each with the value asked for ("" for any)."""
+        return [(f, self.field_filters.get(f.name, "")) for f in self.method_fields if f.filter]
+
+    @property
+    def width(self) -> int:
+        """The board's columns: pick, rank, method, the field columns, then the scores."""
+        return 3 + len(self.field_columns) + len(self.headers)
 
     def spec_of(self, column: str) -> MetricSpec:
         """How the numbers of a column read (its metric's spec, with the bundle's precision)."""
@@ -141,11 +161,11 @@ class LeaderboardView:
         params = {"split": self.split.name, "metric": self.metric, "sort": self.sort,
                   "order": "asc" if self.ascending else "desc", "paper": "1" if self.include_paper else "0",
                   "extra": self.extra, "protocol": self.protocol, "ci": "1" if self.intervals else "0",
-                  "page": self.page}
+                  "page": self.page, **{f"field.{k}": v for k, v in self.field_filters.items()}}
         params.update(changes)
         best_first = "asc" if self.spec_of(str(params["sort"])).lower_is_better else "desc"
         defaults = {"order": best_first, "paper": "1", "extra": "any", "protocol": "", "ci": "0", "page": 1}
-        return urlencode({k: v for k, v in params.items() if defaults.get(k) != v})
+        return urlencode({k: v for k, v in params.items() if defaults.get(k) != v and v != ""})
 
 
 def filtered_entries(view: LeaderboardView) -> QuerySet[LeaderboardEntry]:
@@ -157,6 +177,10 @@ def filtered_entries(view: LeaderboardView) -> QuerySet[LeaderboardEntry]:
     # that reported only EM) shows dashes and ranks last (``missing_metric``).
     if not view.include_paper:
         entries = entries.filter(is_paper=False)
+    for method_field in view.method_fields:
+        if method_field.name in view.field_filters:
+            wanted = method_field.filter_value(view.field_filters[method_field.name])
+            entries = entries.filter(**{f"fields__{method_field.name}": wanted})
     if view.extra == "no":
         entries = entries.filter(uses_extra_data=False)
     elif view.extra == "only":
@@ -173,7 +197,7 @@ def contestants(view: LeaderboardView) -> QuerySet[LeaderboardEntry]:
     return filtered_entries(view).filter(is_reference=False)
 
 
-def _best_first(view: LeaderboardView) -> Any:
+def best_first(view: LeaderboardView) -> Any:
     """The sort column, best first (missing values last): the order of the reference rows."""
     value = score_expression(view.sort)
     return value.asc(nulls_last=True) if view.spec_of(view.sort).lower_is_better else value.desc(nulls_last=True)
@@ -182,7 +206,7 @@ def _best_first(view: LeaderboardView) -> Any:
 def reference_entries(view: LeaderboardView) -> list[LeaderboardEntry]:
     """The view's reference rows, best first on its sort column (missing values last), never ranked."""
     return list(filtered_entries(view).filter(is_reference=True).annotate(sort_value=score_expression(view.sort))
-                .order_by(_best_first(view), "name"))
+                .order_by(best_first(view), "name"))
 
 
 def missing_metric(view: LeaderboardView) -> dict[str, int]:
@@ -226,6 +250,13 @@ class RankedRow:
     headers: list[str] = field(default_factory=list)
 
     specs: list[MetricSpec] = field(default_factory=list)
+    fields: list[MethodField] = field(default_factory=list)  # the view's field columns
+
+    @property
+    def field_cells(self) -> list[tuple[str, str]]:
+        """(label, value as shown) of each field column of the row."""
+        answers = self.entry.fields or {}
+        return [(f.label, f.shown(answers.get(f.name))) for f in self.fields]
 
     @property
     def labelled(self) -> list[tuple[str, Any, Any, MetricSpec]]:
@@ -272,15 +303,15 @@ def leaderboard_page(view: LeaderboardView, page_size: int = PAGE_SIZE) -> Page:
             rank = offset + i + 1
         rows.append(RankedRow(rank=rank, entry=entry, cells=[entry.scores.get(c) for c in view.columns],
                               bounds=[entry.intervals.get(c) for c in view.columns], headers=view.headers,
-                              specs=specs))
-    verdicts, family = board_verdicts([_rung(e.pk, e.result_id, e.test_labels, e.test_scorer, e.test_partition,
+                              specs=specs, fields=view.field_columns))
+    verdicts, family = board_verdicts([rung(e.pk, e.result_id, e.test_labels, e.test_scorer, e.test_partition,
                                              e.sort_value) for e in page_entries], view.sort, view.split.pk, "shown")
     for above, row, verdict in zip([None, *rows], rows, verdicts):
         row.versus_above, row.above_id = verdict, above.entry.pk if above and verdict else None
     return Page(rows=rows, number=number, count=count, page_size=page_size, significance=family)
 
 
-def _rung(entry_id: int, result_id: int | None, labels: str | None, scorer: str | None, partition: str | None,
+def rung(entry_id: int, result_id: int | None, labels: str | None, scorer: str | None, partition: str | None,
           value: Any) -> Rung:
     return Rung(entry_id, result_id, testable_units(labels, scorer, partition), value is not None)
 
@@ -299,7 +330,8 @@ def entry_as_json(row: RankedRow, columns: list[str]) -> dict[str, Any]:
             "reported_in_paper": e.is_paper, "reference": e.is_reference, "note": e.paper_note,
             "paper_url": e.paper_url, "venue": e.venue, "protocol": e.protocol, "uses_extra_data": e.uses_extra_data,
             "verified": e.is_verified, "scorer_version": e.scorer_version, "submission_id": e.submission_id,
-            "published_at": e.published_at.isoformat(), "scores": {c: e.scores.get(c) for c in columns},
+            "published_at": e.published_at.isoformat(), "fields": e.fields,
+            "scores": {c: e.scores.get(c) for c in columns},
             "intervals": {c: e.intervals[c] for c in columns if e.intervals.get(c) is not None},
             **significance_json(row.versus_above, row.above_id)}
 
@@ -351,82 +383,6 @@ def track_summary(split: Split, embargoed: bool, top: int = 3) -> TrackSummary:
     return TrackSummary(split=split, leaders=list(ordered_entries(view).filter(primary_score__isnull=False)[:top]),
                         scored=entries.filter(is_paper=False).count(), paper=entries.filter(is_paper=True).count(),
                         spec=split.benchmark.metric_spec(split.benchmark.spec.primary_metric))
-
-
-EXPORT_FIELDS = ("id", "name", "method_id", "team_name", "is_anonymous", "is_paper", "is_reference", "paper_note",
-                 "paper_url", "venue", "protocol", "uses_extra_data", "is_verified", "scorer_version", "submission_id",
-                 "published_at")
-# Their names in exports and the API (entry_as_json).
-EXPORT_KEYS = ("entry_id", "method", "method_id", "team", "anonymous", "reported_in_paper", "reference", "note",
-               "paper_url", "venue", "protocol", "uses_extra_data", "verified", "scorer_version", "submission_id",
-               "published_at")
-_RANKED_KEYS = ("rank", *EXPORT_KEYS)
-
-
-@dataclass
-class ExportRow:
-    """A row of an export: ``fields`` as in ``entry_as_json`` (but ``published_at``, a
-    datetime: each format writes it as ISO 8601) except for the scores and intervals,
-    which are ready-made text in the export's format (the JSON members
-    ``"scores": {..}, "intervals": {..}``, or CSV cells)."""
-
-    fields: dict[str, Any]
-    scores: str
-
-
-def export_rows(view: LeaderboardView, limit: int, fmt: str) -> tuple[list[ExportRow], Family]:
-    """Every ranked row of the view (up to ``limit``), ranked as ``leaderboard_page`` ranks them,
-    then its reference rows (``"reference": True``, rank None, untested), with their scores as
-    stored for ``fmt`` ("json" or "csv"), and each ranked row's paired test against the row
-    above, adjusted over the adjacent pairs of the export's rows.
-
-    Two queries of plain values and the rows' stored export texts (and one for the
-    references): building thousands of model instances and re-encoding each score was
-    most of an export's time (issue 11). Scores are decoded only for rows whose text is
-    missing or was written for other columns (one more query).
-    """
-    columns = view.all_columns
-    tag = columns_tag(columns)
-    text_field = {"json": "export_json", "csv": "export_csv"}[fmt]
-    # The texts are read apart, unsorted: carried through the sort they made it several times slower.
-    texts = dict(filtered_entries(view).values_list("pk", text_field))
-    rows: list[ExportRow] = []
-    rungs: list[Rung] = []
-    stale: dict[int, ExportRow] = {}
-
-    def add(rank: int | None, fields: list[Any]) -> None:
-        row = dict(zip(_RANKED_KEYS, (rank, *fields)))
-        if row["anonymous"]:
-            row["team"] = None
-        text = texts.get(row["entry_id"], "")  # "": published in between
-        rows.append(export := ExportRow(row, text[TAG_LENGTH:]))
-        if not text.startswith(tag):
-            stale[row["entry_id"]] = export
-
-    previous, rank = None, None
-    listed = with_units(ordered_entries(view)).values_list(*EXPORT_FIELDS, "sort_value", "result_id", "test_labels",
-                                                           "test_scorer", "test_partition")[:limit]
-    for i, (*fields, value, result_id, labels, scorer, partition) in enumerate(listed):
-        rungs.append(_rung(fields[0], result_id, labels, scorer, partition, value))
-        if value is None:
-            rank = None
-        elif not i or value != previous:
-            rank = i + 1
-        previous = value
-        add(rank, fields)
-    ranked = len(rows)
-    for fields in (filtered_entries(view).filter(is_reference=True)
-                   .order_by(_best_first(view), "name").values_list(*EXPORT_FIELDS)):
-        add(None, list(fields))
-    for pk, scores, bounds in (LeaderboardEntry.objects.filter(pk__in=stale).values_list("pk", "scores", "intervals")
-                               if stale else ()):
-        stale[pk].scores = export_texts(scores, columns, bounds)[fmt == "csv"][TAG_LENGTH:]
-    verdicts, family = board_verdicts(rungs, view.sort, view.split.pk, "in this file")
-    for above, row, verdict in zip([None, *rows[:ranked]], rows[:ranked], verdicts):
-        row.fields.update(significance_json(verdict, above.fields["entry_id"] if above else None))
-    for row in rows[ranked:]:
-        row.fields.update(significance_json(None, None))
-    return rows, family
 
 
 def group_profile(split: Split, metric: str) -> dict[str, dict[str, float | None]]:

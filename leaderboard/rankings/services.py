@@ -10,6 +10,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from leaderboard.benchmarks import phases
+from leaderboard.benchmarks.method_fields import declared, values_for
 from leaderboard.benchmarks.metric_ranges import score_refusal
 from leaderboard.benchmarks.models import Split
 from leaderboard.lib.pagecache import bump
@@ -64,6 +65,7 @@ def refresh_entry(method: Any, split: Split, *, ask_tests: bool = True) -> Leade
                       # The row of an anonymous method never holds its team (pages, API, exports read it).
                       "team_name": "" if anonymous else published.team.name, "is_anonymous": anonymous,
                       "uses_extra_data": bool(method.uses_extra_data),
+                      "fields": values_for(declared(split.benchmark), (method.fields or {}).get(spec.name, {})),
                       "is_verified": published.is_verified,
                       "primary_score": scores.get(spec.primary_metric), "scores": scores,
                       "intervals": {k: v for k, v in result.scene_intervals.items() if v is not None},
@@ -155,6 +157,7 @@ def paper_row_fields(split: Split, data: dict[str, Any], row: dict[str, Any], wh
     return {"paper_note": row.get("note") or data.get("source", ""),
             "scores": row["scores"], "primary_score": row["scores"].get(spec.primary_metric),
             "uses_extra_data": row.get("uses_extra_data", False),
+            "fields": {k: v for k, v in row.get("fields", {}).items() if v is not None},
             "is_reference": reference_flag(where, row), **metadata}
 
 

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -16,6 +12,7 @@ from django.urls import reverse
 from leaderboard.accounts.auth import api_auth
 from leaderboard.api_errors import api_error
 from leaderboard.benchmarks import phases
+from leaderboard.benchmarks.method_fields import declared
 from leaderboard.benchmarks.models import Split
 from leaderboard.benchmarks.permissions import results_embargoed
 from leaderboard.benchmarks.selectors import get_split, metric_specs_json
@@ -23,7 +20,8 @@ from leaderboard.lib import thresholds
 from leaderboard.lib.pagecache import cache_until, cached_page
 from leaderboard.rankings import charts, paired_tests
 from leaderboard.rankings.drilldown import Drilldown, drilldown
-from leaderboard.rankings.models import ANONYMOUS_LABEL, LeaderboardEntry, interval_columns
+from leaderboard.rankings.exports import csv_text, export_rows, json_text
+from leaderboard.rankings.models import LeaderboardEntry
 from leaderboard.rankings.numbers import cleaned, difference_unit, direction_words, is_better
 from leaderboard.rankings.selectors import (
     LeaderboardView,
@@ -31,7 +29,6 @@ from leaderboard.rankings.selectors import (
     RankedRow,
     best_over_time,
     entry_as_json,
-    export_rows,
     group_profile,
     group_references,
     leaderboard_page,
@@ -45,22 +42,6 @@ from leaderboard.submissions.models import Method
 
 MAX_EXPORT_ROWS = 10_000
 MAX_ID = 2**63 - 1  # a BigAutoField's largest value
-# A spreadsheet runs a cell starting with one of these as a formula (OWASP "CSV injection").
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-
-
-def _csv_cell(value: Any) -> Any:
-    """Text that a spreadsheet would run, quoted with a leading apostrophe; numbers stay numbers."""
-    if isinstance(value, str) and value.startswith(_FORMULA_START):
-        return "'" + value
-    return value
-
-
-def _significance_cells(fields: dict[str, Any]) -> tuple[Any, Any]:
-    """The CSV's ``adjusted_p_value`` and ``no_significant_difference_from_row_above`` (True/False);
-    both empty where the row was not tested against the row above."""
-    p = fields["adjusted_p_value"]
-    return ("", "") if p is None else (p, fields["no_significant_difference_from_entry_id"] is not None)
 
 
 def _embargoed(request: HttpRequest, split: Split) -> bool:
@@ -85,7 +66,8 @@ def _iou_links(view: LeaderboardView) -> list[tuple[str, str, bool]]:
 def _reference_rows(view: LeaderboardView, references: list[LeaderboardEntry]) -> list[RankedRow]:
     specs = view.column_specs
     return [RankedRow(rank=None, entry=e, cells=[e.scores.get(c) for c in view.columns],
-                      bounds=[e.intervals.get(c) for c in view.columns], headers=view.headers, specs=specs)
+                      bounds=[e.intervals.get(c) for c in view.columns], headers=view.headers, specs=specs,
+                      fields=view.field_columns)
             for e in references]
 
 
@@ -122,43 +104,22 @@ def export(request: HttpRequest, track: str, fmt: str) -> HttpResponse:
     view = _view(request, track)
     rows, significance = export_rows(view, MAX_EXPORT_ROWS, fmt)
     name = f"{track}-{view.split.name}-{view.metric}"
+    fields = declared(view.split.benchmark)
     if fmt == "json":
-        # The rows' scores are stored as JSON text; the document is assembled around them.
-        ranked, references = ([r for r in rows if r.fields["reference"] is flag] for flag in (False, True))
-        head = json.dumps({"track": track, "split": view.split.name, "sort": view.sort,
-                           "scorer_version": view.split.benchmark.spec.scorer_version,
-                           "columns": view.all_columns, "interval_level": 0.95,
-                           "significance": significance.as_json()})
+        head = {"track": track, "split": view.split.name, "sort": view.sort,
+                "scorer_version": view.split.benchmark.spec.scorer_version, "columns": view.all_columns,
+                "metric_specs": metric_specs_json(view.split.benchmark),
+                "method_fields": [f.as_json() for f in fields], "interval_level": 0.95,
+                "significance": significance.as_json()}
         if request.GET.get("drilldown") == "1":  # per attribute / sub-class, as the split's labels allow
             details = dict(LeaderboardEntry.objects.filter(pk__in=[r.fields["entry_id"] for r in rows])
                            .values_list("pk", "result__details"))
             for r in rows:
                 shown = drilldown(details.get(r.fields["entry_id"]), view.split)
                 r.fields["drilldown"] = shown.as_json() if shown else None
-        # ``r.scores`` holds the members ``"scores": {..}, "intervals": {..}`` (``models.export_texts``);
-        # orjson writes each row's fields (``published_at`` as ISO 8601) 5-10x faster than json.dumps.
-        body, apart = (", ".join(f"{orjson.dumps(r.fields).decode()[:-1]}, {r.scores}}}" for r in part)
-                       for part in (ranked, references))
-        response = HttpResponse(f'{head[:-1]}, "rows": [{body}], "references": [{apart}]}}',
-                                content_type="application/json")
+        response = HttpResponse(json_text(head, rows), content_type="application/json")
     else:
-        buffer = io.StringIO()
-        csv.writer(buffer).writerow(["rank", "method", "team", "reported_in_paper", "uses_extra_data", "verified",
-                                     "scorer_version", "published_at", "venue", "paper_url", "protocol",
-                                     "reference", "adjusted_p_value", "no_significant_difference_from_row_above",
-                                     *view.all_columns, *interval_columns(view.all_columns)])
-        # Each row's fields end in a comma, then come its stored score cells.
-        writer = csv.writer(buffer, lineterminator=",")
-        for r in rows:
-            f = r.fields
-            team = ANONYMOUS_LABEL if f["anonymous"] else f["team"]
-            writer.writerow([_csv_cell(v) for v in (f["rank"], f["method"], team, f["reported_in_paper"],
-                                                    f["uses_extra_data"], f["verified"], f["scorer_version"],
-                                                    f["published_at"].isoformat(), f["venue"], f["paper_url"],
-                                                    f["protocol"], f["reference"], *_significance_cells(f))])
-            buffer.write(r.scores)  # numbers only, stored as CSV cells when the row was written
-            buffer.write("\r\n")
-        response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
+        response = HttpResponse(csv_text(view, rows, fields), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{name}.{fmt}"'
     return response
 
@@ -196,6 +157,7 @@ class ResultCard:
     protocol: Any
     drill: Drilldown | None = None
     specs: dict[str, Any] = field(default_factory=dict)  # metric -> MetricSpec, as the scores table writes it
+    fields: list[tuple[str, str]] = field(default_factory=list)  # (label, answer) of the benchmark's method fields
 
 
 def _card(request: HttpRequest, entry: LeaderboardEntry) -> ResultCard:
@@ -204,7 +166,9 @@ def _card(request: HttpRequest, entry: LeaderboardEntry) -> ResultCard:
     return ResultCard(entry=entry, spec=spec, metrics=thresholds.metrics_at(spec, iou),
                       iou_links=thresholds.links(spec, iou, lambda t: f"?iou={t}"),
                       chart=_entry_chart(entry, iou), protocol=_protocol(entry), drill=_drilldown(entry, iou),
-                      specs={m: entry.split.benchmark.metric_spec(m) for m in spec.metrics})
+                      specs={m: entry.split.benchmark.metric_spec(m) for m in spec.metrics},
+                      fields=[(f.label, f.shown(entry.fields.get(f.name))) for f in declared(entry.split.benchmark)
+                              if entry.fields.get(f.name) is not None])
 
 
 def _visible_entries(request: HttpRequest, entries: Any) -> list[LeaderboardEntry]:
@@ -369,6 +333,7 @@ def api_leaderboard(request: HttpRequest, track: str) -> JsonResponse:
     page = leaderboard_page(view)
     return JsonResponse({"track": track, "split": view.split.name, "primary_metric": spec.primary_metric,
                          "metrics": list(spec.metrics), "metric_specs": metric_specs_json(view.split.benchmark),
+                         "method_fields": [f.as_json() for f in view.method_fields],
                          "groups": list(spec.groups), "sort": view.sort,
                          "order": "asc" if view.ascending else "desc", "scorer_version": spec.scorer_version,
                          "page": page.number, "pages": page.pages, "count": page.count,
@@ -404,6 +369,7 @@ def api_method(request: HttpRequest, pk: int) -> JsonResponse:
         "results": [{"track": e.split.benchmark.track, "split": e.split.name, "scores": e.scores,
                      "intervals": e.intervals,
                      "scorer_version": e.scorer_version, "verified": e.is_verified, "protocol": e.protocol,
+                     "fields": e.fields,
                      "drilldown": drills[e.pk].as_json() if drills[e.pk] else None}
                     for e in entries]})
 

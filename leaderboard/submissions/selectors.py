@@ -8,7 +8,7 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Q, QuerySet
 
-from leaderboard.submissions import broker
+from leaderboard.submissions import broker, methods
 from leaderboard.submissions.models import Method, Result, Submission, shown_result
 
 
@@ -127,4 +127,6 @@ def method_as_json(method: Method) -> dict[str, Any]:
             "uses_extra_data": method.uses_extra_data, "details": method.details,
             "anonymous": method.is_anonymous,
             "revealed_at": method.revealed_at.isoformat() if method.revealed_at else None,
-            "missing_for_publishing": [str(m) for m in method.missing_metadata]}
+            "fields": method.fields or {},
+            "declared_fields": {b.track: [f.as_json() for f in fields] for b, fields in methods.field_sets(method)},
+            "missing_for_publishing": methods.missing_for_publishing(method)}

@@ -38,6 +38,7 @@ from leaderboard.rankings.models import ANONYMOUS_LABEL
 from leaderboard.rankings.services import refresh_entry
 from leaderboard.submissions import lifecycle, quotas
 from leaderboard.submissions.lifecycle import PLATFORM_REFUND_NOTE, Kind, Status, do_fail
+from leaderboard.submissions.methods import missing_fields
 from leaderboard.submissions.models import Method, RefusedUpload, Submission
 
 log = logging.getLogger(__name__)
@@ -324,7 +325,10 @@ def check_publishable(submission: Submission) -> None:
     """Refuse to publish a submission without scores, or of a method not described yet."""
     if submission.status != Status.FINISHED or not submission.results.exists():
         raise SubmissionRejected("Only a finished submission with scores can be published.")
-    missing = submission.method.missing_metadata if settings.PUBLISH_NEEDS_METHOD_DETAILS else []
+    missing = [str(m) for m in submission.method.missing_metadata] if settings.PUBLISH_NEEDS_METHOD_DETAILS else []
+    # The benchmark's required method fields are asked whatever the setting: its board filters on them.
+    benchmark = submission.split.benchmark
+    missing += [f"{label} ({benchmark.title})" for label in missing_fields(submission.method, benchmark)]
     if missing:
         raise SubmissionRejected(
             f"Describe the method {submission.method.name!r} before publishing: missing "

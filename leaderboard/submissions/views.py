@@ -19,6 +19,7 @@ from leaderboard.benchmarks.selectors import splits_of
 from leaderboard.lib import thresholds
 from leaderboard.submissions import quotas, services
 from leaderboard.submissions.forms import MethodForm, SubmissionForm
+from leaderboard.submissions.methods import check_update_method, missing_for_publishing
 from leaderboard.submissions.models import Method, Submission
 from leaderboard.submissions.selectors import (
     list_submissions_for,
@@ -88,14 +89,15 @@ def method(request: HttpRequest, pk: int) -> HttpResponse:
     method = get_object_or_404(Method.objects.select_related("team"), pk=pk, team__members=request.user)
     form = MethodForm(request.POST or None, instance=method)
     if request.method == "POST" and form.is_valid():
-        form.save()
+        method = check_update_method(form)
         messages.success(request, f"Saved {method.name}.")
         next_url = request.POST.get("next", "")
         if url_has_allowed_host_and_scheme(next_url, allowed_hosts={request.get_host()}):
             return redirect(next_url)
         return redirect("submissions:method", pk=pk)
     return render(request, "submissions/method.html",
-                  {"method": method, "form": form, "next": request.GET.get("next", "")})
+                  {"method": method, "form": form, "next": request.GET.get("next", ""),
+                   "missing": missing_for_publishing(method)})
 
 
 @login_required

@@ -46,15 +46,18 @@ paper_rows:
   - method: PaperNet
     note: Table 1
     scores: {{error: {paper_error}, near/error: 2.0}}
-"""
+{paper_fields}"""
 
 
-def write_bundle(folder: Path, *, paper_error: float = 4.0, extra: str = "", board: str = "") -> Path:
-    """An example-error bundle in ``folder`` (its labels beside it); ``extra`` and ``board`` add YAML."""
+def write_bundle(folder: Path, *, paper_error: float = 4.0, extra: str = "", board: str = "",
+                 paper_fields: str = "") -> Path:
+    """An example-error bundle in ``folder`` (its labels beside it); ``extra`` adds keys to its split,
+    ``board`` top-level YAML at the end, ``paper_fields`` the paper row's ``fields`` (flow YAML)."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "labels.json").write_text(str(TRUTH))
     path = folder / "example-error.yaml"
-    path.write_text(BUNDLE.format(extra=extra, paper_error=paper_error) + board)
+    row_fields = f"    fields: {paper_fields}\n" if paper_fields else ""
+    path.write_text(BUNDLE.format(extra=extra, paper_error=paper_error, paper_fields=row_fields) + board)
     return path
 
 
