@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from evaluation_workers.unpickled import refusal_hint
+
 Manifest = dict[str, Any]
 """Public facts about a labels version (ids, sizes, vocabulary; never labels)."""
 
@@ -172,8 +174,6 @@ class Track:
         """
         if file_name.lower().endswith(self.upload_suffixes):
             return None
-        from evaluation_workers.convert import refusal_hint  # the converters import the tracks
-
         return f"{file_name}: expected a file ending in {' or '.join(self.upload_suffixes)}." + refusal_hint(file_name)
 
     def size_refusal(self, file_name: str, size: int | None, limit: int | None = None) -> str | None:

@@ -48,7 +48,7 @@ from evaluation_workers.tracks.mmscan_vg.labels import (
     load_labels,
     parse_labels,
 )
-from evaluation_workers.tracks.mmscan_vg.reader import load_predictions
+from evaluation_workers.tracks.mmscan_vg.reader import MAX_INFLATED_BYTES, load_predictions
 from evaluation_workers.tracks.mmscan_vg.score import (
     BLOCK_PAIRS,
     FAMILIES,
@@ -176,9 +176,6 @@ PROTOCOLS = (
                     "differs from the exact IoU for close, nearly parallel faces. Not scored here."),
 )
 
-# The most a submission may inflate to (zip members, gzip), with room to spare:
-# 209,717 prompts x 256 boxes as JSON text, about 16 GB.
-MAX_INFLATED_BYTES = 24 * 2**30
 MANIFEST_SCHEMA = {
     "type": "object",
     "properties": {
