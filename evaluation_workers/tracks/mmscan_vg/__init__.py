@@ -21,20 +21,22 @@ from typing import Any
 
 import numpy as np
 
-from evaluation_workers import _xp
-from evaluation_workers.metrics import bootstrap
-from evaluation_workers.metrics.iou3d import DEFAULT_CHUNK_PAIRS
-from evaluation_workers.results import make_result, sha256_file
-from evaluation_workers.synthetic.samples import samples_of
-from evaluation_workers.tracks.base import (
+from evaluation_workers.plugin import (
+    DEFAULT_CHUNK_PAIRS,
     DetailRows,
     Manifest,
     Progress,
     Result,
     ScoringProtocol,
     Track,
+    backend,
+    bootstrap,
+    device_name,
+    make_result,
     no_progress,
+    sha256_file,
 )
+from evaluation_workers.synthetic.samples import samples_of
 from evaluation_workers.tracks.mmscan_vg import intervals
 from evaluation_workers.tracks.mmscan_vg.labels import (
     BOX_ARITY,
@@ -134,8 +136,8 @@ def _score(labels: Path, predictions: Path, progress: Progress,
     progress(0.25, "predictions read")
     if side is not None:
         side.submit(bootstrap.warm_up)
-    xp = _xp.backend()
-    gpu = _xp.device_name() == "gpu"
+    xp = backend()
+    gpu = device_name() == "gpu"
     per_prompt: dict[str, Any] = {}
     values = score_arrays(labels_data, preds, xp, GPU_CHUNK_PAIRS if gpu else DEFAULT_CHUNK_PAIRS, progress,
                           GPU_BLOCK_PAIRS if gpu else BLOCK_PAIRS, per_prompt)

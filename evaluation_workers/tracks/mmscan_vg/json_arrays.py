@@ -34,7 +34,7 @@ from typing import cast
 import numpy as np
 import simdjson
 
-from evaluation_workers.mapped import map_file
+from evaluation_workers.plugin import map_file
 from evaluation_workers.tracks.mmscan_vg.labels import BOX_ARITY, MAX_BOXES_PER_PROMPT
 
 _ALLOWED = frozenset({"sample_id", "pred_bboxes", "pred_scores"})

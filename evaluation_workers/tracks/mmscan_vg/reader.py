@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evaluation_workers.limits import Budget, inflated_budget
+from evaluation_workers.plugin import Budget, inflated_budget
 from evaluation_workers.tracks.mmscan_vg import binary_form, json_form
 from evaluation_workers.tracks.mmscan_vg.labels import Predictions
 

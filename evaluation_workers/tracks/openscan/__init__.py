@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path as _Path
 
+from evaluation_workers.plugin import DetailRows, Track
 from evaluation_workers.synthetic.samples import samples_of
-from evaluation_workers.tracks.base import DetailRows, Track
 from evaluation_workers.tracks.openscan import intervals, labels
 from evaluation_workers.tracks.openscan.labels import ASPECTS
 from evaluation_workers.tracks.openscan.reader import MAX_INFLATED_BYTES

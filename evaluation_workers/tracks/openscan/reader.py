@@ -11,8 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
-from evaluation_workers.errors import PredictionFormatError
-from evaluation_workers.limits import Budget, inflated_budget
+from evaluation_workers.plugin import Budget, PredictionFormatError, inflated_budget
 from evaluation_workers.tracks.openscan import compact, text_zip
 from evaluation_workers.tracks.openscan.common import Dropped, ScenePrediction, ignorable
 from evaluation_workers.tracks.openscan.compact import CompactReader

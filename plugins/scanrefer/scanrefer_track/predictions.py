@@ -21,8 +21,15 @@ from typing import Any
 
 import numpy as np
 
-from evaluation_workers.errors import PredictionFormatError, where
-from evaluation_workers.limits import Budget, entries_past, entry_cap, loads_json, read_maybe_gzip
+from evaluation_workers.plugin import (
+    Budget,
+    PredictionFormatError,
+    entries_past,
+    entry_cap,
+    loads_json,
+    read_maybe_gzip,
+    where,
+)
 from scanrefer_track import values
 from scanrefer_track.iou import centre_size_to_bounds, corners_to_bounds
 
