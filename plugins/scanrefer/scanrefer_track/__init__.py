@@ -24,9 +24,9 @@ from evaluation_workers.plugin import (
     Track,
     array_namespace,
     bootstrap,
+    labels_sha256,
     make_result,
     sha256_file,
-    sha256_tree,
     weighted,
 )
 from scanrefer_track.iou import paired_iou
@@ -69,12 +69,13 @@ MANIFEST_SCHEMA: dict[str, Any] = {
 
 
 def labels_checksum(labels: Path) -> str:
-    """The checksum the site recorded for these labels: of the labels file a maintainer loaded, or of
-    the prepared folder where it also holds a public subset (``partitions``), as the site hashes it."""
+    """The checksum the site recorded for these labels (the core's rule, ``labels_sha256``): of the labels
+    file a maintainer loaded, which ``prepare_labels`` copies as it is, or of the prepared folder where it
+    also holds a public subset (``PARTITION_FILE``), as the site hashes it then."""
     labels = Path(labels)
     if labels.is_dir() and (labels / PARTITION_FILE).is_file():
-        return sha256_tree(labels)
-    return sha256_file(labels_file(labels))
+        return labels_sha256(labels)
+    return labels_sha256(labels_file(labels))
 
 
 def _missing_warning(missing: int, count: int) -> list[str]:
