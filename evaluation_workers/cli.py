@@ -112,10 +112,21 @@ def run_convert(args: argparse.Namespace, manifest: dict[str, Any] | None) -> st
     return summary + "\nvalid: " + json.dumps(checked, default=str)
 
 
+WORKER_MISSING = ("the scoring worker is not installed here: it is the scene-leaderboards-worker distribution "
+                  "(python -m pip install -c requirements.txt ./distributions/worker, from the repository's root)")
+
+
 def run_worker(celery_args: Sequence[str]) -> int:
     from evaluation_workers import signing
     from evaluation_workers.queues import served_devices, served_tracks, worker_queues
-    from evaluation_workers.worker import metrics
+
+    try:
+        from evaluation_workers.worker import metrics
+    except ModuleNotFoundError as exc:  # the core alone (an offline scorer): no worker, no Celery
+        if not (exc.name or "").startswith(("evaluation_workers.worker", "celery", "kombu", "prometheus_client")):
+            raise
+        print(f"error: {WORKER_MISSING}", file=sys.stderr)
+        return 2
 
     metrics.prepare()  # before the app (and prometheus_client) is imported: every pool process writes there
     from evaluation_workers.worker.app import app
