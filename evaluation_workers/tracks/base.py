@@ -79,7 +79,12 @@ class DetailRows:
 
 @dataclass(frozen=True)
 class Track:
-    """One benchmark track.
+    """One benchmark track (a plugin imports it as ``evaluation_workers.plugin.Track``).
+
+    The fields without a default are required; of the others, ``description``, ``unit``, ``statistic``,
+    ``units_of``, ``format_doc``, ``metrics_doc``, ``samples`` and ``write_demo`` are required by the
+    track contract (``python -m evaluation_workers check-track``), the rest may keep their defaults
+    (docs/writing-a-track.md).
 
     Attributes:
         name: slug used in URLs, task payloads and result JSON ("sqa3d").
