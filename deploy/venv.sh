@@ -14,9 +14,9 @@ ensure_requirements() {
   fi
 }
 ensure_requirements "$1"
-# This checkout's distributions, editable, on the pins above (-c: a dependency they declare that no
-# requirements file pins fails here, not on another machine): the scoring core (with the built-in tracks,
-# as entry points), the worker, the `lb` client, the site, then each track package under plugins/.
+# This checkout's distributions, editable, held to requirements.txt's pins (-c; tests/test_distributions.py
+# checks that each dependency they declare is pinned): the scoring core (with the built-in tracks, as
+# entry points), the worker, the `lb` client, the site, then each track package under plugins/.
 # Again when a pyproject.toml changes (a new entry point is only seen once installed); built with
 # hatchling in pip's isolated build environment.
 projects="distributions/core distributions/worker distributions/cli . $(ls -d plugins/*/ 2>/dev/null | tr '\n' ' ')"
@@ -24,7 +24,7 @@ want=$(cat distributions/checkout.py distributions/*/pyproject.toml pyproject.to
 if [ ! -x .venv/bin/lb ] || [ "$(cat .venv/.installed-projects 2>/dev/null)" != "$want" ]; then
   editable=()
   for project in $projects; do editable+=(-e "$project"); done
-  .venv/bin/python -m pip install -q -c "$1" "${editable[@]}"
+  .venv/bin/python -m pip install -q -c requirements.txt "${editable[@]}"
   echo "$want" > .venv/.installed-projects
 fi
 # Bytecode for the project's own modules (pip compiles what it installs, not an editable checkout):
