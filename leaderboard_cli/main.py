@@ -147,7 +147,7 @@ def _manifest_answer(args: argparse.Namespace) -> dict[str, Any]:
 
 
 # Where the scoring core is not installed (`lb` alone: the scene-leaderboards-cli distribution).
-NEEDS_CORE = ("lb {command} runs the scoring core's {what} here, which is not installed: install the client with "
+NEEDS_CORE = ("{command} runs the scoring core's {what}, which is not installed here: install the client with "
               "its `validate` extra and the core, from the repository's root: "
               "python -m pip install -c requirements.txt \"./distributions/cli[validate]\" ./distributions/core")
 

@@ -155,7 +155,7 @@ def test_lb_runs_without_the_core_and_says_how_to_install_it_for_validate_and_co
                  ["convert", "--track", "sqa3d", "--from", "leo", "a", "b"]):
         out = run_blocked(tmp_path, blocked, code, *argv)
         assert out.returncode == 1, out.stderr
-        assert f"lb {argv[0]} runs the scoring core's" in out.stderr
+        assert f"lb: {argv[0]} runs the scoring core's" in out.stderr
         assert '"./distributions/cli[validate]" ./distributions/core' in out.stderr
 
 
