@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from leaderboard.benchmarks.method_fields import MethodField
+from leaderboard.lib.method_fields import MethodField
 from leaderboard.rankings.models import (
     ANONYMOUS_LABEL,
     TAG_LENGTH,

@@ -29,8 +29,8 @@ from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 
 from evaluation_workers.tracks.base import FRACTION, MetricSpec
-from leaderboard.benchmarks.method_fields import MethodField, declared
 from leaderboard.benchmarks.models import Split
+from leaderboard.lib.method_fields import MethodField, declared
 from leaderboard.lib.thresholds import metric_at, threshold_of, thresholds
 from leaderboard.rankings.models import (
     ANONYMOUS_LABEL,

@@ -9,10 +9,10 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from evaluation_workers.tracks.metric_ranges import score_refusal
 from leaderboard.benchmarks import phases
-from leaderboard.benchmarks.method_fields import declared, values_for
-from leaderboard.benchmarks.metric_ranges import score_refusal
 from leaderboard.benchmarks.models import Split
+from leaderboard.lib.method_fields import declared, values_for
 from leaderboard.lib.pagecache import bump
 from leaderboard.rankings.models import LeaderboardEntry
 

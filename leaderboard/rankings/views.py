@@ -12,11 +12,11 @@ from django.urls import reverse
 from leaderboard.accounts.auth import api_auth
 from leaderboard.api_errors import api_error
 from leaderboard.benchmarks import phases
-from leaderboard.benchmarks.method_fields import declared
 from leaderboard.benchmarks.models import Split
 from leaderboard.benchmarks.permissions import results_embargoed
 from leaderboard.benchmarks.selectors import get_split, metric_specs_json
 from leaderboard.lib import thresholds
+from leaderboard.lib.method_fields import declared
 from leaderboard.lib.pagecache import cache_until, cached_page
 from leaderboard.rankings import charts, paired_tests
 from leaderboard.rankings.drilldown import Drilldown, drilldown

@@ -6,9 +6,9 @@ from typing import Any
 from django import forms
 from django.forms.models import model_to_dict
 
-from leaderboard.benchmarks.method_fields import MAX_TEXT, MethodField
 from leaderboard.benchmarks.models import Benchmark, Split
 from leaderboard.benchmarks.phases import LABELS_PENDING, NOT_OPEN
+from leaderboard.lib.method_fields import MAX_TEXT, MethodField
 from leaderboard.submissions import methods
 from leaderboard.submissions.models import Method
 

@@ -1,5 +1,5 @@
 """Describing a method: its details, and its answers to the method fields of each benchmark it
-entered (``benchmarks.method_fields``). The method form, the API (``PATCH /api/v1/my/methods/<id>``)
+entered (``lib.method_fields``). The method form, the API (``PATCH /api/v1/my/methods/<id>``)
 and ``lb method set`` all save through ``check_update_method``, which rewrites the method's
 leaderboard rows so that boards, filters and exports show the new answers at once."""
 
@@ -9,8 +9,8 @@ from typing import Any
 
 from django.db import transaction
 
-from leaderboard.benchmarks.method_fields import MethodField, declared, missing
 from leaderboard.benchmarks.models import Benchmark, Split
+from leaderboard.lib.method_fields import MethodField, declared, missing
 from leaderboard.rankings.services import refresh_entry
 from leaderboard.submissions.models import Method
 

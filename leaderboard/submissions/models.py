@@ -22,7 +22,7 @@ class Method(models.Model):
     uses_extra_data = models.BooleanField(null=True, blank=True, verbose_name="Uses extra training data")
     details = models.TextField(blank=True)
     # Answers to the method fields of each benchmark it entered ({"<track>": {"<field>": value}};
-    # ``benchmarks.method_fields``): copied onto its leaderboard rows by ``rankings.services.refresh_entry``.
+    # ``lib.method_fields``): copied onto its leaderboard rows by ``rankings.services.refresh_entry``.
     fields = models.JSONField(default=dict, blank=True)
     # Anonymous (under review): its public rows, pages, API answers and exports name no team,
     # authors, paper or code until a member reveals it (audited); maintainers still see the team.

@@ -24,7 +24,7 @@ def installed_error_track(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     the ``error_track`` fixture (conftest.py)."""
     monkeypatch.syspath_prepend(str(PLUGIN))
     found = dict(tracks._entry_points())
-    found["example-error"] = EntryPoint("example-error", "example_track:ERROR_TRACK", tracks.ENTRY_POINT_GROUP)
+    found["example-error"] = EntryPoint("example-error", "example_track.error:TRACK", tracks.ENTRY_POINT_GROUP)
     monkeypatch.setattr(tracks, "_entry_points", lambda: found)
     tracks._load.cache_clear()
     yield tracks.get_track("example-error")

@@ -12,9 +12,9 @@ import pytest
 
 from evaluation_workers.tracks import get_track
 from evaluation_workers.tracks.base import FRACTION, MetricSpec
+from evaluation_workers.tracks.metric_ranges import metric_range
 from leaderboard.benchmarks.bundle_apply import load_bundle
 from leaderboard.benchmarks.bundles import BundleError, read_bundle
-from leaderboard.benchmarks.metric_ranges import metric_range
 from leaderboard.benchmarks.models import Benchmark, Split
 from leaderboard.moderation.live_board import live_board
 from leaderboard.rankings.models import LeaderboardEntry, PairedTest
