@@ -33,6 +33,7 @@ from leaderboard.benchmarks.bundles import (
     bundled_paths,
     read_bundle,
 )
+from leaderboard.benchmarks.host_pages import removed
 from leaderboard.benchmarks.models import Benchmark, Split
 from leaderboard.benchmarks.permissions import maintainer_group
 from leaderboard.benchmarks.services import discard_labels, do_load_labels, labels_checksum
@@ -173,6 +174,27 @@ def _plan_benchmark(plan: Plan, benchmark: Benchmark | None) -> None:
         plan.change(text, diff=lines)
     if diff:
         plan.steps.append(lambda ctx: Benchmark.objects.filter(pk=benchmark.pk).update(**diff))
+
+
+def _plan_pages(plan: Plan, benchmark: Benchmark | None) -> None:
+    """Each host page added, changed (its Markdown as a diff) or removed; what the sanitiser will leave
+    out of a page is said as a note, the dry run included."""
+    b = plan.bundle
+    have = dict(benchmark.pages) if benchmark else {}
+    for key, source in b.pages.items():
+        if dropped := removed(source):
+            plan.notes.append(f"{b.path.name}: pages.{key}: the sanitiser removes {', '.join(dropped)}; the page "
+                              f"shows the rest")
+        if key not in have:
+            plan.change(f"benchmark {b.track}: add page {key} ({len(source.splitlines())} lines)")
+        elif have[key] != source:
+            text, lines = _changed(f"benchmark {b.track}", f"page {key}", have[key], source)
+            plan.change(text, diff=lines)
+    for key in have:
+        if key not in b.pages:
+            plan.change(f"benchmark {b.track}: remove page {key}")
+    if have != b.pages:
+        plan.steps.append(lambda ctx: Benchmark.objects.filter(track=b.track).update(pages=dict(b.pages)))
 
 
 def _update_split(track: str, name: str, diff: dict[str, Any]) -> None:
@@ -347,6 +369,7 @@ def plan(bundle: Bundle, *, synthetic: bool = True, paper_rows: bool = True) -> 
     out = Plan(bundle)
     benchmark = Benchmark.objects.filter(track=bundle.track).first()
     _plan_benchmark(out, benchmark)
+    _plan_pages(out, benchmark)
     splits = {s.name: s for s in Split.objects.filter(benchmark=benchmark).select_related("benchmark")}
     for spec in bundle.splits:
         _plan_fields(out, splits.get(spec.name), spec)
@@ -385,7 +408,7 @@ def apply(planned: Plan, *, allow_rescore: bool = False, dry_run: bool = False, 
     except BaseException:
         discard_labels(ctx.stored)  # the rows went with the transaction; the files they named go too
         raise
-    planned.notes = ctx.notes
+    planned.notes = [*planned.notes, *ctx.notes]
     return planned
 
 

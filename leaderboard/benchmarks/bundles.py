@@ -33,11 +33,13 @@ from evaluation_workers.tracks.metric_ranges import score_refusal
 from leaderboard.benchmarks.bundle_files import (
     BundleError,
     BundleFileRefused,
+    read_bundle_text,
     read_limited,
     resolve_bundle_path,
     size_refusal,
 )
 from leaderboard.benchmarks.bundle_yaml import Key, Reader, key_path, read_plain
+from leaderboard.benchmarks.host_pages import MAX_PAGE_BYTES, PAGES
 from leaderboard.lib.method_fields import MethodField, check_bundle_fields
 
 HERE = Path(__file__).resolve().parent
@@ -83,7 +85,8 @@ class Bundle:
     splits: tuple[SplitSpec, ...]
     paper_rows: tuple[dict[str, Any], ...]  # blocks as rankings.services.do_load_paper_rows takes them
     board: dict[str, Any]
-    method_fields: tuple[dict[str, Any], ...] = ()  # as Benchmark.method_fields keeps them (method_fields.py)
+    method_fields: tuple[dict[str, Any], ...] = ()  # as Benchmark.method_fields keeps them (lib/method_fields.py)
+    pages: dict[str, str] = field(default_factory=dict)  # key -> Markdown source, in host_pages.PAGES' order
 
 
 @functools.cache
@@ -185,6 +188,18 @@ def _check_files(reader: Reader, where: Key, labels: dict[str, Any], path: Path)
             except BundleFileRefused as refused:
                 reader.problem((*where, key), refused.reason)
     return files
+
+
+def _read_pages(reader: Reader, data: dict[str, Any], path: Path) -> dict[str, str]:
+    """The Markdown of each page the bundle names (``bundle_files``' rule), by key in tab order."""
+    pages = {}
+    for key, _ in PAGES:
+        if name := data.get("pages", {}).get(key):
+            try:
+                pages[key] = read_bundle_text(path, name, key=f"pages.{key}", max_bytes=MAX_PAGE_BYTES)
+            except BundleFileRefused as refused:
+                reader.problem(("pages", key), refused.reason)
+    return pages
 
 
 def _check_scores(reader: Reader, where: Key, spec: Any, scores: dict[str, Any]) -> None:
@@ -317,6 +332,7 @@ def parse_bundle(text: str, path: Path) -> Bundle:
     reader = Reader(path.name)
     reader.lines = lines
     files = _check(reader, data, path)
+    pages = _read_pages(reader, data, path)
     if reader.problems:
         raise _listed(reader.problems)
     track = get_track(data["track"])
@@ -326,7 +342,7 @@ def parse_bundle(text: str, path: Path) -> Bundle:
         order=data.get("order", 0), maintainers=tuple(data.get("maintainers", [])),
         splits=tuple(_split(s, i, any_default, files) for i, s in enumerate(data["splits"])),
         paper_rows=tuple(data.get("paper_rows", [])), board=data.get("board", {}),
-        method_fields=tuple(MethodField.of(f).as_json() for f in data.get("method_fields", [])))
+        method_fields=tuple(MethodField.of(f).as_json() for f in data.get("method_fields", [])), pages=pages)
 
 
 def read_bundle(path: Path | str) -> Bundle:

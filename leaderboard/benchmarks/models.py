@@ -53,9 +53,12 @@ class Benchmark(models.Model):
     # The board's default view, from the benchmark's bundle (``bundles``): {"metric", "sort"}, each
     # optional; read by ``rankings.selectors.LeaderboardView.from_query``.
     board = models.JSONField(default=dict, blank=True)
-    # What every method is asked on this benchmark (the bundle's ``method_fields``, ``method_fields.py``):
+    # What every method is asked on this benchmark (the bundle's ``method_fields``, ``lib/method_fields.py``):
     # [{"name", "label", "type", "choices", "required", "column", "filter", "help"}, ...].
     method_fields = models.JSONField(default=list, blank=True)
+    # The hosts' Markdown pages (the bundle's ``pages``: overview, rules, dates, prizes, organisers,
+    # citation), {key: source}; rendered and sanitised when shown (``host_pages.render``).
+    pages = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["order", "track"]

@@ -2,7 +2,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
 
 from evaluation_workers.tracks import all_tracks
-from leaderboard.benchmarks import docs
+from leaderboard.benchmarks import docs, host_pages
 from leaderboard.benchmarks.models import Benchmark
 from leaderboard.benchmarks.permissions import results_embargoed
 from leaderboard.benchmarks.phases import next_change, phase_json
@@ -94,3 +94,16 @@ def format_sample(request: HttpRequest, track: str, form: str) -> HttpResponse:
     response = HttpResponse(content, content_type="application/octet-stream")
     response["Content-Disposition"] = f'attachment; filename="{track}_{split.name}_{name}"'
     return response
+
+
+@cached_page("track")
+def host_page(request: HttpRequest, track: str, page: str) -> HttpResponse:
+    """One of the pages the benchmark's hosts wrote (its bundle's ``pages``), sanitised, as a tab of
+    the benchmark's page."""
+    benchmark = get_object_or_404(Benchmark, track=track, is_active=True)
+    source = (benchmark.pages or {}).get(page)
+    if source is None:
+        raise Http404(f"{benchmark.title} has no page {page!r}.")
+    return render(request, "benchmarks/page.html", {
+        "benchmark": benchmark, "tabs": host_pages.tabs(benchmark), "current": page,
+        "title": host_pages.TITLES.get(page, page), "html": host_pages.render(source)})

@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from leaderboard.accounts.auth import api_auth
 from leaderboard.api_errors import api_error
-from leaderboard.benchmarks import phases
+from leaderboard.benchmarks import host_pages, phases
 from leaderboard.benchmarks.models import Split
 from leaderboard.benchmarks.permissions import results_embargoed
 from leaderboard.benchmarks.selectors import get_split, metric_specs_json
@@ -78,6 +78,7 @@ def leaderboard(request: HttpRequest, track: str) -> HttpResponse:
     references = reference_entries(view)
     spec = view.split.benchmark.spec
     context = {"benchmark": view.split.benchmark, "split": view.split, "splits": view.split.benchmark.splits.all(),
+               "tabs": host_pages.tabs(view.split.benchmark),
                "view": view, "spec": spec, "page": page, "references": _reference_rows(view, references),
                "sort_links": [(h, c, view.sort_query(c)) for h, c in zip(view.headers, view.columns)],
                "metric_spec": view.spec_of(view.metric), "sort_spec": view.spec_of(view.sort),
