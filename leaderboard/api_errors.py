@@ -44,7 +44,9 @@ EXTRA_CODES = {"invalid_file": "The predictions file was refused; the message na
                             "Retry-After seconds",
                "selection_locked": "Publishing or withdrawing would change the team's final selection on the "
                                    "split (from its freeze on); the message says since when and what is still "
-                                   "allowed"}
+                                   "allowed",
+               "too_many_published": "The team already has as many published rows on the split as its challenge "
+                                     "phase allows; the message names them"}
 
 
 def api_error(message: str, status: int, code: str | None = None,

@@ -105,6 +105,9 @@ PATHS: dict[str, dict[str, Any]] = {
                errors=(401, 404)),
         "security": [{}, {"token": []}]}},
     "/api/v1/leaderboards/{track}/progress": {"get": _get("Best primary score over time", TRACK, SPLIT)},
+    "/api/v1/leaderboards/{track}/challenges/{name}": {"get": _get(
+        "A challenge: its phases in order and where it stands; once its last phase ended, its archived final "
+        "board (never recomputed), the top entries marked", TRACK, _param("name", "path", "Challenge name"))},
     "/api/v1/methods/{id}": {"get": _get("A method's metadata and public results",
                                          _param("id", "path", "Method id", {"type": "integer"}))},
     "/api/v1/submissions": {
@@ -135,7 +138,9 @@ PATHS: dict[str, dict[str, Any]] = {
         "requestBody": {"required": False, "content": {"application/json": {
             "schema": {"$ref": "#/components/schemas/PublishOptions"}}}},
         "responses": _responses({"200": {"description": "Published"}}, (401, 403, 404, 409),
-                                e409="Not publishable yet: not finished, or the method is not described; or it "
+                                e409="Not publishable yet: not finished, or the method is not described (its "
+                                     "details, the benchmark's required method fields); too_many_published: the "
+                                     "team has as many rows as the challenge phase allows; or it "
                                      "cannot be anonymous (public under its team, or revealed); or "
                                      "selection_locked: from the split's freeze on the team's selection is final "
                                      "(only a submission sent before the freeze that finished scoring after it "

@@ -48,9 +48,17 @@ METRIC_SPECS = {"type": "object", "description": "Each metric's spec: which way 
                                                                     "fraction); the benchmark's bundle may set them"}})}
 
 PHASE = {
-    "phase": {"type": "string", "enum": ["upcoming", "open", "frozen", "closed", "revealed"],
+    "phase": {"type": "string", "enum": ["upcoming", "open", "frozen", "closed", "revealed", "after"],
               "description": "The split's challenge phase (open for ever without a schedule); closed: past the "
-                             "deadline, waiting for the maintainers' reveal"},
+                             "deadline, waiting for the maintainers' reveal; after: its challenge ended and was "
+                             "archived, and the board goes on (open again, rows sent since marked)"},
+    "board": {"type": "string", "enum": ["live", "hidden"],
+              "description": "hidden: a challenge phase whose board shows new rows only at its deadline"},
+    "max_published_per_team": {**nullable(INT), "description": "How many rows a team may have published here "
+                                                               "(a challenge phase's rule); null: any"},
+    "post_challenge_from": {**nullable(DATE), "description": "When its challenge ended (and was archived)"},
+    "challenge": nullable(_obj({"name": STR, "title": STR, "phase": STR, "phase_title": STR},
+                               description="The challenge this split is a phase of")),
     "starts_at": nullable(DATE), "freeze_at": nullable(DATE), "deadline": nullable(DATE),
     "reveal": {"type": "string", "enum": ["deadline", "maintainer"], "description": "What reveals the full board"},
     "revealed_at": nullable(DATE), "reopened": BOOL,
@@ -154,7 +162,10 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "uses_extra_data": BOOL, "verified": BOOL, "scorer_version": STR, "submission_id": nullable(INT),
         "published_at": {"type": "string", "format": "date-time",
                          "description": "Published here; for a paper row, the paper's publication date"},
-        "fields": FIELD_ANSWERS, "scores": SCORES, "intervals": INTERVALS,
+        "fields": FIELD_ANSWERS, "after_challenge": {
+            "type": "boolean", "description": "Sent after the end of the challenge this split was a phase of: "
+                                              "not on its archived final board"},
+        "scores": SCORES, "intervals": INTERVALS,
         "no_significant_difference_from_entry_id": {
             **nullable(INT), "description": "The row above, when the paired test of the two on the sorted column "
                                             "finds no significant difference (adjusted_p_value at least the level); "
@@ -224,8 +235,36 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "protocols": {"type": "array", "description": "How rows' numbers were produced, this service's first; "
                                                       "empty when there is only one",
                       "items": _obj({"key": STR, "label": STR, "description": STR})},
-        "splits": {"type": "array", "items": _obj({"name": STR, "default": BOOL, **PHASE})}}),
+        "splits": {"type": "array", "items": _obj({"name": STR, "default": BOOL, **PHASE})},
+        "challenges": {"type": "array", "items": ref("Challenge")},
+        "method_fields": {"type": "array", "items": METHOD_FIELD},
+        "pages": {"type": "array", "items": _obj({"key": STR, "title": STR, "url": STR}),
+                  "description": "The pages its hosts wrote, as tabs of the benchmark's page"}}),
     "TrackList": _obj({"tracks": {"type": "array", "items": ref("Track")}}),
+    "Challenge": _obj({
+        "name": STR, "title": STR, "description": STR,
+        "state": {"type": "string", "enum": ["upcoming", "running", "ended", "archived"]},
+        "current_phase": nullable(STR), "ends_at": nullable(DATE),
+        "top": {"type": "integer", "description": "How many entries the final board marks"},
+        "post_challenge": {"type": "boolean", "description": "Its splits go on after it, as post-challenge boards"},
+        "phases": {"type": "array", "items": _obj({
+            "name": STR, "title": STR, "split": STR, "state": {"type": "string", "enum": ["upcoming", "running",
+                                                                                          "ended"]},
+            "starts_at": nullable(DATE), "freeze_at": nullable(DATE), "deadline": nullable(DATE),
+            "board": {"type": "string", "enum": ["live", "hidden"]},
+            "reveal": {"type": "string", "enum": ["deadline", "maintainer"]},
+            "max_published_per_team": nullable(INT), "split_phase": STR})},
+        "archived_at": nullable(DATE),
+        "url": STR, "export_csv": STR, "export_json": STR, "bibtex": STR},
+        ["name", "title", "state", "phases", "archived_at"],
+        description="A challenge: phases in order, each on its own split; archived once its last phase ended"),
+    "ChallengeDetail": {"allOf": [ref("Challenge"), _obj({"final_board": nullable(_obj({
+        "track": STR, "challenge": STR, "title": STR, "split": STR, "ended_at": DATE, "archived_at": DATE,
+        "board": {"type": "object", "description": "The board's facts when archived: metric, sort, columns, "
+                                                   "metric_specs, method_fields, scorer_version, phases"},
+        "rows": {"type": "array", "items": {"type": "object"}, "description": "Ranked as they were; 'top': the "
+                                                                              "place among the entries, or null"},
+        "references": {"type": "array", "items": {"type": "object"}}}))})]},
     "Manifest": _obj({
         "track": STR, "split": STR,
         "labels_sha256": {"type": "string", "description": "The active labels' version: a result scored against "
@@ -268,6 +307,7 @@ OK: dict[tuple[str, str], str] = {
     ("/api/v1/leaderboards/{track}", "get"): "Leaderboard",
     ("/api/v1/leaderboards/{track}/compare", "get"): "Compare",
     ("/api/v1/leaderboards/{track}/progress", "get"): "Progress",
+    ("/api/v1/leaderboards/{track}/challenges/{name}", "get"): "ChallengeDetail",
     ("/api/v1/methods/{id}", "get"): "PublicMethod",
     ("/api/v1/submissions", "get"): "SubmissionList",
     ("/api/v1/submissions", "post"): "Submission",

@@ -352,6 +352,8 @@ CELERY_BEAT_SCHEDULE = {
     "apply-retention": {"task": "submissions.apply_retention", "schedule": RETENTION_INTERVAL},
     # Boards of challenges whose deadline passed show everything (readers reveal them too).
     "reveal-due": {"task": "rankings.reveal_due", "schedule": 60},
+    # Challenges whose last phase ended get their final board archived (no page visit needed).
+    "archive-due": {"task": "rankings.archive_due", "schedule": 60},
 }
 # Fault-injection tests only: a folder whose files switch holds on (lifecycle.fault_hold).
 FAULT_DIR = env("FAULT_DIR") or ""

@@ -33,10 +33,11 @@ from leaderboard.benchmarks.bundles import (
     bundled_paths,
     read_bundle,
 )
-from leaderboard.benchmarks.host_pages import removed
+from leaderboard.benchmarks.challenge_plans import archived_refusal, plan_challenges
 from leaderboard.benchmarks.models import Benchmark, Split
 from leaderboard.benchmarks.permissions import maintainer_group
 from leaderboard.benchmarks.services import discard_labels, do_load_labels, labels_checksum
+from leaderboard.lib.host_pages import removed
 from leaderboard.lib.pagecache import bump
 from leaderboard.moderation.models import AuditEntry
 from leaderboard.rankings.models import LeaderboardEntry
@@ -44,8 +45,8 @@ from leaderboard.rankings.services import do_load_paper_rows, do_refresh_split, 
 from leaderboard.submissions.models import SplitLimit, Submission
 
 SPLIT_FIELDS = ("description", "is_default", "accepting_submissions", "results_visible_after", "labels_public",
-                "starts_at", "freeze_at", "deadline", "reveal_at_deadline")
-PHASE_FIELDS = {"starts_at", "freeze_at", "deadline", "reveal_at_deadline"}
+                "starts_at", "freeze_at", "deadline", "reveal_at_deadline", "board_hidden", "max_published_per_team")
+PHASE_FIELDS = {"starts_at", "freeze_at", "deadline", "reveal_at_deadline", "board_hidden"}
 LOADED_BY = "manage.py load_benchmark"
 
 
@@ -219,6 +220,8 @@ def _plan_fields(plan: Plan, split: Split | None, spec: SplitSpec) -> None:
                                                      **wanted))
         return
     diff = {k: v for k, v in wanted.items() if getattr(split, k) != v}
+    if refusal := archived_refusal(split, PHASE_FIELDS & set(diff)):
+        raise BundleError([f"{plan.bundle.path.name}: {refusal}"])
     shown = published_results(split) if diff else ""
     for k, v in diff.items():
         text, lines = _changed(f"split {split}", k, getattr(split, k), v)
@@ -378,6 +381,7 @@ def plan(bundle: Bundle, *, synthetic: bool = True, paper_rows: bool = True) -> 
     for name, split in splits.items():
         if name not in {s.name for s in bundle.splits}:
             _plan_dropped(out, split)
+    plan_challenges(out, benchmark)
     if paper_rows:
         _plan_paper_rows(out, splits)
     _plan_maintainers(out)

@@ -30,6 +30,8 @@ from jsonschema import Draft202012Validator
 
 from evaluation_workers.tracks import get_track, names
 from evaluation_workers.tracks.metric_ranges import score_refusal
+from leaderboard.benchmarks import bundle_challenges
+from leaderboard.benchmarks.bundle_challenges import ChallengeSpec
 from leaderboard.benchmarks.bundle_files import (
     BundleError,
     BundleFileRefused,
@@ -39,7 +41,7 @@ from leaderboard.benchmarks.bundle_files import (
     size_refusal,
 )
 from leaderboard.benchmarks.bundle_yaml import Key, Reader, key_path, read_plain
-from leaderboard.benchmarks.host_pages import MAX_PAGE_BYTES, PAGES
+from leaderboard.lib.host_pages import MAX_PAGE_BYTES, PAGES
 from leaderboard.lib.method_fields import MethodField, check_bundle_fields
 
 HERE = Path(__file__).resolve().parent
@@ -72,6 +74,8 @@ class SplitSpec:
     deadline: datetime | None
     reveal_at_deadline: bool
     limits: dict[str, dict[str, int | None]] = field(default_factory=dict)  # scope -> SplitLimit fields
+    board_hidden: bool = False  # a challenge phase's board, hidden until its deadline
+    max_published_per_team: int | None = None  # rows a team may have published in its phase
 
 
 @dataclass(frozen=True)
@@ -87,6 +91,7 @@ class Bundle:
     board: dict[str, Any]
     method_fields: tuple[dict[str, Any], ...] = ()  # as Benchmark.method_fields keeps them (lib/method_fields.py)
     pages: dict[str, str] = field(default_factory=dict)  # key -> Markdown source, in host_pages.PAGES' order
+    challenges: tuple[ChallengeSpec, ...] = ()  # declared, then one per split with its own phases
 
 
 @functools.cache
@@ -164,18 +169,13 @@ def _moments(data: dict[str, Any]) -> list[tuple[Key, str]]:
             found.append((("paper_rows", b, "paper", "published"), block["paper"]["published"]))
         found += [(("paper_rows", b, "rows", r, "paper", "published"), row["paper"]["published"])
                   for r, row in enumerate(block["rows"]) if row.get("paper", {}).get("published")]
-    return found
+    return found + bundle_challenges.moments(data)
 
 
 def _check_dates(reader: Reader, where: Key, split: dict[str, Any]) -> None:
     phases = split.get("phases", {})
-    moments = [(k, moment(phases[k])) for k in ("starts_at", "freeze_at", "deadline") if phases.get(k)]
-    for (a, first), (b, second) in zip(moments, moments[1:]):
-        wrong = second <= first if (a, b) == ("starts_at", "freeze_at") else second < first
-        if wrong:
-            reader.problem((*where, "phases", b), f"expected {b} after {a} (starts_at < freeze_at <= deadline), "
-                                                 f"but got {a} {first:%Y-%m-%d %H:%M} and {b} "
-                                                 f"{second:%Y-%m-%d %H:%M} UTC")
+    bundle_challenges.check_order(reader, (*where, "phases"), {k: moment(v) for k, v in phases.items()
+                                                               if k in bundle_challenges.DATES and v})
 
 
 def _check_files(reader: Reader, where: Key, labels: dict[str, Any], path: Path) -> dict[str, Path]:
@@ -250,6 +250,7 @@ def _check(reader: Reader, data: dict[str, Any], path: Path) -> dict[tuple[int, 
         _check_dates(reader, ("splits", i), split)
         for key, resolved in _check_files(reader, ("splits", i, "labels"), split["labels"], path).items():
             files[(i, key)] = resolved
+    bundle_challenges.check(reader, data, moment)
     defaults = [s["name"] for s in splits if s.get("default")]
     if len(defaults) > 1:
         where = next(i for i, s in enumerate(splits) if s.get("default") and s["name"] == defaults[1])
@@ -285,11 +286,14 @@ def _check(reader: Reader, data: dict[str, Any], path: Path) -> dict[tuple[int, 
     return files
 
 
-def _split(data: dict[str, Any], i: int, any_default: bool, files: dict[tuple[int, str], Path]) -> SplitSpec:
+def _split(data: dict[str, Any], i: int, any_default: bool, files: dict[tuple[int, str], Path],
+           rules: dict[str, Any] | None) -> SplitSpec:
+    """A split of the bundle; ``rules``: those of the challenge phase it is (its dates, board, limits), if any."""
     raw = data["labels"]
     kind = next(k for k in ("pending", "synthetic", "source") if k in raw)
     labels = Labels(kind, files.get((i, "source")), files.get((i, "public_subset")), key_path(("splits", i, "labels")))
-    phases = data.get("phases", {})
+    phases = rules or {}
+    limits = phases.get("limits") or data.get("limits", {})
     when = lambda v: moment(v) if v else None  # noqa: E731
     return SplitSpec(
         name=data["name"], description=data.get("description", ""),
@@ -298,8 +302,9 @@ def _split(data: dict[str, Any], i: int, any_default: bool, files: dict[tuple[in
         accepting_submissions=data.get("accepting_submissions", True),
         results_visible_after=when(data.get("results_visible_after")),
         starts_at=when(phases.get("starts_at")), freeze_at=when(phases.get("freeze_at")),
-        deadline=when(phases.get("deadline")), reveal_at_deadline=phases.get("reveal_at_deadline", True),
-        limits={scope: {f: values.get(f) for f in LIMIT_FIELDS} for scope, values in data.get("limits", {}).items()})
+        deadline=when(phases.get("deadline")), reveal_at_deadline=phases.get("reveal", "deadline") == "deadline",
+        limits={scope: {f: values.get(f) for f in LIMIT_FIELDS} for scope, values in limits.items()},
+        board_hidden=phases.get("board") == "hidden", max_published_per_team=phases.get("max_published"))
 
 
 def _too_big(name: str, size: int) -> BundleError:
@@ -337,12 +342,14 @@ def parse_bundle(text: str, path: Path) -> Bundle:
         raise _listed(reader.problems)
     track = get_track(data["track"])
     any_default = any(s.get("default") for s in data["splits"])
+    rules = bundle_challenges.phase_rules(data)
     return Bundle(
         path=path, track=track.name, title=data["title"], description=data.get("description", track.description),
         order=data.get("order", 0), maintainers=tuple(data.get("maintainers", [])),
-        splits=tuple(_split(s, i, any_default, files) for i, s in enumerate(data["splits"])),
+        splits=tuple(_split(s, i, any_default, files, rules.get(s["name"])) for i, s in enumerate(data["splits"])),
         paper_rows=tuple(data.get("paper_rows", [])), board=data.get("board", {}),
-        method_fields=tuple(MethodField.of(f).as_json() for f in data.get("method_fields", [])), pages=pages)
+        method_fields=tuple(MethodField.of(f).as_json() for f in data.get("method_fields", [])), pages=pages,
+        challenges=bundle_challenges.specs(data))
 
 
 def read_bundle(path: Path | str) -> Bundle:

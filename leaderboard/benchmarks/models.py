@@ -119,6 +119,18 @@ class Split(models.Model):
         null=True, blank=True, help_text="When the full board (private scores, entries held back by the freeze) "
                                          "was revealed.")
     reopened = models.BooleanField(default=False, help_text="Accept submissions again after the deadline.")
+    # A challenge phase's rules beyond its dates (``Phase``; ``phases.py``): the board hidden until the
+    # phase ends, and how many rows a team may have published on it.
+    board_hidden = models.BooleanField(
+        default=False, help_text="The public board shows no new row until the deadline (the phase's end); rows "
+                                 "published meanwhile appear then.")
+    max_published_per_team = models.PositiveIntegerField(
+        null=True, blank=True, help_text="How many rows (methods) a team may have published here; empty: any.")
+    # Set when the board of the challenge this split is a phase of was archived (``rankings.archive``),
+    # to the challenge's end: from then on it is a post-challenge board (``phases.AFTER``) whose rows
+    # sent after that moment are marked "after the challenge".
+    post_challenge_from = models.DateTimeField(
+        null=True, blank=True, help_text="When its challenge ended and was archived: a post-challenge board since.")
     # Set by maintainers: the split's labels are published (a public validation set), so results
     # per attribute or sub-class, with their counts, reveal nothing. Hidden splits show only groups
     # of at least DRILLDOWN_MIN_GROUP_SIZE, without counts (rankings.drilldown).
@@ -163,6 +175,55 @@ class Split(models.Model):
             return bool(self.__dict__["labels_partition"])
         labels = self.active_labels
         return bool(labels and labels.has_partition)
+
+
+class Challenge(models.Model):
+    """A benchmark's challenge: phases in order (``Phase``), each on a split of its own, whose dates and
+    rules the split holds (``phases.py``: the phases are not a second mechanism). When the last phase
+    ends (and its board is revealed) that board is archived (``rankings.archive``): an immutable
+    snapshot at ``/benchmarks/<track>/challenges/<name>/``, its ``top`` entries marked; with
+    ``post_challenge`` every phase's split then takes submissions again, as a post-challenge board.
+
+    Declared in the benchmark's bundle (``challenges``, or a split's ``phases``: a one-phase
+    challenge named after the split)."""
+
+    benchmark = models.ForeignKey(Benchmark, on_delete=models.CASCADE, related_name="challenges")
+    name = models.SlugField(max_length=40)
+    title = models.CharField(max_length=200)
+    description = models.CharField(max_length=300, blank=True)
+    top = models.PositiveSmallIntegerField(default=3, help_text="How many entries the archive marks as the top.")
+    post_challenge = models.BooleanField(
+        default=True, help_text="After the end, its splits take submissions again; rows sent after it are marked.")
+    order = models.PositiveSmallIntegerField(default=0)
+
+    class Meta:
+        ordering = ["benchmark", "order", "name"]
+        constraints = [models.UniqueConstraint(fields=["benchmark", "name"], name="unique_challenge")]
+
+    def __str__(self) -> str:
+        return f"{self.benchmark.track}/{self.name}"
+
+    @property
+    def last_phase(self) -> Phase | None:
+        return self.phases.select_related("split__benchmark").order_by("-order").first()
+
+
+class Phase(models.Model):
+    """One phase of a challenge, in order: its split holds its dates (start, freeze, deadline), its
+    board's visibility (``Split.board_hidden``), its limits and how many rows a team may publish."""
+
+    challenge = models.ForeignKey(Challenge, on_delete=models.CASCADE, related_name="phases")
+    order = models.PositiveSmallIntegerField()
+    name = models.SlugField(max_length=40)
+    title = models.CharField(max_length=200)
+    split = models.OneToOneField(Split, on_delete=models.CASCADE, related_name="challenge_phase")
+
+    class Meta:
+        ordering = ["challenge", "order"]
+        constraints = [models.UniqueConstraint(fields=["challenge", "name"], name="unique_phase_name")]
+
+    def __str__(self) -> str:
+        return f"{self.challenge}/{self.name}"
 
 
 class LabelSet(models.Model):

@@ -12,7 +12,8 @@ def _with_labels(splits: QuerySet[Split]) -> QuerySet[Split]:
     """``splits`` knowing whether their labels are loaded (``Split.labels_loaded``) and hold a public
     subset (``Split.has_partition``), with no query of their own."""
     active = LabelSet.objects.filter(split=OuterRef("pk"), is_active=True)
-    return splits.annotate(labels_active=Exists(active), labels_partition=Exists(active.filter(has_partition=True)))
+    return (splits.annotate(labels_active=Exists(active), labels_partition=Exists(active.filter(has_partition=True)))
+            .select_related("challenge_phase__challenge"))
 
 
 def list_benchmarks() -> QuerySet[Benchmark]:

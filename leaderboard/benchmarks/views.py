@@ -1,12 +1,15 @@
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
 
 from evaluation_workers.tracks import all_tracks
-from leaderboard.benchmarks import docs, host_pages
+from leaderboard.benchmarks import docs
 from leaderboard.benchmarks.models import Benchmark
 from leaderboard.benchmarks.permissions import results_embargoed
 from leaderboard.benchmarks.phases import next_change, phase_json
 from leaderboard.benchmarks.selectors import get_split, list_benchmarks, metric_specs_json, upload_limit
+from leaderboard.lib import host_pages
+from leaderboard.lib.method_fields import declared
 from leaderboard.lib.pagecache import cache_until, cached_page
 
 
@@ -26,7 +29,10 @@ def home(request: HttpRequest) -> HttpResponse:
 
 @cached_page()
 def api_tracks(request: HttpRequest) -> JsonResponse:
-    """The tracks, their splits and what they accept."""
+    """The tracks, their splits and what they accept, their challenges, method fields and pages."""
+    # The one read of rankings from this app besides the home page: where each challenge stands.
+    from leaderboard.rankings.challenges import challenge_states
+
     tracks = []
     for benchmark in list_benchmarks():
         spec = benchmark.spec
@@ -41,7 +47,12 @@ def api_tracks(request: HttpRequest) -> JsonResponse:
                        "protocols": [{"key": p.key, "label": p.label, "description": p.description}
                                      for p in spec.protocols],
                        "splits": [{"name": s.name, "default": s.is_default, "public_subset": s.has_partition,
-                                   **phase_json(s)} for s in benchmark.splits.all()]})
+                                   **phase_json(s)} for s in benchmark.splits.all()],
+                       "challenges": [c.as_json() for c in challenge_states(benchmark)],
+                       "method_fields": [f.as_json() for f in declared(benchmark)],
+                       "pages": [{"key": key, "title": title, "url": request.build_absolute_uri(
+                           reverse("benchmarks:page", args=[benchmark.track, key]))}
+                                 for key, title in host_pages.tabs(benchmark)]})
     return JsonResponse({"tracks": tracks})
 
 

@@ -48,11 +48,11 @@ def csv_cell(value: Any) -> Any:
 
 EXPORT_FIELDS = ("id", "name", "method_id", "team_name", "is_anonymous", "is_paper", "is_reference", "paper_note",
                  "paper_url", "venue", "protocol", "uses_extra_data", "is_verified", "scorer_version", "submission_id",
-                 "published_at", "fields")
+                 "published_at", "fields", "after_challenge")
 # Their names in exports and the API (entry_as_json).
 EXPORT_KEYS = ("entry_id", "method", "method_id", "team", "anonymous", "reported_in_paper", "reference", "note",
                "paper_url", "venue", "protocol", "uses_extra_data", "verified", "scorer_version", "submission_id",
-               "published_at", "fields")
+               "published_at", "fields", "after_challenge")
 _RANKED_KEYS = ("rank", *EXPORT_KEYS)
 
 
@@ -126,7 +126,7 @@ def export_rows(view: LeaderboardView, limit: int, fmt: str) -> tuple[list[Expor
 
 # The CSV's columns before the scores (then one per method field the benchmark declares, ``field.<name>``).
 CSV_HEAD = ["rank", "method", "team", "reported_in_paper", "uses_extra_data", "verified", "scorer_version",
-            "published_at", "venue", "paper_url", "protocol", "reference", "adjusted_p_value",
+            "published_at", "venue", "paper_url", "protocol", "reference", "after_challenge", "adjusted_p_value",
             "no_significant_difference_from_row_above"]
 
 
@@ -154,7 +154,8 @@ def csv_text(view: LeaderboardView, rows: list[ExportRow], fields: list[MethodFi
         writer.writerow([csv_cell(v) for v in (f["rank"], f["method"], team, f["reported_in_paper"],
                                                f["uses_extra_data"], f["verified"], f["scorer_version"],
                                                f["published_at"].isoformat(), f["venue"], f["paper_url"],
-                                               f["protocol"], f["reference"], *_significance_cells(f),
+                                               f["protocol"], f["reference"], f["after_challenge"],
+                                               *_significance_cells(f),
                                                *(field.shown(answers.get(field.name)) for field in fields))])
         buffer.write(r.scores)  # numbers only, stored as CSV cells when the row was written
         buffer.write("\r\n")

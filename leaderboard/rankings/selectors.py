@@ -330,7 +330,7 @@ def entry_as_json(row: RankedRow, columns: list[str]) -> dict[str, Any]:
             "reported_in_paper": e.is_paper, "reference": e.is_reference, "note": e.paper_note,
             "paper_url": e.paper_url, "venue": e.venue, "protocol": e.protocol, "uses_extra_data": e.uses_extra_data,
             "verified": e.is_verified, "scorer_version": e.scorer_version, "submission_id": e.submission_id,
-            "published_at": e.published_at.isoformat(), "fields": e.fields,
+            "published_at": e.published_at.isoformat(), "fields": e.fields, "after_challenge": e.after_challenge,
             "scores": {c: e.scores.get(c) for c in columns},
             "intervals": {c: e.intervals[c] for c in columns if e.intervals.get(c) is not None},
             **significance_json(row.versus_above, row.above_id)}

@@ -66,6 +66,8 @@ def refresh_entry(method: Any, split: Split, *, ask_tests: bool = True) -> Leade
                       "team_name": "" if anonymous else published.team.name, "is_anonymous": anonymous,
                       "uses_extra_data": bool(method.uses_extra_data),
                       "fields": values_for(declared(split.benchmark), (method.fields or {}).get(spec.name, {})),
+                      "after_challenge": split.post_challenge_from is not None
+                                         and published.created_at >= split.post_challenge_from,
                       "is_verified": published.is_verified,
                       "primary_score": scores.get(spec.primary_metric), "scores": scores,
                       "intervals": {k: v for k, v in result.scene_intervals.items() if v is not None},

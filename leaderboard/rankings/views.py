@@ -11,14 +11,15 @@ from django.urls import reverse
 
 from leaderboard.accounts.auth import api_auth
 from leaderboard.api_errors import api_error
-from leaderboard.benchmarks import host_pages, phases
+from leaderboard.benchmarks import phases
 from leaderboard.benchmarks.models import Split
 from leaderboard.benchmarks.permissions import results_embargoed
 from leaderboard.benchmarks.selectors import get_split, metric_specs_json
-from leaderboard.lib import thresholds
+from leaderboard.lib import host_pages, thresholds
 from leaderboard.lib.method_fields import declared
 from leaderboard.lib.pagecache import cache_until, cached_page
 from leaderboard.rankings import charts, paired_tests
+from leaderboard.rankings.challenges import challenge_states
 from leaderboard.rankings.drilldown import Drilldown, drilldown
 from leaderboard.rankings.exports import csv_text, export_rows, json_text
 from leaderboard.rankings.models import LeaderboardEntry
@@ -77,8 +78,10 @@ def leaderboard(request: HttpRequest, track: str) -> HttpResponse:
     page = leaderboard_page(view)
     references = reference_entries(view)
     spec = view.split.benchmark.spec
+    challenges = challenge_states(view.split.benchmark)
     context = {"benchmark": view.split.benchmark, "split": view.split, "splits": view.split.benchmark.splits.all(),
-               "tabs": host_pages.tabs(view.split.benchmark),
+               "tabs": host_pages.tabs(view.split.benchmark), "challenges": challenges,
+               "archives": [c for c in challenges if c.archive is not None],
                "view": view, "spec": spec, "page": page, "references": _reference_rows(view, references),
                "sort_links": [(h, c, view.sort_query(c)) for h, c in zip(view.headers, view.columns)],
                "metric_spec": view.spec_of(view.metric), "sort_spec": view.spec_of(view.sort),

@@ -93,6 +93,13 @@ class SelectionLocked(SubmissionRejected):
     code = "selection_locked"
 
 
+class PublishLimit(SubmissionRejected):
+    """The team already has as many published rows on the split as its challenge phase allows (HTTP 409)."""
+
+    status = 409
+    code = "too_many_published"
+
+
 def user_can_see(user: AbstractBaseUser, submission: Submission) -> bool:
     return bool(user.is_authenticated and (
         user.is_staff or submission.team.members.filter(pk=user.pk).exists()))
@@ -313,6 +320,8 @@ def check_publish(user: AbstractBaseUser, submission: Submission, publish: bool 
         method = Method.objects.select_for_update().get(pk=submission.method_id)
         if (locked := selection_refusal(submission, publish)) is not None:
             raise SelectionLocked(locked)
+        if publish and (too_many := publish_limit_refusal(submission)) is not None:
+            raise PublishLimit(too_many)
         if publish and anonymous and not method.is_anonymous:
             _check_can_go_anonymous(method)
             Method.objects.filter(pk=method.pk).update(is_anonymous=True)
@@ -333,6 +342,22 @@ def check_publishable(submission: Submission) -> None:
         raise SubmissionRejected(
             f"Describe the method {submission.method.name!r} before publishing: missing "
             f"{', '.join(str(m) for m in missing)} (on its page, or with `lb method set`).")
+
+
+def publish_limit_refusal(submission: Submission) -> str | None:
+    """Why publishing ``submission`` would give its team more rows on its split than the challenge phase
+    allows (``Split.max_published_per_team``), or None. Replacing its own method's row adds none; after
+    the challenge the phase's rule no longer holds (its final board is archived)."""
+    split, limit = submission.split, submission.split.max_published_per_team
+    if not limit or phases.is_after_challenge(split):
+        return None
+    others = sorted(Submission.objects.filter(split=split, team=submission.team, is_published=True)
+                    .exclude(method_id=submission.method_id).values_list("method__name", flat=True))
+    if len(others) < limit:
+        return None
+    return (f"{submission.team.name} may have at most {limit} published row{'s' * (limit != 1)} on {split}, the "
+            f"rule of its challenge phase, and has {len(others)}: {', '.join(others)}. Withdraw one first, or "
+            f"submit under one of those methods.")
 
 
 def published_ids(submission: Submission) -> list[int]:
