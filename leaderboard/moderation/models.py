@@ -47,6 +47,8 @@ class AuditEntry(models.Model):
         ADMIN_CHANGE = "admin_change"
         # ``manage.py load_benchmark``: a bundle creating or changing a benchmark (``details.changes``).
         LOAD_BENCHMARK = "load_benchmark"
+        # A maintainer taking the finals' export of a phase (every selected submission's file and results).
+        EXPORT_FINALS = "export_finals"
 
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+")
     actor_name = models.CharField(max_length=150)

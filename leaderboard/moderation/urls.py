@@ -10,4 +10,5 @@ urlpatterns = [
     path("submissions/<int:pk>/", views.submission, name="submission"),
     path("submissions/<int:pk>/<slug:action>/", views.act, name="act"),
     path("tracks/<slug:track>/", views.track, name="track"),
+    path("tracks/<slug:track>/finals/<slug:split>.zip", views.finals, name="finals"),
 ]
