@@ -125,11 +125,31 @@ def _split_state(split: dict[str, Any]) -> str:
     return f"{split['name']} (closed)"
 
 
+def _challenge_line(c: dict[str, Any]) -> str:
+    """``challenge mmscan-vg-2027 (MMScan VG Challenge): running, development phase; phases: development on
+    val to 2031-06-30, test on test (hidden, 1 row a team) 2031-07-01 to 2031-07-31``."""
+    state = c["state"] + (f", {c['current_phase']} phase" if c.get("current_phase") else "")
+    phases = []
+    for p in c["phases"]:
+        rules = [r for r in ("hidden" if p["board"] == "hidden" else "",
+                             f"{p['max_published_per_team']} row{'s' * (p['max_published_per_team'] != 1)} a team"
+                             if p.get("max_published_per_team") else "") if r]
+        dates = f"{(p['starts_at'] or '')[:10]} to {(p['deadline'] or '')[:10]}"
+        phases.append(f"{p['name']} on {p['split']}{' (' + ', '.join(rules) + ')' if rules else ''} {dates}")
+    final = f"; final board: {c['url']}" if c.get("archived_at") and c.get("url") else ""
+    return f"challenge {c['name']} ({c['title']}): {state}; phases: {', '.join(phases)}{final}"
+
+
 def cmd_tracks(args: argparse.Namespace) -> int:
     for t in _client(args, token_required=False).get("tracks")["tracks"]:
         splits = ", ".join(_split_state(s) for s in t["splits"])
         print(f"{t['track']:<12} {t['title']}\n{'':<12} splits: {splits}; primary {t['primary_metric']}; "
               f"files {' or '.join(t['upload_suffixes'])} up to {t['max_upload_bytes'] / 2**20:,.0f} MiB")
+        for c in t.get("challenges", []):
+            print(f"{'':<12} {_challenge_line(c)}")
+        if t.get("method_fields"):
+            print(f"{'':<12} method fields: " + ", ".join(
+                f["name"] + (" (required)" if f["required"] else "") for f in t["method_fields"]))
     return 0
 
 

@@ -55,10 +55,10 @@ class Benchmark(models.Model):
     board = models.JSONField(default=dict, blank=True)
     # What every method is asked on this benchmark (the bundle's ``method_fields``, ``lib/method_fields.py``):
     # [{"name", "label", "type", "choices", "required", "column", "filter", "help"}, ...].
-    method_fields = models.JSONField(default=list, blank=True)
+    method_fields = models.JSONField(default=list, blank=True, editable=False)  # the bundle's, not the admin's
     # The hosts' Markdown pages (the bundle's ``pages``: overview, rules, dates, prizes, organisers,
     # citation), {key: source}; rendered and sanitised when shown (``host_pages.render``).
-    pages = models.JSONField(default=dict, blank=True)
+    pages = models.JSONField(default=dict, blank=True, editable=False)  # the bundle's, not the admin's
 
     class Meta:
         ordering = ["order", "track"]

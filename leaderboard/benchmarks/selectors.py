@@ -5,7 +5,7 @@ from django.db.models import Exists, OuterRef, Prefetch, QuerySet
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 
-from leaderboard.benchmarks.models import Benchmark, LabelSet, Split
+from leaderboard.benchmarks.models import Benchmark, Challenge, LabelSet, Split
 
 
 def _with_labels(splits: QuerySet[Split]) -> QuerySet[Split]:
@@ -34,8 +34,10 @@ def splits_of_track(track: str) -> QuerySet[Split]:
 
 
 def get_split(track: str, name: str | None) -> Split:
-    """The named split of an active track, or its default split; 404 otherwise."""
-    benchmark = get_object_or_404(Benchmark, track=track, is_active=True)
+    """The named split of an active track, or its default split; 404 otherwise. Its benchmark knows whether
+    it runs challenges (``has_challenges``), so that a board without any asks nothing more."""
+    benchmark = get_object_or_404(Benchmark.objects.annotate(
+        has_challenges=Exists(Challenge.objects.filter(benchmark=OuterRef("pk")))), track=track, is_active=True)
     splits = splits_of(benchmark)
     split = splits.filter(name=name).first() if name else splits.first()
     if split is None:

@@ -1,3 +1,5 @@
+from typing import Any
+
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
@@ -48,7 +50,7 @@ def api_tracks(request: HttpRequest) -> JsonResponse:
                                      for p in spec.protocols],
                        "splits": [{"name": s.name, "default": s.is_default, "public_subset": s.has_partition,
                                    **phase_json(s)} for s in benchmark.splits.all()],
-                       "challenges": [c.as_json() for c in challenge_states(benchmark)],
+                       "challenges": [_with_url(request, c) for c in challenge_states(benchmark)],
                        "method_fields": [f.as_json() for f in declared(benchmark)],
                        "pages": [{"key": key, "title": title, "url": request.build_absolute_uri(
                            reverse("benchmarks:page", args=[benchmark.track, key]))}
@@ -118,3 +120,10 @@ def host_page(request: HttpRequest, track: str, page: str) -> HttpResponse:
     return render(request, "benchmarks/page.html", {
         "benchmark": benchmark, "tabs": host_pages.tabs(benchmark), "current": page,
         "title": host_pages.TITLES.get(page, page), "html": host_pages.render(source)})
+
+
+def _with_url(request: HttpRequest, state: Any) -> dict[str, Any]:
+    """A challenge's state (``rankings.challenges``) with its permanent address."""
+    state.links = {"url": request.build_absolute_uri(reverse("rankings:challenge", args=[
+        state.challenge.benchmark.track, state.name]))}
+    return dict(state.as_json())

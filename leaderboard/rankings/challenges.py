@@ -97,7 +97,10 @@ def _state(challenge: Challenge, now: datetime) -> ChallengeState:
 
 
 def challenge_states(benchmark: Benchmark, now: datetime | None = None) -> list[ChallengeState]:
-    """Each challenge of ``benchmark``, in the bundle's order."""
+    """Each challenge of ``benchmark``, in the bundle's order (none, without a query, for a benchmark that
+    knows it has none: ``selectors.get_split``'s ``has_challenges``)."""
+    if getattr(benchmark, "has_challenges", True) is False:
+        return []
     now = now or timezone.now()
     return [_state(c, now) for c in Challenge.objects.filter(benchmark=benchmark).order_by("order", "name")]
 
