@@ -206,3 +206,23 @@ def test_phases_are_checked_and_a_splits_phases_are_a_one_phase_challenge(error_
     out = io.StringIO()
     call_command("load_benchmark", str(tmp_path / "c.yaml"), stdout=out)
     assert "up to date; nothing changed" in out.getvalue()  # loading it again changes nothing
+
+
+def test_the_readmes_challenge_example_is_a_valid_bundle(db, tmp_path):
+    """README, "A challenge, pages and method fields": its YAML, with a bundle's head and the pages it names."""
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    example = readme.split("### A challenge, pages and method fields")[1].split("```yaml\n")[1].split("```")[0]
+    (tmp_path / "vg").mkdir()
+    (tmp_path / "vg" / "overview.md").write_text("# Overview")
+    (tmp_path / "vg" / "rules.md").write_text("# Rules")
+    head = "track: mmscan-vg\ntitle: MMScan VG\nsplits:\n- {name: val, labels: {pending: true}}\n" \
+           "- {name: test, labels: {pending: true}}\n"
+    (tmp_path / "b.yaml").write_text(head + example)
+    bundle = read_bundle(tmp_path / "b.yaml")
+    [challenge] = bundle.challenges
+    assert [p.split for p in challenge.phases] == ["val", "test"] and list(bundle.pages) == ["overview", "rules"]
+    test = next(s for s in bundle.splits if s.name == "test")
+    assert test.board_hidden and test.max_published_per_team == 1 and test.limits["team"]["per_day"] == 2
+    assert [f["name"] for f in bundle.method_fields] == ["input", "llm"] and bundle.board == {"precision": 2}
