@@ -45,7 +45,9 @@ def render(source: str) -> SafeString:
     """A host's Markdown page as sanitised HTML."""
     cleaned = nh3.clean(_html(source), tags=TAGS, attributes=ATTRIBUTES, url_schemes=URL_SCHEMES,
                         link_rel="noopener noreferrer nofollow", clean_content_tags=DROPPED_WITH_CONTENT)
-    return mark_safe(cleaned)  # noqa: S308 -- nh3's output: only the allowlist above remains
+    # A wide table scrolls in its own box on a phone, as the site's tables do (markup added after cleaning).
+    wrapped = cleaned.replace("<table>", '<div class="table-wrap"><table>').replace("</table>", "</table></div>")
+    return mark_safe(wrapped)  # noqa: S308 -- nh3's output (only the allowlist above), and our own wrapper
 
 
 class _Removed(HTMLParser):
