@@ -23,12 +23,21 @@ from tqdm import tqdm
 
 from leaderboard_cli import __version__, config
 from leaderboard_cli.client import ApiError, Client
+from leaderboard_cli.methods import cmd_method as _cmd_method
+from leaderboard_cli.show import (
+    challenge_line,
+    heading,
+    metric_specs,
+    pct,
+    print_results,
+    print_status,
+    split_state,
+)
 from leaderboard_cli.upload import check_file, submit_file
 
 EXIT_ERROR, EXIT_USAGE, EXIT_SUBMISSION_FAILED, EXIT_INVALID_FILE = 1, 2, 3, 4
 EXIT_PIPE_CLOSED = 141  # as a program killed by SIGPIPE: the shell's 128 + 13
 # What lb tracks says of a split whose labels are not loaded (the site's benchmarks.phases words).
-NOT_OPEN = "not open yet: labels not loaded yet: opens when they are"
 
 
 def _client(args: argparse.Namespace, token_required: bool = True) -> Client:
@@ -38,61 +47,6 @@ def _client(args: argparse.Namespace, token_required: bool = True) -> Client:
         raise ApiError("No API token: run `lb login` (create a token on the site's API tokens page) "
                        "or set LB_TOKEN.")
     return Client(settings.get("server", ""), token)
-
-
-def _pct(value: Any, spec: dict[str, Any] | None = None) -> str:
-    """A score as lb prints it: a fraction as a percentage with two decimals; a value (a metric the track
-    declares with a unit, ``metric_specs``) as it is, with the decimals pages show."""
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        return "     —"
-    if spec and spec.get("kind") == "value":
-        return f"{value:6.{int(spec.get('precision', 2))}f}"
-    return f"{value * 100:6.2f}"
-
-
-def _metric_specs(client: Client, track: str) -> dict[str, dict[str, Any]]:
-    """The track's metric specs (``GET /tracks``); empty from a server that has none (all fractions)."""
-    return next((t.get("metric_specs") or {} for t in client.get("tracks")["tracks"] if t["track"] == track), {})
-
-
-def _heading(metric: str, spec: dict[str, Any] | None) -> str:
-    """``EM``, or ``error(cm)↓`` for a value with a unit where lower is better."""
-    if not spec:
-        return metric
-    unit = f"({spec['unit']})" if spec.get("kind") == "value" and spec.get("unit") else ""
-    return metric + unit + ("↓" if spec.get("direction") == "lower" else "")
-
-
-def _print_status(s: dict[str, Any]) -> None:
-    line = f"#{s['id']} {s['track']}/{s['split']} {s['method']} (team {s['team']}): {s['status']}"
-    if s["status"] == "running":
-        line += f" {s['progress'] * 100:.0f}%"
-    if s.get("is_published"):
-        line += ", published"
-    print(line)
-    if s.get("error"):
-        print(f"  {s['error']['kind'].replace('_', ' ')}: {s['error']['message']}")
-    elif s.get("message"):
-        print(f"  {s['message']}")
-
-
-def _print_results(s: dict[str, Any], specs: dict[str, dict[str, Any]] | None = None) -> None:
-    """A result's scores, overall and per group; ``specs``: the track's metric specs (a fraction where absent)."""
-    specs = specs or {}
-    result = s.get("result")
-    if not result:
-        print(f"#{s['id']} has no scores yet (status {s['status']}).")
-        return
-    metrics = list(result["metrics"])
-    print(f"#{s['id']} {s['track']}/{s['split']} {s['method']}: scorer {result['scorer_version']}")
-    width = max([len("Overall"), *(len(g) for g in result["breakdown"])])
-    print(" " * width + "  " + "  ".join(f"{_heading(m, specs.get(m)):>8}" for m in metrics) + "     count")
-    print(f"{'Overall':<{width}}  " + "  ".join(f"{_pct(result['metrics'][m], specs.get(m)):>8}" for m in metrics))
-    for group, values in result["breakdown"].items():
-        print(f"{group:<{width}}  " + "  ".join(f"{_pct(values.get(m), specs.get(m)):>8}" for m in metrics)
-              + f"  {values.get('count', ''):>8}")
-    for warning in result.get("warnings", []):
-        print(f"warning: {warning}")
 
 
 def cmd_login(args: argparse.Namespace) -> int:
@@ -116,37 +70,13 @@ def cmd_whoami(args: argparse.Namespace) -> int:
     return 0
 
 
-def _split_state(split: dict[str, Any]) -> str:
-    """``test``, ``test (not open yet: labels not loaded yet: opens when they are)`` or ``test (closed)``."""
-    if split["accepting_submissions"]:
-        return str(split["name"])
-    if split.get("labels_loaded") is False:
-        return f"{split['name']} ({NOT_OPEN})"
-    return f"{split['name']} (closed)"
-
-
-def _challenge_line(c: dict[str, Any]) -> str:
-    """``challenge mmscan-vg-2027 (MMScan VG Challenge): running, development phase; phases: development on
-    val to 2031-06-30, test on test (hidden, 1 row a team) 2031-07-01 to 2031-07-31``."""
-    state = c["state"] + (f", {c['current_phase']} phase" if c.get("current_phase") else "")
-    phases = []
-    for p in c["phases"]:
-        rules = [r for r in ("hidden" if p["board"] == "hidden" else "",
-                             f"{p['max_published_per_team']} row{'s' * (p['max_published_per_team'] != 1)} a team"
-                             if p.get("max_published_per_team") else "") if r]
-        dates = f"{(p['starts_at'] or '')[:10]} to {(p['deadline'] or '')[:10]}"
-        phases.append(f"{p['name']} on {p['split']}{' (' + ', '.join(rules) + ')' if rules else ''} {dates}")
-    final = f"; final board: {c['url']}" if c.get("archived_at") and c.get("url") else ""
-    return f"challenge {c['name']} ({c['title']}): {state}; phases: {', '.join(phases)}{final}"
-
-
 def cmd_tracks(args: argparse.Namespace) -> int:
     for t in _client(args, token_required=False).get("tracks")["tracks"]:
-        splits = ", ".join(_split_state(s) for s in t["splits"])
+        splits = ", ".join(split_state(s) for s in t["splits"])
         print(f"{t['track']:<12} {t['title']}\n{'':<12} splits: {splits}; primary {t['primary_metric']}; "
               f"files {' or '.join(t['upload_suffixes'])} up to {t['max_upload_bytes'] / 2**20:,.0f} MiB")
         for c in t.get("challenges", []):
-            print(f"{'':<12} {_challenge_line(c)}")
+            print(f"{'':<12} {challenge_line(c)}")
         if t.get("method_fields"):
             print(f"{'':<12} method fields: " + ", ".join(
                 f["name"] + (" (required)" if f["required"] else "") for f in t["method_fields"]))
@@ -298,7 +228,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     target = {"track": args.track, "split": args.split or _default_split(client, args.track),
               "method_name": args.method, "team": args.team}
     submission = submit_file(client, Path(args.file), target, resume=not args.no_resume, quiet=args.quiet)
-    _print_status(submission)
+    print_status(submission)
     if submission["status"] in {"failed", "cancelled"}:
         return EXIT_SUBMISSION_FAILED
     print(f"Follow it with `lb status {submission['id']}`; scores are private until `lb publish "
@@ -306,16 +236,16 @@ def cmd_submit(args: argparse.Namespace) -> int:
     if not args.wait:
         return 0
     submission = _wait(client, submission, args.quiet)
-    _print_status(submission)
+    print_status(submission)
     if submission["status"] != "finished":
         return EXIT_SUBMISSION_FAILED
-    _print_results(submission, _metric_specs(client, submission["track"]))
+    print_results(submission, metric_specs(client, submission["track"]))
     return 0
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     submission = _client(args).get(f"submissions/{args.id}")
-    _print_status(submission)
+    print_status(submission)
     return EXIT_SUBMISSION_FAILED if submission["status"] in {"failed", "cancelled"} else 0
 
 
@@ -337,7 +267,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         metrics = (s.get("result") or {}).get("metrics") or {}
         metric = primary.get(s["track"], "")
         spec = specs.get(s["track"], {}).get(metric)
-        score = f"{_pct(metrics.get(metric), spec).strip()} {_heading(metric, spec)}" if metric in metrics else "—"
+        score = f"{pct(metrics.get(metric), spec).strip()} {heading(metric, spec)}" if metric in metrics else "—"
         status = s["status"] + (", published" if s.get("is_published") else "")
         print(f"{s['id']:>6}  {s['track'] + '/' + s['split']:<18} {s['method'][:24]:<24} {status:<20} "
               f"{score:>16}  {s['created_at'][:16].replace('T', ' ')}")
@@ -350,7 +280,7 @@ def cmd_results(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(submission.get("result"), indent=2))
     else:
-        _print_results(submission, _metric_specs(client, submission["track"]))
+        print_results(submission, metric_specs(client, submission["track"]))
     return 0 if submission.get("result") else EXIT_ERROR
 
 
@@ -387,73 +317,8 @@ def _print_interval(q: dict[str, Any]) -> None:
         print(f"  {'min interval':<17} {interval['seconds']} s{after}")
 
 
-def _find_method(client: Client, name: str, team: str | None) -> dict[str, Any]:
-    params = {"name": name, **({"team": team} if team else {})}
-    methods = client.get("my/methods", params=params)["methods"]
-    if not methods:
-        raise ApiError(f"No method {name!r} in your teams (a method is created by its first submission).")
-    if len(methods) > 1:
-        raise ApiError(f"Several teams have a method {name!r}; pick one with --team "
-                       f"({', '.join(m['team'] for m in methods)}).")
-    return methods[0]
-
-
-def _print_method(m: dict[str, Any]) -> None:
-    for field in ("name", "team", "description", "authors", "paper_url", "code_url", "uses_extra_data", "details"):
-        print(f"{field:<16} {m[field] if m[field] not in (None, '') else '—'}")
-    for track, fields in (m.get("declared_fields") or {}).items():
-        given = (m.get("fields") or {}).get(track, {})
-        for f in fields:
-            value = given.get(f["name"])
-            shown = "—" if value is None else ("yes" if value is True else "no" if value is False else value)
-            print(f"{f['name'] + ' (' + track + ')':<16} {shown}" + ("  (required)" if f["required"] else ""))
-    if m.get("anonymous"):
-        print(f"{'public as':<16} Anonymous (under review): `lb method reveal {m['name']}` shows the team")
-    missing = m["missing_for_publishing"]
-    print("ready to publish" if not missing else f"missing for publishing: {', '.join(missing)}")
-
-
-def _field_changes(method: dict[str, Any], given: list[str], track: str | None) -> dict[str, dict[str, Any]]:
-    """``--field NAME=VALUE`` answers by track (the server checks each value); ``--track`` where
-    several benchmarks the method entered declare the same field (an empty VALUE clears it)."""
-    declared = method.get("declared_fields") or {}
-    changes: dict[str, dict[str, Any]] = {}
-    for item in given:
-        name, sep, value = item.partition("=")
-        if not sep or not name:
-            raise ApiError(f"Expected --field NAME=VALUE, but got {item!r}.")
-        owners = [t for t, fields in declared.items() if any(f["name"] == name for f in fields)]
-        if track:
-            owners = [track]
-        elif len(owners) != 1:
-            where = (f"{', '.join(owners)} declare it: pick one with --track" if owners else
-                     "no benchmark it entered declares it (fields: " + ", ".join(
-                         f"{f['name']} ({t})" for t, fields in declared.items() for f in fields) + ")")
-            raise ApiError(f"--field {name}: {where}.")
-        changes.setdefault(owners[0], {})[name] = value if value != "" else None
-    return changes
-
-
 def cmd_method(args: argparse.Namespace) -> int:
-    client = _client(args)
-    method = _find_method(client, args.name, args.team)
-    if args.action == "reveal":
-        method = client.post(f"my/methods/{method['id']}/reveal")
-    elif args.action == "set":
-        changes = {field: getattr(args, field) for field in
-                   ("description", "authors", "paper_url", "code_url", "details") if getattr(args, field) is not None}
-        if args.rename:
-            changes["name"] = args.rename
-        if args.extra_data is not None:
-            changes["uses_extra_data"] = args.extra_data == "yes"
-        if args.field:
-            changes["fields"] = _field_changes(method, args.field, args.track)
-        if not changes:
-            raise ApiError("Nothing to change: give --description, --authors, --paper-url, --code-url, "
-                           "--extra-data yes|no, --details, --field NAME=VALUE or --rename.")
-        method = client.call("PATCH", f"my/methods/{method['id']}", json=changes)
-    _print_method(method)
-    return 0
+    return _cmd_method(args, _client(args))
 
 
 def parser() -> argparse.ArgumentParser:

@@ -21,7 +21,7 @@ from leaderboard.rankings.models import LeaderboardEntry, PairedTest
 from leaderboard.rankings.numbers import number
 from leaderboard.rankings.paired_tests import record_paired_test
 from leaderboard.rankings.selectors import group_profile
-from leaderboard_cli.main import _print_results
+from leaderboard_cli.show import print_results
 from tests.leaderboard.metric_tracks import submit_scored, write_bundle
 
 BEST, WORST = [0.06, 0.1, 0.2, 0.3], [0.2, 0.3, 0.2, 0.3]  # errors 1.5 cm and 10 cm; hit rates 1.0 and 0.5
@@ -126,7 +126,7 @@ def test_a_bundle_sets_the_decimals(client, board, tmp_path):
 
 def test_lb_prints_a_value_in_its_unit(capsys, error_track):
     specs = {m: error_track.metric_spec(m).as_json() for m in error_track.metrics}
-    _print_results({"id": 1, "track": "example-error", "split": "test", "method": "Best", "result": {
+    print_results({"id": 1, "track": "example-error", "split": "test", "method": "Best", "result": {
         "scorer_version": "0.1.0", "metrics": {"error": 1.5, "hit_rate": 1.0},
         "breakdown": {"near": {"error": 3.0, "hit_rate": 1.0, "count": 2}}}}, specs)
     out = capsys.readouterr().out
