@@ -155,7 +155,15 @@ EMAIL_PORT = envint("EMAIL_PORT", 25)
 EMAIL_HOST_USER = env("EMAIL_HOST_USER", "")
 EMAIL_HOST_PASSWORD = env("EMAIL_HOST_PASSWORD", "")
 EMAIL_USE_TLS = envbool("EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = envbool("EMAIL_USE_SSL", False)
+EMAIL_TIMEOUT = envint("EMAIL_TIMEOUT", 10)  # seconds; a hung SMTP server must not hold a request or a task
+# With EMAIL_BACKEND=django.core.mail.backends.filebased.EmailBackend: one file per message here.
+EMAIL_FILE_PATH = env("EMAIL_FILE_PATH") or str(DATA_DIR / "mail")
 DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", "leaderboard@localhost")
+# Verified addresses (accounts.emails, Django's signing): a link mailed at sign-up, when the
+# address changes and on request (at most once per EMAIL_VERIFY_RESEND_SECONDS), valid this long.
+EMAIL_VERIFY_MAX_AGE_HOURS = envint("EMAIL_VERIFY_MAX_AGE_HOURS", 72)
+EMAIL_VERIFY_RESEND_SECONDS = envint("EMAIL_VERIFY_RESEND_SECONDS", 60)
 # Absolute links in e-mails sent outside a request (submission finished or failed).
 SITE_URL = (env("SITE_URL") or "http://127.0.0.1:8000").rstrip("/")
 

@@ -126,6 +126,9 @@ MATRIX: dict[str, list[Op]] = {
                                          team_only(302, staff=403), allowed={"owner", "member"},
                                          intact=lambda w: Submission.objects.get(pk=w.queued.pk).status == "queued")],
     "/accounts/signup/": [Op("get", lambda w: "/accounts/signup/", public())],
+    "/accounts/email/": [Op("get", lambda w: "/accounts/email/", signed_in())],
+    # The signed link is the authorisation; a damaged one says why (400) to whoever opens it.
+    "/accounts/email/verify/<str:token>/": [Op("get", lambda w: "/accounts/email/verify/damaged/", public(400))],
     "/accounts/tokens/": [Op("get", lambda w: "/accounts/tokens/", signed_in()),
                           Op("post", lambda w: "/accounts/tokens/", signed_in(), data=lambda w: {"name": "m"})],
     "/accounts/tokens/<int:pk>/revoke/": [Op(
