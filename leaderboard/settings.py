@@ -44,6 +44,7 @@ INSTALLED_APPS = [
     "leaderboard.submissions",
     "leaderboard.rankings",
     "leaderboard.moderation",
+    "leaderboard.participation",
     "axes",
 ]
 
@@ -357,7 +358,19 @@ CELERY_BEAT_SCHEDULE = {
     "apply-retention": {"task": "submissions.apply_retention", "schedule": RETENTION_INTERVAL},
     # Boards of challenges whose deadline passed show everything (readers reveal them too).
     "reveal-due": {"task": "rankings.reveal_due", "schedule": 60},
+    # Webhooks: phase changes, deliveries due or never sent; announcement mailings not finished.
+    "participation-due": {"task": "participation.deliver_due", "schedule": 60},
 }
+# Reaching participants (leaderboard.participation): at most ANNOUNCEMENT_EMAILS_PER_DAY announcements of a
+# benchmark are mailed in 24 hours (banners alone are not limited), ANNOUNCEMENT_EMAIL_BATCH messages over
+# one connection at a time. A benchmark's webhook waits WEBHOOK_TIMEOUT seconds for an answer and tries a
+# failed delivery again after WEBHOOK_RETRY_SECONDS, doubling each time (at most an hour), up to
+# WEBHOOK_MAX_ATTEMPTS attempts.
+ANNOUNCEMENT_EMAILS_PER_DAY = envint("ANNOUNCEMENT_EMAILS_PER_DAY", 3)
+ANNOUNCEMENT_EMAIL_BATCH = max(1, envint("ANNOUNCEMENT_EMAIL_BATCH", 100))
+WEBHOOK_TIMEOUT = envfloat("WEBHOOK_TIMEOUT", 5)
+WEBHOOK_RETRY_SECONDS = envfloat("WEBHOOK_RETRY_SECONDS", 30)
+WEBHOOK_MAX_ATTEMPTS = max(1, envint("WEBHOOK_MAX_ATTEMPTS", 8))
 # Fault-injection tests only: a folder whose files switch holds on (lifecycle.fault_hold).
 FAULT_DIR = env("FAULT_DIR") or ""
 

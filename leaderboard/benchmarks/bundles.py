@@ -21,6 +21,8 @@ import yaml
 from jsonschema import Draft202012Validator
 
 from evaluation_workers.tracks import get_track, names
+from leaderboard.benchmarks import bundle_participation
+from leaderboard.benchmarks.bundle_participation import AnnouncementSpec, ParticipationSpec, WebhookSpec
 
 HERE = Path(__file__).resolve().parent
 BUNDLES_DIR = HERE / "bundles"  # the repository's bundles: the demo site's benchmarks
@@ -72,6 +74,10 @@ class Bundle:
     splits: tuple[SplitSpec, ...]
     paper_rows: tuple[dict[str, Any], ...]  # blocks as rankings.services.do_load_paper_rows takes them
     board: dict[str, Any]
+    # Who may submit (None: anyone, as before), messages to the participants, the host's webhook.
+    participation: ParticipationSpec | None = None
+    announcements: tuple[AnnouncementSpec, ...] = ()
+    webhook: WebhookSpec | None = None
 
 
 @functools.cache
@@ -173,7 +179,7 @@ def _moments(data: dict[str, Any]) -> list[tuple[Key, str]]:
             found.append((("paper_rows", b, "paper", "published"), block["paper"]["published"]))
         found += [(("paper_rows", b, "rows", r, "paper", "published"), row["paper"]["published"])
                   for r, row in enumerate(block["rows"]) if row.get("paper", {}).get("published")]
-    return found
+    return found + bundle_participation.moments(data)
 
 
 def _check_dates(reader: _Reader, where: Key, split: dict[str, Any]) -> None:
@@ -187,18 +193,21 @@ def _check_dates(reader: _Reader, where: Key, split: dict[str, Any]) -> None:
                                                  f"{second:%Y-%m-%d %H:%M} UTC")
 
 
-def _check(reader: _Reader, data: dict[str, Any], base: Path) -> None:
-    """The rules the schema cannot say: the track, the splits, the dates, the paths, the protocols."""
+def _check(reader: _Reader, data: dict[str, Any], path: Path) -> str:
+    """The rules the schema cannot say: the track, the splits, the dates, the paths, the protocols, the
+    participation section (``bundle_participation``). Returns the terms' text (empty without terms)."""
+    base = path.parent
     for where, text in _moments(data):
         try:
             moment(text)
         except ValueError as exc:
             reader.problem(where, f"not a date: {exc}")
     if reader.problems:
-        return
+        return ""
+    terms = bundle_participation.check(reader.problem, data, path)
     if data["track"] not in names():
         reader.problem(("track",), f"unknown track {data['track']!r}; installed: {', '.join(names())}")
-        return
+        return terms
     spec = get_track(data["track"])
     splits = data["splits"]
     seen: set[str] = set()
@@ -235,6 +244,7 @@ def _check(reader: _Reader, data: dict[str, Any], base: Path) -> None:
     if board.get("sort") and board["sort"] not in sortable:
         reader.problem(("board", "sort"), f"unknown column {board['sort']!r}; expected a metric of {spec.name} "
                                          f"or <group>/<metric> with a group of {', '.join(spec.groups)}")
+    return terms
 
 
 def _split(data: dict[str, Any], first: bool, any_default: bool, base: Path) -> SplitSpec:
@@ -269,17 +279,18 @@ def parse_bundle(text: str, path: Path) -> Bundle:
     if not reader.problems:
         for error in sorted(Draft202012Validator(schema()).iter_errors(data), key=lambda e: list(map(str, e.path))):
             _schema_problem(reader, error)
-    if not reader.problems:
-        _check(reader, data, path.parent)
+    terms = _check(reader, data, path) if not reader.problems else ""
     if reader.problems:
         raise BundleError(reader.problems)
     track = get_track(data["track"])
     any_default = any(s.get("default") for s in data["splits"])
+    participation, announcements, webhook = bundle_participation.parse(data, terms)
     return Bundle(
         path=path, track=track.name, title=data["title"], description=data.get("description", track.description),
         order=data.get("order", 0), maintainers=tuple(data.get("maintainers", [])),
         splits=tuple(_split(s, i == 0, any_default, path.parent) for i, s in enumerate(data["splits"])),
-        paper_rows=tuple(data.get("paper_rows", [])), board=data.get("board", {}))
+        paper_rows=tuple(data.get("paper_rows", [])), board=data.get("board", {}),
+        participation=participation, announcements=announcements, webhook=webhook)
 
 
 def read_bundle(path: Path | str) -> Bundle:
@@ -288,7 +299,21 @@ def read_bundle(path: Path | str) -> Bundle:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise BundleError([f"{path}: cannot be read: {exc.strerror}"]) from None
-    return _parsed(text, path)
+    bundle = _parsed(text, path)
+    if bundle.participation and bundle.participation.terms_file and not _same_terms(bundle):
+        bundle = parse_bundle(text, path)  # the terms file changed beside an unchanged bundle
+    return bundle
+
+
+def _same_terms(bundle: Bundle) -> bool:
+    from leaderboard.benchmarks.bundle_files import read_bundle_text
+
+    assert bundle.participation is not None
+    try:
+        return read_bundle_text(bundle.path, bundle.participation.terms_file,
+                                key="participation.terms") == bundle.participation.terms_text
+    except BundleError:
+        return False
 
 
 @functools.lru_cache(maxsize=16)

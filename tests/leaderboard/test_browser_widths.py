@@ -183,6 +183,12 @@ def visits(s: dict[str, Any]) -> dict[str, list[str]]:
         "moderation:submission": [f"/moderation/submissions/{mm}/"],
         "moderation:act": [f"/moderation/submissions/{mm}/verify/"],
         "moderation:track": ["/moderation/tracks/mmscan-vg/"],
+        "moderation:participants": ["/moderation/tracks/sqa3d/participants/"],
+        "moderation:participants_csv": ["/moderation/tracks/sqa3d/participants.csv"],
+        "moderation:outreach": ["/moderation/tracks/sqa3d/announcements/"],
+        "moderation:bans": ["/moderation/bans/"],
+        "participation:terms": ["/benchmarks/sqa3d/terms/"],
+        "api-participation": ["/api/v1/benchmarks/sqa3d/participation"],
         "admin:index": ["/admin/"],
         "admin:login": ["/admin/login/"],
         "admin:submissions_submission_changelist": ["/admin/submissions/submission/"],
@@ -195,7 +201,8 @@ SIGNED_OUT = ["/", "/benchmarks/sqa3d/", "/accounts/login/", "/accounts/signup/"
               "/submissions/", "/nope/", "/api/"]
 
 # Files, not pages: fetched, not photographed.
-DOWNLOADS = {"rankings:export", "rankings:bibtex", "favicon", "benchmarks:format_sample", "benchmarks:bundle_schema"}
+DOWNLOADS = {"rankings:export", "rankings:bibtex", "favicon", "benchmarks:format_sample", "benchmarks:bundle_schema",
+             "moderation:participants_csv"}
 # Forms post here; a GET is answered 405 without a page (the page they lead to is visited).
 POST_ONLY = {"submissions:publish", "submissions:cancel", "submissions:reveal", "accounts:revoke_token", "accounts:remove_member",
              "logout", "moderation:act"}
