@@ -8,6 +8,7 @@ import hashlib
 import hmac
 import io
 import json
+import textwrap
 import threading
 import time
 from datetime import timedelta
@@ -262,3 +263,18 @@ def test_the_site_worker_posts_an_event_and_retries_it_through_the_broker(transa
     assert all(signed_by(webhook.secret, r) for r in receiver.received)
     delivery = WebhookDelivery.objects.get()
     assert (delivery.attempts, delivery.last_status, delivery.delivered_at is not None) == (2, 200, True)
+
+
+def test_the_readmes_receiver_check_accepts_our_signature_and_nothing_else():
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    code = readme.split("Check each request before trusting it:")[1].split("```python\n")[1].split("```")[0]
+    namespace: dict[str, Any] = {}
+    exec(textwrap.dedent(code), namespace)  # noqa: S102 -- the README's own snippet, run as a receiver would
+    body, secret = b'{"event": "ping"}', webhooks.new_secret()
+    header = webhooks.sign(secret, body, int(time.time()))
+    assert namespace["verified"](secret, body, header)
+    assert not namespace["verified"](secret, body + b" ", header)
+    assert not namespace["verified"](webhooks.new_secret(), body, header)
+    assert not namespace["verified"](secret, body, webhooks.sign(secret, body, int(time.time()) - 3600))

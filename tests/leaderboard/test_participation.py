@@ -263,3 +263,17 @@ def test_lb_submit_says_the_refusal_and_lb_participate_accepts_the_terms(live_se
     assert main(["participate", "sqa3d", "--yes"]) == 0
     assert capsys.readouterr().out.endswith(f"Accepted version {version}.\nYou may submit to sqa3d.\n")
     assert main(submit) == 0 and "CliNet (team alice): queued" in capsys.readouterr().out
+
+
+def test_the_readmes_participation_example_loads_as_a_new_host_writes_it(db, sqa3d_split, sent_tasks, tmp_path):
+    readme = (BUNDLES_DIR.parents[2] / "README.md").read_text()
+    example = readme.split("### Who may take part, and reaching them")[1].split("```yaml\n")[1].split("```")[0]
+    (tmp_path / "terms.md").write_text(TERMS)
+    path = tmp_path / "sqa3d.yaml"
+    path.write_text(SQA3D + example)
+    out = load(path)
+    assert (f"participation of sqa3d: registration approval; terms {short(version_of(TERMS))} from terms.md; "
+            "verified e-mail addresses only; addresses at ethz.ch, mit.edu only; no addresses at mailinator.com; "
+            "banned: spammer, someone@example.org") in out
+    assert "announce 'deadline-moved' on sqa3d: 'The deadline moves to 15 June', shown until 2030-06-15" in out
+    assert "webhook of sqa3d: post events to https://hooks.example.org/leaderboard" in out
