@@ -63,7 +63,12 @@ def _domain(user: Any) -> str:
 
 
 def is_invited(user: Any, rules: Rules, participant: Participant | None) -> bool:
-    return bool(participant and participant.invited) or bool(names_of(user) & set(rules.invited))
+    """Invited on the desk, or named by the bundle: by username, or by an address the account verified (an
+    address anybody may type into an account invites nobody)."""
+    if participant and participant.invited:
+        return True
+    names = {user.get_username()} | ({emails.normalized(user.email)} if emails.is_verified(user) else set())
+    return bool(names & set(rules.invited))
 
 
 def state_of(user: Any, rules: Rules | None, participant: Participant | None) -> str:

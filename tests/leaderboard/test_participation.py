@@ -277,3 +277,21 @@ def test_the_readmes_participation_example_loads_as_a_new_host_writes_it(db, sqa
             "banned: spammer, someone@example.org") in out
     assert "announce 'deadline-moved' on sqa3d: 'The deadline moves to 15 June', shown until 2030-06-15" in out
     assert "webhook of sqa3d: post events to https://hooks.example.org/leaderboard" in out
+
+
+def test_invitations_from_the_bundle_and_the_desk(client, owner, member, outsider, track_maintainer, sqa3d_split,
+                                                  sqa3d_files, sent_tasks, tmp_path):
+    load(gated(tmp_path, "registration: invite\ninvited: [bob, Charlie@Lab.example.org]", terms=None))
+    assert participation(client, member).json()["may_submit"] is True  # bob, by username
+    outsider.email = "charlie@lab.example.org"  # typed in, not verified: an address invites nobody then
+    outsider.save()
+    refused = upload(client, outsider, sqa3d_files).json()["error"]
+    assert refused == {"code": "participation_denied", "message": "SQA3D takes part by invitation only, and you are "
+                       "not invited: ask its maintainers for an invitation."}
+    do_mark_verified(outsider, outsider.email)
+    assert upload(client, outsider, sqa3d_files).status_code == 201
+    assert participation(client, owner).json()["state"] == "not_invited"
+    client.force_login(track_maintainer)
+    client.post("/moderation/tracks/sqa3d/participants/", {"action": "invite", "username": "alice"})
+    assert upload(client, owner, sqa3d_files).status_code == 201
+    assert AuditEntry.objects.filter(action="invite", target="alice in sqa3d", actor_name="trackie").exists()
