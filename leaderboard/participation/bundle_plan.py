@@ -85,6 +85,16 @@ def _describe(spec: ParticipationSpec) -> str:
     return "; ".join(parts)
 
 
+def _hidden_by(benchmark: Benchmark | None, names: set[str]) -> str:
+    """``2 published results: NetA, NetB`` that banning ``names`` would hide on ``benchmark``, or empty."""
+    from leaderboard.submissions.models import Submission
+
+    users = _users_named(names) if benchmark else []
+    methods = sorted(set(Submission.objects.filter(split__benchmark=benchmark, created_by__in=users,
+                                                   is_published=True).values_list("method__name", flat=True)))
+    return f"{len(methods)} published result{'s' * (len(methods) != 1)}: {', '.join(methods)}" if methods else ""
+
+
 def _plan_rules(plan: Any, benchmark: Benchmark | None, spec: ParticipationSpec | None) -> None:
     track = plan.bundle.track
     rules = Rules.objects.select_related("terms").filter(benchmark=benchmark).first() if benchmark else None
@@ -95,13 +105,16 @@ def _plan_rules(plan: Any, benchmark: Benchmark | None, spec: ParticipationSpec 
         return
     old_banned = list(rules.banned) if rules else []
     step = lambda ctx: _write_rules(track, spec, old_banned)  # noqa: E731
+    # A ban hides the rows of what the user published: refused without --allow-rescore, as other hidings.
+    hidden = _hidden_by(benchmark, set(spec.banned) - set(old_banned))
     if rules is None:
-        plan.change(f"participation of {track}: {_describe(spec)}", step)
+        plan.change(f"participation of {track}: {_describe(spec)}", step, affected=hidden)
         return
     wanted = _wanted(spec)
     diff = {k: v for k, v in wanted.items() if getattr(rules, k) != v}
     for k, v in diff.items():
-        plan.change(f"participation of {track}: {k} {getattr(rules, k)!r} -> {v!r}")
+        plan.change(f"participation of {track}: {k} {getattr(rules, k)!r} -> {v!r}",
+                    affected=hidden if k == "banned" else "")
     have = rules.terms.version if rules.terms else ""
     version = version_of(spec.terms_text) if spec.terms_text else ""
     if version != have:

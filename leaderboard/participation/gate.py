@@ -32,7 +32,6 @@ from leaderboard.participation.models import Participant, Registration, Rules
 from leaderboard.participation.selectors import (
     active_ban,
     banned_by_bundle,
-    names_of,
     participant_of,
     rules_of,
 )

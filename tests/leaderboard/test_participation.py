@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from leaderboard.accounts.emails import do_mark_verified
 from leaderboard.accounts.services import do_create_token
@@ -216,8 +216,12 @@ def test_bans_refuse_uploads_and_hide_rows_until_lifted(client, owner, outsider,
         ("ban", "sqa3d", "trackie"), ("ban", "", "mallory"), ("unban", "sqa3d", "mallory")]
     assert "spam accounts" in client.get("/moderation/audit/").content.decode()
     # The bundle bans too (by username or address), and lifts what it no longer lists.
+    banning = gated(tmp_path, "banned: [alice]", terms=None)
+    with pytest.raises(CommandError, match=r"would re-score or hide published results .*\n  - participation of "
+                                           r"sqa3d: .*banned: alice: 1 published result: BannedNet"):
+        load(banning)
     with django_capture_on_commit_callbacks(execute=True):
-        assert "banned: alice" in load(gated(tmp_path, "banned: [alice]", terms=None))
+        assert "banned: alice" in load(banning, "--allow-rescore")
     assert not LeaderboardEntry.objects.filter(method=submission.method).exists()
     assert upload(client, owner, sqa3d_files).json()["error"]["code"] == "banned"
     with django_capture_on_commit_callbacks(execute=True):
