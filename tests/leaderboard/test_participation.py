@@ -74,6 +74,16 @@ def test_without_a_participation_section_anyone_signed_in_submits_as_before(clie
         "SQA3D has no terms of use to accept."
 
 
+def _check_schema(client, body: dict, method: str = "get") -> None:
+    """``body`` is what the OpenAPI document says the participation endpoint answers."""
+    import jsonschema
+
+    doc = client.get("/api/v1/openapi.json").json()
+    operation = doc["paths"]["/api/v1/benchmarks/{track}/participation"][method]
+    schema = operation["responses"]["200"]["content"]["application/json"]["schema"]
+    jsonschema.validate(body, {**schema, "components": doc["components"]})
+
+
 def test_terms_are_accepted_once_per_version_and_new_terms_ask_again(client, owner, sqa3d_split, sqa3d_files,
                                                                     sent_tasks, tmp_path):
     path = gated(tmp_path, "terms: terms.md")
@@ -99,6 +109,8 @@ def test_terms_are_accepted_once_per_version_and_new_terms_ask_again(client, own
     assert mismatch.json()["error"]["terms_version"] == version
     accepted = participation(client, owner, {"accept_terms": version}).json()
     assert accepted["terms_accepted"] and accepted["may_submit"] and accepted["accepted_version"] == version
+    _check_schema(client, state)
+    _check_schema(client, accepted, "post")
     assert upload(client, owner, sqa3d_files).status_code == 201
     # New terms: every participant accepts them again; the earlier acceptance stays on record.
     (tmp_path / "terms.md").write_text(TERMS + "\nCite the SQA3D paper.\n")
