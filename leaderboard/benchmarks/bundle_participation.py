@@ -1,8 +1,8 @@
 """A bundle's ``participation``, ``announcements`` and ``webhook``, read and checked (``bundles``
 calls these; ``participation.bundle_plan`` writes them).
 
-The terms file is read here, through ``bundle_files`` (inside the bundle's folder, at most
-256 KiB), so that a bad one is named with its line like every other problem.
+The terms file is read here, through ``bundle_files`` (inside the bundle's folder or an allowed
+root, at most 256 KiB), so that a bad one is named with its line like every other problem.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+from leaderboard.benchmarks.bundle_files import BundleFileRefused, read_bundle_text
 
 Problem = Callable[[tuple[str | int, ...], str], None]
 
@@ -50,14 +52,10 @@ def moments(data: dict[str, Any]) -> list[tuple[tuple[str | int, ...], str]]:
 
 
 def _terms_text(problem: Problem, path: Path, name: str) -> str | None:
-    from leaderboard.benchmarks.bundle_files import read_bundle_text
-    from leaderboard.benchmarks.bundles import BundleError
-
     try:
         return read_bundle_text(path, name, key="participation.terms")
-    except BundleError as exc:
-        for text in exc.problems:
-            problem(("participation", "terms"), text.removeprefix(f"{path.name}: participation.terms: "))
+    except BundleFileRefused as refused:
+        problem(("participation", "terms"), refused.reason)
         return None
 
 

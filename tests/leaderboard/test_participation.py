@@ -254,7 +254,9 @@ def test_a_bad_section_is_named_with_its_line(tmp_path):
     with pytest.raises(BundleError) as caught:
         parse_bundle(text, bundle)
     first, second = caught.value.problems
-    assert "participation.terms: ../outside.md: outside the bundle's folder" in first
+    assert first.startswith(f"b.yaml:{text.splitlines().index('  terms: ../outside.md') + 1}: participation.terms: "
+                            "../outside.md (which resolves to ")
+    assert "is outside the bundle's folder" in first and "LABELS_SOURCE_ROOTS" in first
     assert "participation.invited: invitations need registration: invite" in second
 
 
