@@ -126,8 +126,10 @@ def participant_rows(benchmark: Benchmark) -> list[ParticipantRow]:
     for user_id, slug in submitted.values_list("created_by_id", "team__slug").distinct():
         teams.setdefault(user_id, set()).add(slug)
     verified = set(VerifiedEmail.objects.filter(user_id__in=ids).values_list("user_id", "email"))
+    banned = set(Ban.objects.filter(user_id__in=ids, lifted_at__isnull=True)
+                 .filter(Q(benchmark__isnull=True) | Q(benchmark=benchmark)).values_list("user_id", flat=True))
     return [ParticipantRow(user=u, teams=";".join(sorted(teams.get(u.pk, ()))), participant=participants.get(u.pk),
                            state=state_of(u, rules, participants.get(u.pk)), submissions=counted.get(u.pk, 0),
-                           banned=is_banned(u, benchmark),
+                           banned=u.pk in banned or banned_by_bundle(u, rules),
                            email_verified=(u.pk, (u.email or "").lower()) in verified)
             for u in users]
