@@ -11,7 +11,7 @@ A bundle may come from outside the host's team, so reading one is bounded: at mo
 objects), its nesting and its aliases measured on the parser's events before any tree is
 built (an alias counts as all it repeats: a 415-byte "billion laughs" is refused, not
 expanded), every string and array bounded by the schema, paper-row scores checked against
-the track (``metric_ranges``), and every file it names read by ``bundle_files``' rule.
+the track (``evaluation_workers.tracks.metric_ranges``), and every file it names read by ``bundle_files``' rule.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import yaml
 from jsonschema import Draft202012Validator
 
 from evaluation_workers.tracks import get_track, names
+from evaluation_workers.tracks.metric_ranges import score_refusal
 from leaderboard.benchmarks import bundle_participation
 from leaderboard.benchmarks.bundle_files import (
     BundleError,
@@ -39,7 +40,6 @@ from leaderboard.benchmarks.bundle_files import (
 )
 from leaderboard.benchmarks.bundle_participation import AnnouncementSpec, ParticipationSpec, WebhookSpec
 from leaderboard.benchmarks.bundle_yaml import Key, Reader, key_path, read_plain
-from leaderboard.benchmarks.metric_ranges import score_refusal
 
 HERE = Path(__file__).resolve().parent
 BUNDLES_DIR = HERE / "bundles"  # the repository's bundles: the demo site's benchmarks

@@ -9,8 +9,8 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from evaluation_workers.tracks.metric_ranges import score_refusal
 from leaderboard.benchmarks import phases
-from leaderboard.benchmarks.metric_ranges import score_refusal
 from leaderboard.benchmarks.models import Split
 from leaderboard.lib.pagecache import bump
 from leaderboard.participation.selectors import is_banned

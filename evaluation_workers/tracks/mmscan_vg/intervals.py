@@ -33,9 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from evaluation_workers._xp import array_namespace, contiguous, into
-from evaluation_workers.metrics import bootstrap, weighted
-from evaluation_workers.metrics.interleaved import Interleaved
+from evaluation_workers.plugin import Interleaved, array_namespace, bootstrap, contiguous, into, weighted
 from evaluation_workers.tracks.mmscan_vg.labels import GROUPS
 from evaluation_workers.tracks.mmscan_vg.score import PER_SAMPLE_KEYS, POOLED, THRESHOLDS
 

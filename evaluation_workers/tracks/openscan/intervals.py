@@ -28,9 +28,16 @@ from typing import Any
 
 import numpy as np
 
-from evaluation_workers._xp import array_namespace, segment_sums
-from evaluation_workers.metrics import bootstrap, weighted
-from evaluation_workers.metrics.instance_ap import AP25_INDEX, AP50_INDEX, AP_SLICE, IOU_THRESHOLDS
+from evaluation_workers.plugin import (
+    AP25_INDEX,
+    AP50_INDEX,
+    AP_SLICE,
+    IOU_THRESHOLDS,
+    array_namespace,
+    bootstrap,
+    segment_sums,
+    weighted,
+)
 
 UNIT = "scene"
 # Mean AP over classes, some of them rare, is biased on few scenes (a rare class is missing from some
