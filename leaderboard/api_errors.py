@@ -25,6 +25,8 @@ from django.core.exceptions import BadRequest, PermissionDenied, SuspiciousOpera
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.utils import timezone
 
+from leaderboard.participation.codes import CODES as PARTICIPATION_CODES
+
 log = logging.getLogger("django.request")
 
 API_PREFIX = "/api/"
@@ -44,18 +46,22 @@ EXTRA_CODES = {"invalid_file": "The predictions file was refused; the message na
                             "Retry-After seconds",
                "selection_locked": "Publishing or withdrawing would change the team's final selection on the "
                                    "split (from its freeze on); the message says since when and what is still "
-                                   "allowed"}
+                                   "allowed",
+               # Who may take part in a benchmark (leaderboard.participation.gate): 403 for an upload refused,
+               # 409 for terms_version_mismatch.
+               **PARTICIPATION_CODES}
 
 
 def api_error(message: str, status: int, code: str | None = None,
-              retry_at: datetime | None = None) -> JsonResponse:
+              retry_at: datetime | None = None, fields: dict[str, str] | None = None) -> JsonResponse:
     """The API's error answer; ``code`` defaults to the status's (``CODES``).
 
     ``retry_at``: when the request may succeed (a quota's next allowed
     submission), sent as ``retry_at`` in the body and as ``Retry-After`` seconds.
+    ``fields``: more members of ``error`` that say what to do (``terms_url``, ``terms_version``).
     """
     code = code or CODES.get(status) or ("server_error" if status >= 500 else "invalid_request")
-    error: dict[str, Any] = {"code": code, "message": message}
+    error: dict[str, Any] = {"code": code, "message": message, **(fields or {})}
     if retry_at is not None:
         error["retry_at"] = retry_at.isoformat()
     response = JsonResponse({"error": error}, status=status)

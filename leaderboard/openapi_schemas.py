@@ -209,8 +209,36 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     "Quota": _obj({"track": STR, "split": STR, "team": STR, **QUOTA,
                    "user": _obj(QUOTA, description="Your own limits on the split, over all your teams")},
                   description="Limits of the team and of you on a split, what is used, and when the next is allowed"),
-    "Me": _obj({"username": STR, "email": STR, "teams": {"type": "array", "items": _obj(
-        {"slug": STR, "name": STR, "personal": BOOL, "role": STR})}}),
+    "Me": _obj({"username": STR, "email": STR,
+                "email_verified": {"type": "boolean", "description": "The address was verified (a link mailed to "
+                                                                    "it was opened)"},
+                "teams": {"type": "array", "items": _obj({"slug": STR, "name": STR, "personal": BOOL, "role": STR})}}),
+    "Participation": _obj({
+        "track": STR,
+        "registration": {"type": "string", "enum": ["open", "approval", "invite"],
+                         "description": "open: accepting the terms is enough; approval: the maintainers approve "
+                                        "each participant; invite: invited users only"},
+        "terms_version": {**nullable(STR), "description": "The sha256 of the current terms; null: no terms"},
+        "terms_url": {**nullable(STR), "description": "The page that shows the terms (and accepts them)"},
+        "terms_accepted": {"type": "boolean", "description": "You accepted the current version"},
+        "accepted_version": {**nullable(STR), "description": "The version you accepted last, if any"},
+        "accepted_at": nullable(DATE),
+        "state": {"type": "string", "enum": ["approved", "pending", "not_requested", "denied", "not_invited"],
+                  "description": "Your registration state (approved under open registration unless denied)"},
+        "verified_email_required": BOOL,
+        "email_domains": {"type": "array", "items": STR, "description": "Only verified addresses at these "
+                                                                        "domains (or subdomains) may submit"},
+        "email_verified": BOOL, "banned": BOOL,
+        "may_submit": {"type": "boolean", "description": "An upload would pass these checks now (the split, its "
+                                                         "phase and quotas aside)"},
+        "refusal": nullable(_obj({"code": STR, "message": STR, "terms_url": STR, "terms_version": STR},
+                                 ["code", "message"]))},
+        description="The caller's part in a benchmark (its participation section)"),
+    "ParticipationRequest": _obj({"accept_terms": {"type": "string", "description": "The version accepted "
+                                                                                    "(terms_version)"},
+                                  "join": {"type": "boolean", "description": "Ask to take part (a benchmark "
+                                                                            "without terms, under approval)"}},
+                                 [], description="One of accept_terms or join"),
     "Upload": _obj({
         "id": {"type": "integer", "description": "The submission's id"},
         "status": {"type": "string", "enum": ["open", "completed", "aborted"]},
@@ -242,6 +270,8 @@ OK: dict[tuple[str, str], str] = {
     ("/api/v1/submissions/{id}", "get"): "Submission",
     ("/api/v1/submissions/{id}/publish", "post"): "Submission",
     ("/api/v1/me", "get"): "Me",
+    ("/api/v1/benchmarks/{track}/participation", "get"): "Participation",
+    ("/api/v1/benchmarks/{track}/participation", "post"): "Participation",
     ("/api/v1/quota", "get"): "Quota",
     ("/api/v1/uploads", "get"): "UploadSettings",
     ("/api/v1/uploads", "post"): "Upload",
@@ -260,6 +290,7 @@ REQUESTS: dict[tuple[str, str], str] = {
     ("/api/v1/uploads", "post"): "UploadStart",
     ("/api/v1/uploads/{id}/urls", "post"): "PartNumbers",
     ("/api/v1/my/methods/{id}", "patch"): "MethodChange",
+    ("/api/v1/benchmarks/{track}/participation", "post"): "ParticipationRequest",
 }
 
 

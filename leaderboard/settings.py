@@ -44,6 +44,7 @@ INSTALLED_APPS = [
     "leaderboard.submissions",
     "leaderboard.rankings",
     "leaderboard.moderation",
+    "leaderboard.participation",
     "axes",
 ]
 
@@ -155,7 +156,15 @@ EMAIL_PORT = envint("EMAIL_PORT", 25)
 EMAIL_HOST_USER = env("EMAIL_HOST_USER", "")
 EMAIL_HOST_PASSWORD = env("EMAIL_HOST_PASSWORD", "")
 EMAIL_USE_TLS = envbool("EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = envbool("EMAIL_USE_SSL", False)
+EMAIL_TIMEOUT = envint("EMAIL_TIMEOUT", 10)  # seconds; a hung SMTP server must not hold a request or a task
+# With EMAIL_BACKEND=django.core.mail.backends.filebased.EmailBackend: one file per message here.
+EMAIL_FILE_PATH = env("EMAIL_FILE_PATH") or str(DATA_DIR / "mail")
 DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", "leaderboard@localhost")
+# Verified addresses (accounts.emails, Django's signing): a link mailed at sign-up, when the
+# address changes and on request (at most once per EMAIL_VERIFY_RESEND_SECONDS), valid this long.
+EMAIL_VERIFY_MAX_AGE_HOURS = envint("EMAIL_VERIFY_MAX_AGE_HOURS", 72)
+EMAIL_VERIFY_RESEND_SECONDS = envint("EMAIL_VERIFY_RESEND_SECONDS", 60)
 # Absolute links in e-mails sent outside a request (submission finished or failed).
 SITE_URL = (env("SITE_URL") or "http://127.0.0.1:8000").rstrip("/")
 
@@ -352,7 +361,19 @@ CELERY_BEAT_SCHEDULE = {
     "apply-retention": {"task": "submissions.apply_retention", "schedule": RETENTION_INTERVAL},
     # Boards of challenges whose deadline passed show everything (readers reveal them too).
     "reveal-due": {"task": "rankings.reveal_due", "schedule": 60},
+    # Webhooks: phase changes, deliveries due or never sent; announcement mailings not finished.
+    "participation-due": {"task": "participation.deliver_due", "schedule": 60},
 }
+# Reaching participants (leaderboard.participation): at most ANNOUNCEMENT_EMAILS_PER_DAY announcements of a
+# benchmark are mailed in 24 hours (banners alone are not limited), ANNOUNCEMENT_EMAIL_BATCH messages over
+# one connection at a time. A benchmark's webhook waits WEBHOOK_TIMEOUT seconds for an answer and tries a
+# failed delivery again after WEBHOOK_RETRY_SECONDS, doubling each time (at most an hour), up to
+# WEBHOOK_MAX_ATTEMPTS attempts.
+ANNOUNCEMENT_EMAILS_PER_DAY = envint("ANNOUNCEMENT_EMAILS_PER_DAY", 3)
+ANNOUNCEMENT_EMAIL_BATCH = max(1, envint("ANNOUNCEMENT_EMAIL_BATCH", 100))
+WEBHOOK_TIMEOUT = envfloat("WEBHOOK_TIMEOUT", 5)
+WEBHOOK_RETRY_SECONDS = envfloat("WEBHOOK_RETRY_SECONDS", 30)
+WEBHOOK_MAX_ATTEMPTS = max(1, envint("WEBHOOK_MAX_ATTEMPTS", 8))
 # Fault-injection tests only: a folder whose files switch holds on (lifecycle.fault_hold).
 FAULT_DIR = env("FAULT_DIR") or ""
 

@@ -38,6 +38,7 @@ from leaderboard.benchmarks.permissions import maintainer_group
 from leaderboard.benchmarks.services import discard_labels, do_load_labels, labels_checksum
 from leaderboard.lib.pagecache import bump
 from leaderboard.moderation.models import AuditEntry
+from leaderboard.participation.bundle_plan import plan_participation
 from leaderboard.rankings.models import LeaderboardEntry
 from leaderboard.rankings.services import do_load_paper_rows, do_refresh_split, paper_row_fields
 from leaderboard.submissions.models import SplitLimit, Submission
@@ -357,6 +358,7 @@ def plan(bundle: Bundle, *, synthetic: bool = True, paper_rows: bool = True) -> 
     if paper_rows:
         _plan_paper_rows(out, splits)
     _plan_maintainers(out)
+    plan_participation(out, benchmark)  # who may submit, announcements, the webhook
     return out
 
 

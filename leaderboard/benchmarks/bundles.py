@@ -30,6 +30,7 @@ from jsonschema import Draft202012Validator
 
 from evaluation_workers.tracks import get_track, names
 from evaluation_workers.tracks.metric_ranges import score_refusal
+from leaderboard.benchmarks import bundle_participation
 from leaderboard.benchmarks.bundle_files import (
     BundleError,
     BundleFileRefused,
@@ -37,6 +38,7 @@ from leaderboard.benchmarks.bundle_files import (
     resolve_bundle_path,
     size_refusal,
 )
+from leaderboard.benchmarks.bundle_participation import AnnouncementSpec, ParticipationSpec, WebhookSpec
 from leaderboard.benchmarks.bundle_yaml import Key, Reader, key_path, read_plain
 
 HERE = Path(__file__).resolve().parent
@@ -82,6 +84,10 @@ class Bundle:
     splits: tuple[SplitSpec, ...]
     paper_rows: tuple[dict[str, Any], ...]  # blocks as rankings.services.do_load_paper_rows takes them
     board: dict[str, Any]
+    # Who may submit (None: anyone, as before), messages to the participants, the host's webhook.
+    participation: ParticipationSpec | None = None
+    announcements: tuple[AnnouncementSpec, ...] = ()
+    webhook: WebhookSpec | None = None
 
 
 @functools.cache
@@ -159,7 +165,7 @@ def _moments(data: dict[str, Any]) -> list[tuple[Key, str]]:
             found.append((("paper_rows", b, "paper", "published"), block["paper"]["published"]))
         found += [(("paper_rows", b, "rows", r, "paper", "published"), row["paper"]["published"])
                   for r, row in enumerate(block["rows"]) if row.get("paper", {}).get("published")]
-    return found
+    return found + bundle_participation.moments(data)
 
 
 def _check_dates(reader: Reader, where: Key, split: dict[str, Any]) -> None:
@@ -291,15 +297,19 @@ def parse_bundle(text: str, path: Path) -> Bundle:
     reader = Reader(path.name)
     reader.lines = lines
     files = _check(reader, data, path)
+    # Who may take part, announcements, the webhook: read after the rest (the terms file is read here).
+    terms = bundle_participation.check(reader.problem, data, path) if not reader.problems else ""
     if reader.problems:
         raise _listed(reader.problems)
     track = get_track(data["track"])
     any_default = any(s.get("default") for s in data["splits"])
+    participation, announcements, webhook = bundle_participation.parse(data, terms)
     return Bundle(
         path=path, track=track.name, title=data["title"], description=data.get("description", track.description),
         order=data.get("order", 0), maintainers=tuple(data.get("maintainers", [])),
         splits=tuple(_split(s, i, any_default, files) for i, s in enumerate(data["splits"])),
-        paper_rows=tuple(data.get("paper_rows", [])), board=data.get("board", {}))
+        paper_rows=tuple(data.get("paper_rows", [])), board=data.get("board", {}),
+        participation=participation, announcements=announcements, webhook=webhook)
 
 
 def read_bundle(path: Path | str) -> Bundle:

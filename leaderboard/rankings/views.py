@@ -20,7 +20,9 @@ from leaderboard.benchmarks.models import Split
 from leaderboard.benchmarks.permissions import results_embargoed
 from leaderboard.benchmarks.selectors import get_split
 from leaderboard.lib import thresholds
+from leaderboard.lib.csv_cells import safe_cell
 from leaderboard.lib.pagecache import cache_until, cached_page
+from leaderboard.participation.selectors import banners
 from leaderboard.rankings import charts, paired_tests
 from leaderboard.rankings.drilldown import Drilldown, drilldown
 from leaderboard.rankings.models import ANONYMOUS_LABEL, LeaderboardEntry, interval_columns
@@ -45,15 +47,7 @@ from leaderboard.submissions.models import Method
 
 MAX_EXPORT_ROWS = 10_000
 MAX_ID = 2**63 - 1  # a BigAutoField's largest value
-# A spreadsheet runs a cell starting with one of these as a formula (OWASP "CSV injection").
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-
-
-def _csv_cell(value: Any) -> Any:
-    """Text that a spreadsheet would run, quoted with a leading apostrophe; numbers stay numbers."""
-    if isinstance(value, str) and value.startswith(_FORMULA_START):
-        return "'" + value
-    return value
+_csv_cell = safe_cell  # the exports' cells (leaderboard.lib.csv_cells)
 
 
 def _significance_cells(fields: dict[str, Any]) -> tuple[Any, Any]:
@@ -74,6 +68,13 @@ def _embargoed(request: HttpRequest, split: Split) -> bool:
 def _view(request: HttpRequest, track: str) -> LeaderboardView:
     split = reveal_if_due(get_split(track, request.GET.get("split")))
     return LeaderboardView.from_query(split, request.GET, embargoed=_embargoed(request, split))
+
+
+def _announcements(request: HttpRequest, benchmark: Any) -> list[Any]:
+    """The maintainers' banners shown now; a cached copy ends when one starts or ends."""
+    shown, changes_at = banners(benchmark)
+    cache_until(request, changes_at)
+    return shown
 
 
 def _iou_links(view: LeaderboardView) -> list[tuple[str, str, bool]]:
@@ -109,7 +110,8 @@ def leaderboard(request: HttpRequest, track: str) -> HttpResponse:
                "phase": phases.describe(view.split), "has_partition": view.split.has_partition,
                # Each row names its protocol only where the track has several; the first is this service's.
                "protocols": {p.key: p for p in spec.protocols} if len(spec.protocols) > 1 else {},
-               "our_protocol": spec.protocols[0].key if spec.protocols else ""}
+               "our_protocol": spec.protocols[0].key if spec.protocols else "",
+               "announcements": _announcements(request, view.split.benchmark)}
     return render(request, "rankings/leaderboard.html", context)
 
 
@@ -304,7 +306,7 @@ def compare(request: HttpRequest, track: str) -> HttpResponse:
         "rows": rows, "chart": chart, "candidates": candidates, "selected": {e.pk for e in entries},
         "iou_links": _iou_links(view),
         "tests": [{**t, "a_name": names[t["a"]], "b_name": names[t["b"]]} for t in tests],
-        "family": family, "notice": notice})
+        "family": family, "notice": notice, "announcements": _announcements(request, view.split.benchmark)})
 
 
 def _pair_tests(request: HttpRequest, track: str, entries: list[LeaderboardEntry],

@@ -34,6 +34,8 @@ from leaderboard.benchmarks.selectors import splits_of_track, upload_limit
 from leaderboard.lib import storage
 from leaderboard.lib.pagecache import bump
 from leaderboard.moderation.models import AuditEntry
+from leaderboard.participation.gate import Refusal
+from leaderboard.participation.gate import refusal as participation_refusal
 from leaderboard.rankings.models import ANONYMOUS_LABEL
 from leaderboard.rankings.services import refresh_entry
 from leaderboard.submissions import lifecycle, quotas
@@ -85,6 +87,18 @@ class LabelsNotLoaded(SubmissionRejected):
     code = "labels_not_loaded"
 
 
+class ParticipationRefused(SubmissionRejected):
+    """The user may not take part in the benchmark now (``participation.gate``: banned, an address it does not
+    accept, terms not accepted, approval pending or denied; HTTP 403). ``fields`` go into the API's error."""
+
+    status = 403
+
+    def __init__(self, refusal: Refusal) -> None:
+        super().__init__(refusal.message)
+        self.code = refusal.code
+        self.fields = refusal.fields
+
+
 class SelectionLocked(SubmissionRejected):
     """Publishing or withdrawing would change a team's final selection on a split (from the freeze on; HTTP 409)."""
 
@@ -108,7 +122,8 @@ def access_submission(user: AbstractBaseUser, pk: int) -> Submission:
 
 def resolve_request(*, user: AbstractBaseUser, track: str, split: str, method_name: str,
                     team: Team | str | None = None) -> tuple[Split, Team, str]:
-    """The split, team and cleaned method name of a submission request, or why not."""
+    """The split, team and cleaned method name of a submission request, or why not (the split's state first,
+    then whether the user may take part in the benchmark: ``participation.gate``)."""
     splits = {s.name: s for s in splits_of_track(track)}
     split_obj = splits.get(split)
     open_now = [name for name, s in splits.items() if phases.submission_refusal(s) is None]
@@ -123,6 +138,8 @@ def resolve_request(*, user: AbstractBaseUser, track: str, split: str, method_na
         raise LabelsNotLoaded(pending + elsewhere)
     if (closed := phases.refusal(split_obj)) is not None:
         raise PhaseClosed(closed)
+    if (refused := participation_refusal(user, split_obj.benchmark)) is not None:
+        raise ParticipationRefused(refused)
     method_name = (method_name or "").strip()
     if not method_name or len(method_name) > 100:
         raise SubmissionRejected("Expected a method name of 1 to 100 characters.")

@@ -17,6 +17,7 @@ from leaderboard.benchmarks import phases
 from leaderboard.benchmarks.models import Benchmark
 from leaderboard.benchmarks.selectors import splits_of
 from leaderboard.lib import thresholds
+from leaderboard.participation.selectors import current_announcements
 from leaderboard.submissions import quotas, services
 from leaderboard.submissions.forms import MethodForm, SubmissionForm
 from leaderboard.submissions.models import Method, Submission
@@ -73,7 +74,10 @@ def submit(request: HttpRequest, track: str) -> HttpResponse:
     closed = [text for split in offered if (text := phases.labels_refusal(split) or phases.refusal(split))]
     return render(request, "submissions/submit.html",
                   {"benchmark": benchmark, "form": form, "methods": [m for m in methods if m], "usage": usage,
-                   "direct_max_bytes": settings.UPLOAD_DIRECT_MAX_BYTES, "closed": closed})
+                   "direct_max_bytes": settings.UPLOAD_DIRECT_MAX_BYTES, "closed": closed,
+                   # Said before a byte is sent: the same refusal the upload would get (participation.gate).
+                   "refusal": services.participation_refusal(request.user, benchmark),
+                   "announcements": current_announcements(benchmark)})
 
 
 @login_required
@@ -210,7 +214,7 @@ def api_submissions(request: HttpRequest) -> JsonResponse:
             method_name=request.POST["method_name"], file=upload, file_name=upload.name,
             team=request.POST.get("team") or None)
     except services.SubmissionRejected as exc:
-        return api_error(str(exc), exc.status, exc.code, getattr(exc, "retry_at", None))
+        return api_error(str(exc), exc.status, exc.code, getattr(exc, "retry_at", None), getattr(exc, "fields", None))
     body = submission_as_json(submission)
     if submission.status == submission.Status.FAILED:
         return failed_submission(body)

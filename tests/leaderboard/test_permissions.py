@@ -23,6 +23,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 
 from leaderboard.accounts.models import ApiToken, Membership
 from leaderboard.openapi import PATHS
+from leaderboard.participation.models import Participant
 from leaderboard.submissions import uploads
 from leaderboard.submissions.models import Submission
 from tests.leaderboard import permission_world
@@ -126,6 +127,9 @@ MATRIX: dict[str, list[Op]] = {
                                          team_only(302, staff=403), allowed={"owner", "member"},
                                          intact=lambda w: Submission.objects.get(pk=w.queued.pk).status == "queued")],
     "/accounts/signup/": [Op("get", lambda w: "/accounts/signup/", public())],
+    "/accounts/email/": [Op("get", lambda w: "/accounts/email/", signed_in())],
+    # The signed link is the authorisation; a damaged one says why (400) to whoever opens it.
+    "/accounts/email/verify/<str:token>/": [Op("get", lambda w: "/accounts/email/verify/damaged/", public(400))],
     "/accounts/tokens/": [Op("get", lambda w: "/accounts/tokens/", signed_in()),
                           Op("post", lambda w: "/accounts/tokens/", signed_in(), data=lambda w: {"name": "m"})],
     "/accounts/tokens/<int:pk>/revoke/": [Op(
@@ -159,6 +163,21 @@ MATRIX: dict[str, list[Op]] = {
         data=lambda w: {"on": "1", "reason": "matrix"}, allowed={"staff", "track_maintainer"},
         intact=lambda w: not Submission.objects.get(pk=w.published.pk).is_hidden)],
     "/moderation/tracks/<slug:track>/": [Op("get", lambda w: "/moderation/tracks/sqa3d/", maintainers())],
+    "/moderation/tracks/<slug:track>/participants/": [
+        Op("get", lambda w: "/moderation/tracks/sqa3d/participants/", maintainers()),
+        Op("post", lambda w: "/moderation/tracks/sqa3d/participants/", maintainers(302),
+           data=lambda w: {"action": "invite", "username": "dave"}, allowed={"staff", "track_maintainer"},
+           intact=lambda w: not Participant.objects.filter(user=w.dave, invited=True).exists())],
+    "/moderation/tracks/<slug:track>/participants.csv": [
+        Op("get", lambda w: "/moderation/tracks/sqa3d/participants.csv", maintainers())],
+    "/moderation/tracks/<slug:track>/announcements/": [
+        Op("get", lambda w: "/moderation/tracks/sqa3d/announcements/", maintainers())],
+    # Bans from every benchmark: staff only, a track's maintainers included out.
+    "/moderation/bans/": [Op("get", lambda w: "/moderation/bans/", who(403, staff=200)),
+                          Op("post", lambda w: "/moderation/bans/", who(403, staff=302),
+                             data=lambda w: {"action": "ban", "username": "dave", "reason": "matrix"},
+                             allowed={"staff"}, intact=lambda w: not w.dave.bans.exists())],
+    "/benchmarks/<slug:track>/terms/": [Op("get", lambda w: "/benchmarks/sqa3d/terms/", public())],
     # The API: tokens, not sessions; 401 for anonymous callers.
     "/api/v1/tracks": [Op("get", lambda w: "/api/v1/tracks", public())],
     "/api/v1/submissions": [
@@ -174,6 +193,10 @@ MATRIX: dict[str, list[Op]] = {
     "/api/v1/tracks/<slug:track>/<slug:split>/manifest": [Op("get", lambda w: "/api/v1/tracks/sqa3d/test/manifest",
                                                              public())],
     "/api/v1/me": [Op("get", lambda w: "/api/v1/me", signed_in(anonymous=401))],
+    "/api/v1/benchmarks/<slug:track>/participation": [
+        Op("get", lambda w: "/api/v1/benchmarks/sqa3d/participation", signed_in(anonymous=401)),
+        Op("post", lambda w: "/api/v1/benchmarks/sqa3d/participation", signed_in(anonymous=401), json=True,
+           data=lambda w: {"join": True})],
     "/api/v1/quota": [Op("get", lambda w: "/api/v1/quota?track=sqa3d&split=test", signed_in(anonymous=401))],
     "/api/v1/uploads": [
         Op("get", lambda w: "/api/v1/uploads", signed_in(anonymous=401)),
