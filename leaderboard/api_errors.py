@@ -25,8 +25,6 @@ from django.core.exceptions import BadRequest, PermissionDenied, SuspiciousOpera
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.utils import timezone
 
-from leaderboard.participation.codes import CODES as PARTICIPATION_CODES
-
 log = logging.getLogger("django.request")
 
 API_PREFIX = "/api/"
@@ -49,7 +47,20 @@ EXTRA_CODES = {"invalid_file": "The predictions file was refused; the message na
                                    "allowed",
                # Who may take part in a benchmark (leaderboard.participation.gate): 403 for an upload refused,
                # 409 for terms_version_mismatch.
-               **PARTICIPATION_CODES}
+               "banned": "A maintainer banned you from the benchmark (or staff from every benchmark); the message says "
+                         "why",
+               "email_domain_not_allowed": "The benchmark accepts addresses at some domains only, or refuses yours; the "
+                                           "message names them",
+               "email_not_verified": "The benchmark asks for a verified e-mail address; the message says where to verify "
+                                     "yours",
+               "terms_not_accepted": "Accept the benchmark's terms of use first: error.terms_url shows them, "
+                                     "POST /api/v1/benchmarks/<track>/participation with {\"accept_terms\": "
+                                     "error.terms_version} (or `lb participate <track>`) accepts them",
+               "participation_pending": "The benchmark's maintainers approve each participant: the request waits (or "
+                                        "was not made yet)",
+               "participation_denied": "The maintainers denied the request, or the benchmark takes invited users only",
+               "terms_version_mismatch": "The terms' version given is not the current one: read them again "
+                                         "(error.terms_url) and accept error.terms_version"}
 
 
 def api_error(message: str, status: int, code: str | None = None,

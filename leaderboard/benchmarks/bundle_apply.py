@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from evaluation_workers.errors import LabelsError
 from evaluation_workers.tracks import get_track
+from leaderboard.benchmarks.bundle_participation_plan import plan_participation
 from leaderboard.benchmarks.bundles import (
     BUNDLES_DIR,
     Bundle,
@@ -38,7 +39,6 @@ from leaderboard.benchmarks.permissions import maintainer_group
 from leaderboard.benchmarks.services import discard_labels, do_load_labels, labels_checksum
 from leaderboard.lib.pagecache import bump
 from leaderboard.moderation.models import AuditEntry
-from leaderboard.participation.bundle_plan import plan_participation
 from leaderboard.rankings.models import LeaderboardEntry
 from leaderboard.rankings.services import do_load_paper_rows, do_refresh_split, paper_row_fields
 from leaderboard.submissions.models import SplitLimit, Submission

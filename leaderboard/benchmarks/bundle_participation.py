@@ -1,5 +1,5 @@
 """A bundle's ``participation``, ``announcements`` and ``webhook``, read and checked (``bundles``
-calls these; ``participation.bundle_plan`` writes them).
+calls these; ``benchmarks.bundle_participation_plan`` writes them).
 
 The terms file is read here, through ``bundle_files`` (inside the bundle's folder or an allowed
 root, at most 256 KiB), so that a bad one is named with its line like every other problem.
@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from leaderboard.benchmarks.bundle_files import BundleFileRefused, read_bundle_text
+from leaderboard.benchmarks.bundle_yaml import moment
 
 Problem = Callable[[tuple[str | int, ...], str], None]
 
@@ -61,7 +62,6 @@ def _terms_text(problem: Problem, path: Path, name: str) -> str | None:
 
 def check(problem: Problem, data: dict[str, Any], path: Path) -> str:
     """The rules the schema cannot say; returns the terms' text (empty without terms or on a problem)."""
-    from leaderboard.benchmarks.bundles import moment
 
     text: str | None = ""
     part = data.get("participation")
@@ -94,7 +94,6 @@ def check(problem: Problem, data: dict[str, Any], path: Path) -> str:
 def parse(data: dict[str, Any], terms_text: str) -> tuple[ParticipationSpec | None, tuple[AnnouncementSpec, ...],
                                                           WebhookSpec | None]:
     """The specs of a bundle that passed the schema and ``check``."""
-    from leaderboard.benchmarks.bundles import moment
 
     part = data.get("participation")
     spec = None

@@ -19,9 +19,8 @@ from __future__ import annotations
 import functools
 import itertools
 import json
-import re
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +38,7 @@ from leaderboard.benchmarks.bundle_files import (
     size_refusal,
 )
 from leaderboard.benchmarks.bundle_participation import AnnouncementSpec, ParticipationSpec, WebhookSpec
-from leaderboard.benchmarks.bundle_yaml import Key, Reader, key_path, read_plain
+from leaderboard.benchmarks.bundle_yaml import Key, Reader, key_path, moment, read_plain
 
 HERE = Path(__file__).resolve().parent
 BUNDLES_DIR = HERE / "bundles"  # the repository's bundles: the demo site's benchmarks
@@ -100,13 +99,6 @@ def bundled_paths() -> list[Path]:
     return sorted(BUNDLES_DIR.glob("*.yaml"))
 
 
-def moment(text: str) -> datetime:
-    """An ISO 8601 date or moment of a bundle; a date is midnight UTC, a moment without offset is UTC."""
-    text = text.strip()
-    if len(text) == 10:
-        return datetime.combine(date.fromisoformat(text), time(), tzinfo=UTC)
-    parsed = datetime.fromisoformat(re.sub(r"\s+(?=[Zz+-]\d*)", "", text).replace("t", "T"))
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def _schema_problem(reader: Reader, error: Any) -> None:

@@ -21,7 +21,8 @@ from leaderboard.moderation.models import AuditEntry
 from leaderboard.moderation.services import check_maintainer
 from leaderboard.moderation.views import _done, maintainer_required
 from leaderboard.participation.models import Ban, Participant, Webhook
-from leaderboard.participation.selectors import active_bans, participant_rows, recipients, rules_of
+from leaderboard.participation.roster import participant_rows
+from leaderboard.participation.selectors import active_bans, recipients, rules_of
 from leaderboard.participation.terms import short
 
 
