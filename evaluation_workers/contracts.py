@@ -11,8 +11,13 @@ is recognised and dropped; the site also notes the current attempt in the
 broker under ``attempt_key``, so that a worker skips a stale message unscored.
 
 Every message in either direction also carries ``signing.FIELD``, its HMAC
-under the key the site and the workers share (``signing``): neither side runs
-a message without it, so the payloads below never include it.
+under a key the site and the workers share, and ``signing.NONCE``, new for each
+message (``signing``): neither side runs a message without them, so the payloads
+below never include them. Each payload names the state it belongs to (a
+submission's attempt; a result's ``revision``; a paired test and both results'
+revisions), and its receiver acts on it only while that state can take it: a
+second delivery, or a message of an earlier attempt or revision, changes nothing
+(``replays``).
 """
 
 from __future__ import annotations
@@ -52,6 +57,17 @@ def attempt_key(submission_id: int) -> str:
 def running_key(submission_id: int, attempt: int) -> str:
     """Broker key of an attempt's claim: ``Claim`` as JSON, written by the worker that took it."""
     return f"{_site_prefix()}:running:{submission_id}:{attempt}"
+
+
+def seen_key(nonce: str) -> str:
+    """Broker key that says a receiver acted on the message with ``nonce`` (``replays``), until it expires."""
+    return f"{_site_prefix()}:seen:{nonce}"
+
+
+def refused_key() -> str:
+    """Broker hash counting the messages receivers refused, by ``<task>|<reason>`` (``replays``): read by the
+    site's ``/metrics`` (``leaderboard_refused_messages_total``)."""
+    return f"{_site_prefix()}:refused-messages"
 
 
 class Claim(TypedDict):

@@ -1,12 +1,15 @@
 """Which attempt a worker may score, and who took it (the broker's Redis).
 
 The site notes each submission's current attempt under ``contracts.attempt_key``
-(0 once it is done or cancelled). Before scoring, a worker checks it, so a
-message of an older attempt (redelivered after a crash, or sent twice by the
-sweeper) is dropped unscored; and it claims the attempt under
-``contracts.running_key`` (``contracts.Claim``: its node name and
-``INSTANCE``), so a second delivery of the same attempt is dropped too. When it
-has reported, the claim holds the signed report as well (``report``).
+(0 once it is done or cancelled) before it sends the attempt. Before scoring, a
+worker checks it, so a message of an older attempt (redelivered after a crash,
+sent twice by the sweeper, or replayed) is dropped unscored, and so is one of an
+attempt the site has not noted (its note expired a week after the attempt ended,
+or could not be written: the sweeper then finds the message gone and sends a new
+attempt). It claims the attempt under ``contracts.running_key``
+(``contracts.Claim``: its node name and ``INSTANCE``), so a second delivery of the
+same attempt is dropped too. When it has reported, the claim holds the signed
+report as well (``report``).
 
 The site's sweeper reads the claims: one taken by an instance of a node that
 has started again since, or by a worker that stopped announcing itself
@@ -52,13 +55,16 @@ def _redis() -> Any | None:
 
 
 def claim(submission_id: int, attempt: int, node: str) -> str:
-    """"ok" to score; "stale" (not the current attempt) or "busy" (another delivery took it) to drop."""
+    """"ok" to score; "stale" (not the current attempt), "unnoted" (the site has not noted it as current)
+    or "busy" (another delivery took it) to drop."""
     client = _redis()
     if client is None:
         return "ok"
     try:
         current = client.get(contracts.attempt_key(submission_id))
-        if current is not None and int(current) != attempt:
+        if current is None:
+            return "unnoted"
+        if int(current) != attempt:
             return "stale"
         taken = client.set(contracts.running_key(submission_id, attempt),
                            json.dumps(contracts.Claim(node=node, instance=INSTANCE, since=time.time())), nx=True,

@@ -89,12 +89,11 @@ class Reporter:
                       retry_policy=REPORT_RETRY)
 
     def _report(self, name: str, **kwargs: Any) -> None:
-        """The attempt's one outcome: kept in its claim (signed, as the message), then sent."""
-        report = {**self.ids, **kwargs}
-        attempts.keep_report(self.ids["submission_id"], self.ids["attempt"], self.node, name,
-                             signing.signed(name, report, signing.key_from_environ("EVAL_RESULTS_SIGNING_KEY")))
+        """The attempt's one outcome: kept in its claim (signed), then sent as that same message (its nonce)."""
+        report = signing.signed(name, {**self.ids, **kwargs}, signing.worker_keys())
+        attempts.keep_report(self.ids["submission_id"], self.ids["attempt"], self.node, name, report)
         self.reported = True
-        self._send(name, **kwargs)
+        app.send_task(name, kwargs=report, queue=self.queue, retry=True, retry_policy=REPORT_RETRY)
 
     def progress(self, fraction: float, message: str = "") -> None:
         now = time.monotonic()
@@ -151,6 +150,11 @@ def run_score(request: contracts.ScoreRequest) -> None:
     """Score one submission and report the outcome; never raises for bad input."""
     submission_id, attempt = request["submission_id"], request["attempt"]
     claim = attempts.claim(submission_id, attempt, node_name())
+    if claim == "unnoted":
+        log.warning("Skipping submission %s attempt %s: the site has not noted it as current (its attempt "
+                    "ended over a week ago, or the note was not written; then the site sends a new attempt; "
+                    "or BROKER_KEY_PREFIX differs between the site and this worker)", submission_id, attempt)
+        return
     if claim != "ok":
         log.info("Skipping submission %s attempt %s: %s", submission_id, attempt, claim)
         return

@@ -223,7 +223,8 @@ def do_send(submission_id: int, attempt: int) -> bool:
         request["predictions_sha256"] = submission.predictions_sha256
     try:
         broker.note_attempt(submission.pk, attempt)
-    except Exception as exc:  # noqa: BLE001 - workers then score a stale copy; the site still drops its report
+    except Exception as exc:  # noqa: BLE001 - workers then drop it unscored as not noted, the message is gone,
+        # and the sweeper sends a new attempt (SWEEP_QUEUED_AFTER)
         log.warning("Could not note attempt %s of submission %s: %s", attempt, submission.pk, exc)
     try:
         celery_app.send_task(contracts.SCORE_SUBMISSION, kwargs=dict(request), queue=submission.queue,

@@ -146,7 +146,7 @@ def _record_kept(pk: int, attempt: int, claim: dict[str, Any]) -> bool | None:
     task, signed = claim.get("report"), claim.get("kwargs")
     if task not in {contracts.RECORD_RESULT, contracts.RECORD_FAILURE} or not isinstance(signed, dict):
         return None
-    report = signing.verified(str(task), (), signed, settings.RESULTS_SIGNING_KEY)
+    report = signing.verified(str(task), (), signed, settings.RESULTS_SIGNING_KEYS)
     if report is None or (report.get("submission_id"), report.get("attempt")) != (pk, attempt):
         return None
     try:

@@ -101,10 +101,15 @@ def broker(redis_url, monkeypatch):
     client.delete(contracts.attempt_key(7), contracts.running_key(7, 2))
 
 
-def test_a_message_of_a_stale_attempt_is_dropped_unscored(roots, reports, broker):
+def test_a_message_of_a_stale_attempt_or_of_one_the_site_never_noted_is_dropped_unscored(roots, reports, broker):
     broker.set(contracts.attempt_key(7), 3)  # the site has sent attempt 3 since
     tasks.run_score(request())
     assert reports == []
+    # No note at all: the site has not sent it, or it ended over a week ago (the note expired) and this is
+    # a replay; a request the site sent while the note could not be written is sent again as a new attempt.
+    broker.delete(contracts.attempt_key(7))
+    tasks.run_score(request())
+    assert reports == [] and broker.get(contracts.running_key(7, 2)) is None
 
 
 def test_a_second_delivery_of_an_attempt_being_scored_is_dropped(roots, reports, broker):
@@ -129,8 +134,9 @@ def test_the_claim_names_this_start_of_the_worker_and_keeps_the_signed_report(ro
     claim = json.loads(broker.get(contracts.running_key(7, 2)))
     assert (claim["node"], claim["instance"]) == (socket.gethostname(), attempts.INSTANCE)
     assert claim["report"] == contracts.RECORD_RESULT
-    key = signing.key_from_environ("EVAL_RESULTS_SIGNING_KEY")
-    assert signing.verified(contracts.RECORD_RESULT, (), claim["kwargs"], key) == reports[-1][1]
+    assert claim["kwargs"] == reports[-1][1], "the message sent is the one kept: the same nonce"
+    report = signing.verified(contracts.RECORD_RESULT, (), claim["kwargs"], signing.worker_keys())
+    assert report is not None and (report["submission_id"], report["attempt"]) == (7, 2)
     assert 0 < broker.ttl(contracts.running_key(7, 2)) <= attempts.CLAIM_SECONDS
 
 
@@ -207,7 +213,11 @@ def accepted_sha256(roots) -> str:
 
 
 def outcomes_of(reports) -> list[tuple[str, dict[str, Any]]]:
-    return [(name, kw) for name, kw in reports if name in {contracts.RECORD_RESULT, contracts.RECORD_FAILURE}]
+    """The results and failures sent, without their signature and nonce (signed once: kept in the claim too)."""
+    from evaluation_workers import signing
+
+    return [(name, {k: v for k, v in kw.items() if k not in (signing.FIELD, signing.NONCE)})
+            for name, kw in reports if name in {contracts.RECORD_RESULT, contracts.RECORD_FAILURE}]
 
 
 def test_the_accepted_bytes_are_scored(roots, reports):
@@ -272,6 +282,7 @@ def test_another_sites_claim_of_the_same_submission_id_is_not_this_sites(roots, 
     broker.set(contracts.attempt_key(7), 5)
     broker.set(contracts.running_key(7, 2), "1", ex=30)
     monkeypatch.setenv("BROKER_KEY_PREFIX", "this-site")
+    broker.set(contracts.attempt_key(7), 2)  # this site's note of the attempt it sent
     try:
         tasks.run_score(request())
         assert reports and reports[-1][0] == contracts.RECORD_RESULT, "scored, not dropped as stale or taken"
