@@ -193,6 +193,12 @@ def _score(request: contracts.ScoreRequest, reporter: Reporter) -> None:
                 # Labels with a public subset give two results: the public one first, then the private.
                 results = partitions.score(track, labels, predictions, progress, outcomes=per_unit)
         kept = _keep_outcomes(track.name, results[0], per_unit) if per_unit else False
+        if results[0].get("bootstrap", {}).get("deferred") and not kept:
+            # Nothing to compute them from: the site records the result as without intervals, and why,
+            # rather than asking for them (``lifecycle.record_result``).
+            from evaluation_workers.worker.deferred_intervals import NOT_KEPT
+
+            results[0]["bootstrap"] = {**results[0]["bootstrap"], "unavailable": NOT_KEPT}
     except SubmissionError as exc:
         reporter.failure("invalid_input", exc.message)
     except PlatformError as exc:
@@ -210,17 +216,11 @@ def _score(request: contracts.ScoreRequest, reporter: Reporter) -> None:
     else:
         seconds = time.monotonic() - started
         log.info("Scored submission %s (%s) in %.2f s", request["submission_id"], request["track"], seconds)
+        # The score is shown; where its intervals were deferred, the site asks for them once it has
+        # recorded the result (its revision named), and another task computes them
+        # (``deferred_intervals``). Only a result over every unit is deferred (partition results are
+        # never: ``partitions.partition_result``).
         reporter.result(results[0], seconds, device_name(), results[1:])
-        # The score is shown; the intervals follow. Only a result over every unit is deferred
-        # (partition results are never: ``partitions.partition_result``).
-        if results[0].get("bootstrap", {}).get("deferred"):
-            from evaluation_workers.worker import deferred_intervals
-
-            if kept:
-                deferred_intervals.request_later(request["submission_id"], results[0], request["reply_queue"])
-            else:  # nothing to compute them from: the site says so on the result, rather than waiting
-                deferred_intervals.report_failure(request["submission_id"], results[0]["scorer_version"],
-                                                  request["reply_queue"], deferred_intervals.NOT_KEPT)
 
 
 CHANGED = ("The stored file is not the one that was accepted (its checksum changed since the upload): a "

@@ -16,7 +16,7 @@ from kombu import serialization
 
 from evaluation_workers import contracts, signing
 from evaluation_workers.synthetic import sqa3d
-from evaluation_workers.worker import deferred_intervals, significance, tasks
+from evaluation_workers.worker import deferred_intervals, presence, significance, tasks
 
 KEY = signing.checked_key("k" * 40, "TEST")
 
@@ -175,21 +175,30 @@ def test_every_message_a_worker_sends_is_signed_with_a_nonce_of_its_own(wire, mo
     monkeypatch.setattr(tasks, "HEARTBEAT_SECONDS", 0.05)
     monkeypatch.setattr(tasks, "FAULT_DIR", str(tmp_path))
     (tmp_path / "hold-scoring").write_text("0.2")
-    monkeypatch.setenv("EVAL_BOOTSTRAP_INLINE_MAX", "1")  # the intervals follow in a task of their own
+    monkeypatch.setenv("EVAL_BOOTSTRAP_INLINE_MAX", "1")  # the intervals follow, once the site asks
     tasks.run_score(score_request())
-    [follow_up] = [kw for name, kw in wire if name == contracts.COMPUTE_INTERVALS]
-    deferred_intervals.compute_intervals(**follow_up)
+    result = wire[-1][1]["result"]
+    key = contracts.outcomes_key("sqa3d", result["labels_sha256"], result["predictions_sha256"],
+                                 result["scorer_version"])
+    deferred_intervals.compute_intervals.run(schema=1, submission_id=7, result_id=70, revision=1, track="sqa3d",
+                                             scorer_version=result["scorer_version"], outcomes_key=key,
+                                             reply_queue="site")
     tasks.run_score(score_request(predictions_key="t/1/missing.json"))  # a failure
     for exception in (WorkerLostError(), TimeLimitExceeded()):
         tasks._report_lost(sender=tasks.score_submission, exception=exception, kwargs=score_request())
-    significance.paired_test.run(schema=1, test_id=3, track="sqa3d", metric="EM", outcomes_a="a.npz",
+    significance.paired_test.run(schema=1, test_id=3, revision_a=1, revision_b=2, track="sqa3d", outcomes_a="a.npz",
                                  outcomes_b="b.npz", reply_queue="site")
+    presence.ask_for_sweep("eval@host")
     names = {name for name, _ in wire}
     assert names == {contracts.RECORD_PROGRESS, contracts.RECORD_HEARTBEAT, contracts.RECORD_RESULT,
-                     contracts.COMPUTE_INTERVALS, contracts.RECORD_INTERVALS, contracts.RECORD_FAILURE,
-                     contracts.RECORD_LOST, contracts.RECORD_PAIRED_TEST}
-    key = b"w" * 40
-    assert all(signing.verified(name, (), over_the_wire(kw), key) is not None for name, kw in wire)
+                     contracts.RECORD_INTERVALS, contracts.RECORD_FAILURE, contracts.RECORD_LOST,
+                     contracts.RECORD_PAIRED_TEST, contracts.SWEEP}
+    assert all(signing.verified(name, (), over_the_wire(kw), b"w" * 40) is not None for name, kw in wire)
+    assert len({kw[signing.NONCE] for _, kw in wire}) == len(wire)
+    # Each answer names the state it was asked for.
+    [intervals] = [kw for name, kw in wire if name == contracts.RECORD_INTERVALS]
+    [paired] = [kw for name, kw in wire if name == contracts.RECORD_PAIRED_TEST]
+    assert (intervals["result_id"], intervals["revision"], paired["revision_a"], paired["revision_b"]) == (70, 1, 1, 2)
 
 
 def test_a_worker_scores_only_a_signed_request(wire, caplog):

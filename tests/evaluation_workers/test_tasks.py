@@ -171,10 +171,11 @@ def test_a_long_step_sends_heartbeats(roots, reports, monkeypatch, tmp_path):
     assert reports[-1][0] == contracts.RECORD_RESULT
 
 
-def test_a_large_split_reports_the_score_first_and_its_intervals_from_a_follow_up(roots, reports, monkeypatch,
-                                                                                  tmp_path):
-    """Past EVAL_BOOTSTRAP_INLINE_MAX a CPU worker reports the result without intervals, then sends
-    itself a follow-up on the bulk queue; the follow-up's intervals equal those of inline scoring."""
+def test_a_large_split_reports_the_score_first_and_its_intervals_when_the_site_asks(roots, reports, monkeypatch,
+                                                                                    tmp_path):
+    """Past EVAL_BOOTSTRAP_INLINE_MAX a CPU worker reports the result without intervals and keeps its
+    outcomes; the request the site then sends (naming the result and its revision) is answered with
+    the intervals inline scoring gives, and the same result and revision."""
     from evaluation_workers import outcomes
     from evaluation_workers.worker import deferred_intervals
 
@@ -188,20 +189,21 @@ def test_a_large_split_reports_the_score_first_and_its_intervals_from_a_follow_u
     monkeypatch.setattr(tasks.app, "send_task", lambda name, kwargs, queue, **o: queued.append((name, kwargs, queue)))
     monkeypatch.setenv("EVAL_BOOTSTRAP_INLINE_MAX", "1")
     tasks.run_score(request())
-    names = [name for name, _, _ in queued]
-    assert names[-2:] == [contracts.RECORD_RESULT, contracts.COMPUTE_INTERVALS]
-    result = queued[-2][1]["result"]
+    assert queued[-1][0] == contracts.RECORD_RESULT
+    result = queued[-1][1]["result"]
     assert "intervals" not in result and result["bootstrap"] == {"deferred": True, "resamples": 1000,
                                                                  "unit": "scene"}
     assert result["metrics"] == want["metrics"]
-    _, follow_up, queue = queued[-1]
-    assert queue == f"eval-cpu-sqa3d-v{get_track('sqa3d').scorer_version}-bulk"
-    assert outcomes.load(follow_up["outcomes_key"]) is not None
-    deferred_intervals.compute_intervals.run(**follow_up)  # as recorded: unsigned (``reports`` replaced the signing send)
+    key = contracts.outcomes_key("sqa3d", result["labels_sha256"], result["predictions_sha256"],
+                                 result["scorer_version"])
+    assert outcomes.load(key) is not None
+    asked = contracts.IntervalsRequest(schema=1, submission_id=7, result_id=70, revision=4, track="sqa3d",
+                                       scorer_version=result["scorer_version"], outcomes_key=key, reply_queue="site")
+    deferred_intervals.compute_intervals.run(**asked)  # as the site sends it, unsigned here (run, not the task)
     name, report, reply = queued[-1]
     assert (name, reply) == (contracts.RECORD_INTERVALS, "site")
-    assert report["submission_id"] == 7 and report["intervals"] == want["intervals"]
-    assert report["bootstrap"] == want["bootstrap"]
+    assert (report["submission_id"], report["result_id"], report["revision"]) == (7, 70, 4)
+    assert report["intervals"] == want["intervals"] and report["bootstrap"] == want["bootstrap"]
 
 
 # The scored bytes are the accepted bytes (``ScoreRequest.predictions_sha256``, ``tasks.as_accepted``).

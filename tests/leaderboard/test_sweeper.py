@@ -183,8 +183,8 @@ def waiting(owner, sqa3d_split, sqa3d_files, sent_tasks, monkeypatch):
 
 
 def failed(result: Result, error: str, retry: bool) -> bool:
-    return lifecycle.record_intervals(submission_id=result.submission_id, scorer_version=result.scorer_version,
-                                      intervals={}, bootstrap={}, error=error, retry=retry)
+    return lifecycle.record_intervals(submission_id=result.submission_id, result_id=result.pk,
+                                      revision=result.revision, intervals={}, bootstrap={}, error=error, retry=retry)
 
 
 def test_intervals_whose_outcomes_are_missing_are_marked_so_on_the_result_and_its_page(client, owner, waiting):
