@@ -178,16 +178,24 @@ def _is_nonce(value: Any) -> bool:
     return isinstance(value, str) and _NONCE.fullmatch(value) is not None
 
 
-def signed(name: str, kwargs: Mapping[str, Any] | None, keys: Keys | bytes) -> dict[str, Any]:
+def signed(name: str, kwargs: Mapping[str, Any] | None, keys: Keys | bytes, nonce: str | None = None) -> dict[str, Any]:
     """``kwargs`` with a nonce and their signature for task ``name`` under the first of ``keys`` (any earlier
-    signature replaced). A nonce already there is kept: signing one message again (a worker's report kept
-    in its claim and then sent, Celery retrying a task) must not make it two messages."""
+    signature replaced). The nonce is ``nonce``, else the one already there, else a new one: signing one
+    message again (a worker's report kept in its claim and then sent, Celery retrying a task) must not make
+    it two messages."""
     key_id, secret = as_keys(keys).pairs[0]
     kwargs = {k: v for k, v in (kwargs or {}).items() if k != FIELD}
+    if nonce is not None:
+        kwargs[NONCE] = nonce
     if not _is_nonce(kwargs.get(NONCE)):
-        kwargs[NONCE] = secrets.token_hex(16)
+        kwargs[NONCE] = new_nonce()
     kwargs[FIELD] = f"{key_id}:{_digest(secret, name, kwargs)}"
     return kwargs
+
+
+def new_nonce() -> str:
+    """A message's nonce: 128 random bits, as 32 hex digits."""
+    return secrets.token_hex(16)
 
 
 def key_id_of(kwargs: Mapping[str, Any]) -> str:

@@ -49,11 +49,13 @@ class SignedTask(Task):  # type: ignore[misc]  # Celery's classes are untyped
 
 class SigningCelery(Celery):  # type: ignore[misc]
     """Signs every message the worker sends: progress, heartbeats, results, failures, lost attempts,
-    intervals, paired-test answers and its request for a sweep."""
+    intervals, paired-test answers and its request for a sweep. ``nonce=`` gives the message a nonce
+    chosen before (a report kept in its claim is the message sent)."""
 
-    def send_task(self, name: str, args: Any = None, kwargs: Any = None, **options: Any) -> Any:
+    def send_task(self, name: str, args: Any = None, kwargs: Any = None, nonce: str | None = None,
+                  **options: Any) -> Any:
         options["headers"] = {**(options.get("headers") or {}), contracts.SENT_AT_HEADER: time.time()}
-        return super().send_task(name, args, signing.signed(name, kwargs, signing.worker_keys()), **options)
+        return super().send_task(name, args, signing.signed(name, kwargs, signing.worker_keys(), nonce), **options)
 
 
 app = SigningCelery("evaluation_workers", task_cls=SignedTask,

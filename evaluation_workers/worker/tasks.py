@@ -90,10 +90,12 @@ class Reporter:
 
     def _report(self, name: str, **kwargs: Any) -> None:
         """The attempt's one outcome: kept in its claim (signed), then sent as that same message (its nonce)."""
-        report = signing.signed(name, {**self.ids, **kwargs}, signing.worker_keys())
-        attempts.keep_report(self.ids["submission_id"], self.ids["attempt"], self.node, name, report)
+        report = {**self.ids, **kwargs}
+        kept = signing.signed(name, report, signing.worker_keys())
+        attempts.keep_report(self.ids["submission_id"], self.ids["attempt"], self.node, name, kept)
         self.reported = True
-        app.send_task(name, kwargs=report, queue=self.queue, retry=True, retry_policy=REPORT_RETRY)
+        app.send_task(name, kwargs=report, queue=self.queue, retry=True, retry_policy=REPORT_RETRY,
+                      nonce=kept[signing.NONCE])
 
     def progress(self, fraction: float, message: str = "") -> None:
         now = time.monotonic()

@@ -172,6 +172,8 @@ def score_request(**overrides: Any) -> dict[str, Any]:
 
 
 def test_every_message_a_worker_sends_is_signed_with_a_nonce_of_its_own(wire, monkeypatch, tmp_path):
+    kept: list[dict[str, Any]] = []  # what the worker keeps in an attempt's claim for the sweeper
+    monkeypatch.setattr(tasks.attempts, "keep_report", lambda *args: kept.append(args[-1]))
     monkeypatch.setattr(tasks, "HEARTBEAT_SECONDS", 0.05)
     monkeypatch.setattr(tasks, "FAULT_DIR", str(tmp_path))
     (tmp_path / "hold-scoring").write_text("0.2")
@@ -195,6 +197,9 @@ def test_every_message_a_worker_sends_is_signed_with_a_nonce_of_its_own(wire, mo
                      contracts.RECORD_PAIRED_TEST, contracts.SWEEP}
     assert all(signing.verified(name, (), over_the_wire(kw), b"w" * 40) is not None for name, kw in wire)
     assert len({kw[signing.NONCE] for _, kw in wire}) == len(wire)
+    # The report kept in a claim is the message sent, its nonce included: one message, not two.
+    outcomes = [kw for name, kw in wire if name in {contracts.RECORD_RESULT, contracts.RECORD_FAILURE}]
+    assert len(kept) == 2 and kept == outcomes[:2]  # the result, the failure (then the time limit's, not kept)
     # Each answer names the state it was asked for.
     [intervals] = [kw for name, kw in wire if name == contracts.RECORD_INTERVALS]
     [paired] = [kw for name, kw in wire if name == contracts.RECORD_PAIRED_TEST]
