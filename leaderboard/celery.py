@@ -23,19 +23,19 @@ from evaluation_workers import contracts, replays, signing
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "leaderboard.settings")
 
 
-def broker_redis() -> Any | None:
+def broker_client() -> Any | None:
     """The broker's Redis client (None for another broker: then nothing is remembered or counted)."""
     from django.conf import settings
 
-    from leaderboard.submissions import broker
+    from leaderboard.lib import broker_redis
 
     url = str(settings.CELERY_BROKER_URL or "")
-    return broker.client() if url.startswith(("redis://", "rediss://", "redis+socket://")) else None
+    return broker_redis.client(url) if url.startswith(broker_redis.REDIS_SCHEMES) else None
 
 
 def count_refused(name: str, reason: str) -> None:
     """Count a message the site refused (``replays.count_refused``): read by ``/metrics``."""
-    replays.count_refused(broker_redis(), name, reason)
+    replays.count_refused(broker_client(), name, reason)
 
 
 def running_seconds() -> float:
@@ -57,7 +57,7 @@ class SignedTask(Task):
             count_refused(self.name, "signature")
             return None
         seconds = replays.memory_seconds(self.name, report, running_seconds())
-        return replays.run_once(broker_redis(), self.name, kwargs, seconds,
+        return replays.run_once(broker_client(), self.name, kwargs, seconds,
                                 functools.partial(super().__call__, **report))
 
 

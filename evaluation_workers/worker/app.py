@@ -29,7 +29,20 @@ from typing import Any
 from celery import Celery, Task
 
 from evaluation_workers import contracts, replays, signing
-from evaluation_workers.worker import attempts
+
+
+@functools.lru_cache(maxsize=2)
+def _client(url: str) -> Any:
+    import redis
+
+    return redis.Redis.from_url(url, socket_timeout=3, socket_connect_timeout=3)
+
+
+def broker_redis() -> Any | None:
+    """The broker's Redis client (None for another broker): the site's notes of attempts, the workers'
+    claims (``attempts``) and what the workers remember of the messages they ran (``replays``)."""
+    url = str(app.conf.broker_url or "")
+    return _client(url) if url.startswith(("redis://", "rediss://", "redis+socket://")) else None
 
 
 class SignedTask(Task):  # type: ignore[misc]  # Celery's classes are untyped
@@ -38,7 +51,7 @@ class SignedTask(Task):  # type: ignore[misc]  # Celery's classes are untyped
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         request = signing.verified(self.name, args, kwargs, signing.worker_keys())
-        client = attempts._redis()
+        client = broker_redis()
         if request is None:
             replays.count_refused(client, self.name, "signature")
             return None

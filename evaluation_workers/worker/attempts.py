@@ -21,7 +21,6 @@ briefly away) the worker scores: the site drops stale reports anyway.
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import time
@@ -29,6 +28,7 @@ import uuid
 from typing import Any
 
 from evaluation_workers import contracts
+from evaluation_workers.worker import app as app_module
 
 log = logging.getLogger(__name__)
 
@@ -40,18 +40,11 @@ INSTANCE = uuid.uuid4().hex[:16]
 CLAIM_SECONDS = 2 * 24 * 3600
 
 
-@functools.lru_cache(maxsize=2)
-def _client(url: str) -> Any:
-    import redis
-
-    return redis.Redis.from_url(url, socket_timeout=3, socket_connect_timeout=3)
+_client = app_module._client
 
 
 def _redis() -> Any | None:
-    from evaluation_workers.worker.app import app
-
-    url = str(app.conf.broker_url or "")
-    return _client(url) if url.startswith(("redis://", "rediss://", "redis+socket://")) else None
+    return app_module.broker_redis()
 
 
 def claim(submission_id: int, attempt: int, node: str) -> str:
