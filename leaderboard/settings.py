@@ -16,7 +16,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from evaluation_workers.signing import SigningKeyError, checked_key
+from evaluation_workers.signing import SigningKeyError, keys_from_values
 from leaderboard.lib.env import env, envbool, envfloat, envint, envlist, envmode, envpaths, generated_secret
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -262,22 +262,30 @@ CELERY_BROKER_CONNECTION_TIMEOUT = 3
 # broker; past that the submission stays queued and the sweeper sends it.
 SEND_RETRY_POLICY = {"max_retries": 2, "interval_start": 0, "interval_step": 0.3, "interval_max": 0.5}
 SITE_QUEUE = env("SITE_QUEUE", "site")
-# The secret that signs every message between the site and the scoring workers (the workers'
-# EVAL_RESULTS_SIGNING_KEY, the same value; evaluation_workers/signing.py): reports not signed with it
-# change nothing. Not the broker's password: a host that can reach the broker must not be able to
-# write a result. Without RESULTS_SIGNING_KEY(_FILE) the one in DATA_DIR/results_signing_key is used,
-# which deploy/run_local.py writes and hands to its scoring worker, and which is generated here on a
-# machine without REDIS_URL (the embedded set-up). With a broker set and no key, workers on other
-# hosts could not know it: ImproperlyConfigured, unless DEBUG.
+# The keys that sign every message between the site and the scoring workers (the workers'
+# EVAL_RESULTS_SIGNING_KEYS, the same ones; evaluation_workers/signing.py): reports not signed with one
+# of them change nothing. Not the broker's password: a host that can reach the broker must not be able
+# to write a result. RESULTS_SIGNING_KEYS lists id:secret pairs, newest first: the first signs, each
+# verifies, so that a site rotates its key without losing work in flight (deploy/README.md, "Rotating
+# the signing key"). RESULTS_SIGNING_KEY is one key, read as default:<secret>. Without either (or their
+# _FILE) the one in DATA_DIR/results_signing_key is used, which deploy/run_local.py writes and hands to
+# its scoring worker, and which is generated here on a machine without REDIS_URL (the embedded
+# set-up). With a broker set and no key, workers on other hosts could not know it: ImproperlyConfigured,
+# unless DEBUG. Messages a receiver acted on are remembered in the broker (evaluation_workers/replays.py).
 _LOCAL_SIGNING_KEY = DATA_DIR / "results_signing_key"
+_results_signing_keys = env("RESULTS_SIGNING_KEYS") or ""
 _results_signing_key = env("RESULTS_SIGNING_KEY") or ""
-if not _results_signing_key and not _LOCAL_SIGNING_KEY.is_file() and env("REDIS_URL") and not DEBUG:
-    raise ImproperlyConfigured("RESULTS_SIGNING_KEY (or RESULTS_SIGNING_KEY_FILE) is not set: the site and "
-                               "every scoring worker (EVAL_RESULTS_SIGNING_KEY) need the same secret "
+if not (_results_signing_keys or _results_signing_key) and not _LOCAL_SIGNING_KEY.is_file() and env("REDIS_URL") \
+        and not DEBUG:
+    raise ImproperlyConfigured("RESULTS_SIGNING_KEY (or RESULTS_SIGNING_KEY_FILE) is not set, nor "
+                               "RESULTS_SIGNING_KEYS (or RESULTS_SIGNING_KEYS_FILE): the site and every scoring "
+                               "worker (EVAL_RESULTS_SIGNING_KEYS) need the same keys "
                                "(deploy/README.md, 'Signed messages')")
 try:
-    RESULTS_SIGNING_KEY = checked_key(_results_signing_key or generated_secret(_LOCAL_SIGNING_KEY),
-                                      "RESULTS_SIGNING_KEY")
+    RESULTS_SIGNING_KEYS = keys_from_values(
+        _results_signing_keys,
+        _results_signing_key or ("" if _results_signing_keys else generated_secret(_LOCAL_SIGNING_KEY)),
+        "RESULTS_SIGNING_KEYS", "RESULTS_SIGNING_KEY")
 except SigningKeyError as exc:
     raise ImproperlyConfigured(str(exc)) from None
 CELERY_TASK_DEFAULT_QUEUE = SITE_QUEUE

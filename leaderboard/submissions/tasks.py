@@ -5,7 +5,8 @@ keyword arguments to ``lifecycle``. Reports are idempotent (attempt numbers),
 so they are acknowledged only once recorded (``acks_late``), redelivered if the
 site worker dies, and retried with back-off when the database is busy or down.
 Each runs only a report a worker signed (``leaderboard.celery.SignedTask``, the
-base of every task of the site's app): a forged one is refused before it gets here.
+base of every task of the site's app): a forged one is refused before it gets here,
+and so is one the site already acted on (``evaluation_workers.replays``).
 """
 
 from __future__ import annotations

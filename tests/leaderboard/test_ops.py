@@ -117,6 +117,10 @@ def test_metrics_count_submissions_queues_sweeps_and_the_page_cache(
 
     count_sweep({"sent": 2, "requeued": 1, "waiting": 7})
     count_sweep({"sent": 1})
+    # A signed message refused (forged, or sent again): counted in the broker by whichever side refused it.
+    from leaderboard.celery import count_refused
+
+    count_refused("submissions.record_progress", "replay")
     monkeypatch.setattr(app.conf, "broker_url", redis_url)
     anonymous = Client()
     assert anonymous.get("/benchmarks/sqa3d/")["X-Page-Cache"] == "miss"
@@ -139,6 +143,7 @@ def test_metrics_count_submissions_queues_sweeps_and_the_page_cache(
     assert delta("leaderboard_sweeper_actions_total", action="sent") == 3
     assert delta("leaderboard_sweeper_actions_total", action="requeued") == 1
     assert not [k for k in after if k[0].startswith("leaderboard_sweeper") and ("action", "waiting") in k[1]]
+    assert delta("leaderboard_refused_messages_total", task="submissions.record_progress", reason="replay") == 1
     assert delta("leaderboard_page_cache_requests_total", result="hit") == 1
     assert delta("leaderboard_page_cache_requests_total", result="miss") == 1
     assert {after[("leaderboard_ready", (("check", c),))] for c in ("database", "broker", "storage")} == {1.0}
@@ -147,7 +152,8 @@ def test_metrics_count_submissions_queues_sweeps_and_the_page_cache(
 def test_a_broker_that_is_down_leaves_only_its_part_of_the_scrape_out(client, db, settings):
     dead_broker(settings)
     after = scrape(client, settings)
-    assert not [k for k in after if k[0] in ("leaderboard_queue_messages", "leaderboard_sweeper_actions_total")]
+    assert not [k for k in after if k[0] in ("leaderboard_queue_messages", "leaderboard_sweeper_actions_total",
+                                             "leaderboard_refused_messages_total")]
     assert after[("leaderboard_ready", (("check", "broker"),))] == 0.0
     assert after[("leaderboard_ready", (("check", "database"),))] == 1.0
     assert [k for k in after if k[0] == "leaderboard_page_cache_requests_total"]

@@ -93,18 +93,18 @@ def test_without_a_claim_a_silent_worker_is_still_found_by_its_heartbeats(runnin
     assert sweep(django_capture_on_commit_callbacks)["requeued"] == 1
 
 
-def signed_result(submission: Submission, sqa3d_files: dict[str, Any], key: str) -> dict[str, Any]:
+def signed_result(submission: Submission, sqa3d_files: dict[str, Any], keys: signing.Keys | bytes) -> dict[str, Any]:
     result = get_track("sqa3d").score(sqa3d_files["labels"], sqa3d_files["predictions"], lambda f, m="": None)
     report = {"submission_id": submission.pk, "attempt": submission.attempt, "result": result, "seconds": 0.5,
               "device": "cpu", "worker": "w:1"}
-    return signing.signed(contracts.RECORD_RESULT, json.loads(json.dumps(report)), key.encode())
+    return signing.signed(contracts.RECORD_RESULT, json.loads(json.dumps(report)), keys)
 
 
 def test_a_report_lost_with_the_site_worker_is_recorded_from_the_claim(running, sqa3d_files, settings,
                                                                        django_capture_on_commit_callbacks):
     submission, node = running
     settings.SWEEP_AFTER_BROKER_RESTART = 0  # a broker up for long: a node that stopped announcing is gone
-    kwargs = signed_result(submission, sqa3d_files, settings.RESULTS_SIGNING_KEY.decode())
+    kwargs = signed_result(submission, sqa3d_files, settings.RESULTS_SIGNING_KEYS)
     claim(submission, node, "gone", report=contracts.RECORD_RESULT, kwargs=kwargs)
     counts = sweep(django_capture_on_commit_callbacks)
     assert counts["recorded"] == 0, "just sent: its message is on its way"
@@ -117,7 +117,7 @@ def test_a_report_lost_with_the_site_worker_is_recorded_from_the_claim(running, 
     assert Result.objects.get(submission=submission).metrics == kwargs["result"]["metrics"]
     # The message itself, redelivered hours later, changes nothing.
     assert lifecycle.record_result(**signing.verified(contracts.RECORD_RESULT, (), kwargs,
-                                                      settings.RESULTS_SIGNING_KEY)) is None
+                                                      settings.RESULTS_SIGNING_KEYS)) is None
     assert Result.objects.filter(submission=submission).count() == 1
 
 
@@ -125,7 +125,7 @@ def test_a_report_in_a_claim_that_is_not_signed_by_a_worker_changes_nothing(runn
                                                                             django_capture_on_commit_callbacks):
     """Anyone who can write to the broker can write a claim: only the workers' key makes a report."""
     submission, node = running
-    forged = signed_result(submission, sqa3d_files, "a key that is not the site's, long enough to pass")
+    forged = signed_result(submission, sqa3d_files, b"a key that is not the site's, long enough to pass")
     claim(submission, node, "gone", report=contracts.RECORD_RESULT, kwargs=forged, since=time.time() - 3600)
     announce(node, "gone")
     assert sweep(django_capture_on_commit_callbacks)["recorded"] == 0
@@ -140,7 +140,7 @@ def test_a_failure_lost_with_the_site_worker_is_recorded_from_the_claim(running,
     submission, node = running
     report = {"submission_id": submission.pk, "attempt": 1, "kind": "invalid_input", "message": "Expected a list"}
     claim(submission, node, "gone", report=contracts.RECORD_FAILURE, since=time.time() - 3600,
-          kwargs=signing.signed(contracts.RECORD_FAILURE, report, settings.RESULTS_SIGNING_KEY))
+          kwargs=signing.signed(contracts.RECORD_FAILURE, report, settings.RESULTS_SIGNING_KEYS))
     assert sweep(django_capture_on_commit_callbacks)["recorded"] == 1
     submission.refresh_from_db()
     assert (submission.status, submission.status_detail, submission.quota) == ("failed", "Expected a list",
@@ -183,8 +183,8 @@ def waiting(owner, sqa3d_split, sqa3d_files, sent_tasks, monkeypatch):
 
 
 def failed(result: Result, error: str, retry: bool) -> bool:
-    return lifecycle.record_intervals(submission_id=result.submission_id, scorer_version=result.scorer_version,
-                                      intervals={}, bootstrap={}, error=error, retry=retry)
+    return lifecycle.record_intervals(submission_id=result.submission_id, result_id=result.pk,
+                                      revision=result.revision, intervals={}, bootstrap={}, error=error, retry=retry)
 
 
 def test_intervals_whose_outcomes_are_missing_are_marked_so_on_the_result_and_its_page(client, owner, waiting):

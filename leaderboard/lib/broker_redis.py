@@ -1,0 +1,16 @@
+"""The broker's Redis, for what the site keeps there beside Celery's messages: one client per URL, whose
+sockets give up within seconds (a broker that hangs must not hang a request or a task)."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+REDIS_SCHEMES = ("redis://", "rediss://", "redis+socket://")
+
+
+@functools.lru_cache(maxsize=4)
+def client(url: str) -> Any:
+    import redis
+
+    return redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
