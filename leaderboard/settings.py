@@ -400,8 +400,24 @@ UNAVAILABLE_RETRY_AFTER = envint("UNAVAILABLE_RETRY_AFTER", 30)
 # DATABASE_CONNECT_TIMEOUT seconds (a request then answers 503 instead of hanging).
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 if DATABASES["default"]["ENGINE"].endswith(("postgresql", "postgis")):
-    DATABASES["default"].setdefault("OPTIONS", {}).setdefault("connect_timeout",
-                                                              envint("DATABASE_CONNECT_TIMEOUT", 5))
+    _options = DATABASES["default"].setdefault("OPTIONS", {})
+    _options.setdefault("connect_timeout", envint("DATABASE_CONNECT_TIMEOUT", 5))
+    # A peer gone from the network (a host that died, a partition): TCP keepalives notice an idle
+    # connection's loss within about a minute, tcp_user_timeout a request whose bytes go unacknowledged.
+    for _name, _value in (("keepalives", 1), ("keepalives_idle", 30), ("keepalives_interval", 10),
+                          ("keepalives_count", 3), ("tcp_user_timeout", 30_000)):
+        _options.setdefault(_name, _value)
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Django's backend, with a deadline measured here on every wait of a web request
+    # (leaderboard.lib.postgres.waits): a server that stops answering costs a 503, not a thread.
+    DATABASES["default"]["ENGINE"] = "leaderboard.lib.postgres"
+# In a web process (leaderboard.wsgi): every wait on PostgreSQL gives up after DATABASE_QUERY_TIMEOUT
+# seconds (the connection is closed, the request answers 503), the server cancels a statement a little
+# earlier (statement_timeout), and at most WEB_THREADS - 1 threads of a process wait on it at once,
+# the others answering 503 at once while it does not answer. 0 turns the deadline off. Workers,
+# migrations and management commands wait as long as their work takes.
+DATABASE_QUERY_TIMEOUT = envfloat("DATABASE_QUERY_TIMEOUT", 5.0)
+WEB_THREADS = max(1, envint("WEB_THREADS", 4))  # deploy/gunicorn.conf.py's threads per web process
 # /readyz (leaderboard.ops.probes) fails its storage check below this much free space for uploads.
 READYZ_MIN_FREE_BYTES = envint("READYZ_MIN_FREE_BYTES", 256 * 2**20)
 # /metrics answers a scraper that sends "Authorization: Bearer <METRICS_TOKEN>" (METRICS_TOKEN or

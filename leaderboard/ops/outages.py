@@ -50,8 +50,10 @@ def _database(exc: BaseException) -> str | None:
         return _SQLITE_DOWN.get((getattr(cause, "sqlite_errorcode", 0) or 0) & 0xFF)
     sqlstate = getattr(cause, "sqlstate", None) or getattr(cause, "pgcode", None)
     if sqlstate is None:
-        # No answer from a server at all: refused, reset, timed out, closed under us.
-        return DATABASE if cause is not None and type(cause).__module__.startswith("psycopg") else None
+        # No answer from a server at all: refused, reset, timed out, closed under us, or not within our
+        # deadline (leaderboard.lib.postgres.waits: subclasses of psycopg's errors).
+        return DATABASE if cause is not None and any(
+            klass.__module__.startswith("psycopg") for klass in type(cause).__mro__) else None
     if sqlstate == "53100":
         return DISK_FULL
     return DATABASE if sqlstate[:2] in _POSTGRES_DOWN else None
