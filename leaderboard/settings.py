@@ -49,6 +49,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: every call of a request to Redis (page cache, broker) shares REDIS_REQUEST_TIMEOUT seconds.
+    "leaderboard.lib.redis_budget.RequestBudgetMiddleware",
     # First: /healthz, /readyz and /metrics, whatever the Host, with no session or cache lookup.
     "leaderboard.ops.probes.ProbeMiddleware",
     # First: every answer under /api/ leaves as {"error": {"code", "message"}}, Django's own 404/500 too.
@@ -261,6 +263,11 @@ CELERY_BROKER_CONNECTION_TIMEOUT = 3
 # A request that queues a submission waits at most about a second for the
 # broker; past that the submission stays queued and the sweeper sends it.
 SEND_RETRY_POLICY = {"max_retries": 2, "interval_start": 0, "interval_step": 0.3, "interval_max": 0.5}
+# Every call of one web request to Redis (the page cache's reads and invalidations, the broker's notes
+# and sends with their retries) waits this many seconds in all; past it the request goes on without
+# Redis: pages render uncached, an upload stays queued and the sweeper sends it (leaderboard.lib.redis_budget).
+# 0: no common limit (each call keeps its own socket timeouts).
+REDIS_REQUEST_TIMEOUT = envfloat("REDIS_REQUEST_TIMEOUT", 2.0)
 SITE_QUEUE = env("SITE_QUEUE", "site")
 # The keys that sign every message between the site and the scoring workers (the workers'
 # EVAL_RESULTS_SIGNING_KEYS, the same ones; evaluation_workers/signing.py): reports not signed with one
