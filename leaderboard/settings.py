@@ -425,8 +425,12 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
 # migrations and management commands wait as long as their work takes.
 DATABASE_QUERY_TIMEOUT = envfloat("DATABASE_QUERY_TIMEOUT", 5.0)
 WEB_THREADS = max(1, envint("WEB_THREADS", 4))  # deploy/gunicorn.conf.py's threads per web process
-# /readyz (leaderboard.ops.probes) fails its storage check below this much free space for uploads.
-READYZ_MIN_FREE_BYTES = envint("READYZ_MIN_FREE_BYTES", 256 * 2**20)
+# /readyz (leaderboard.ops.health) answers within READYZ_TIMEOUT seconds whatever hangs; it fails (503) only
+# when the database cannot serve, and reports a broker or storage that fails as "degraded" (200). Its storage
+# check wants room for the largest upload a split accepts (the track's limit, or UPLOAD_MAX_BYTES), or
+# READYZ_MIN_FREE_BYTES when that is set above 0.
+READYZ_TIMEOUT = envfloat("READYZ_TIMEOUT", 2.0)
+READYZ_MIN_FREE_BYTES = envint("READYZ_MIN_FREE_BYTES", 0)
 # /metrics answers a scraper that sends "Authorization: Bearer <METRICS_TOKEN>" (METRICS_TOKEN or
 # METRICS_TOKEN_FILE), or that connects from an address in METRICS_ALLOWED_IPS (addresses or
 # networks, "10.0.0.0/8,127.0.0.1"; the connecting address: behind a proxy on the same host that
