@@ -13,7 +13,6 @@ from evaluation_workers import contracts
 from leaderboard.ops.outages import Streak
 from leaderboard.rankings import paired_tests, services
 
-
 _reveals_failing = Streak(logging.getLogger(__name__), "Revealing the boards due")
 
 

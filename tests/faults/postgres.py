@@ -59,6 +59,15 @@ class PrivatePostgres:
             conn.execute(f'CREATE DATABASE "{name}"')
         return self.url(name)
 
+    def connections(self, url: str) -> int:
+        """How many connections are open to the database of ``url`` (a figure for the test to print)."""
+        import psycopg
+
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+                               [url.rsplit("/", 1)[1]]).fetchone()
+        return int(row[0]) if row else 0
+
     def pids(self) -> list[int]:
         """The postmaster and every process it started (backends, checkpointer, ...)."""
         main = int((self.data / "postmaster.pid").read_text().split()[0])

@@ -156,7 +156,7 @@ class DeadlineConnection(psycopg.Connection[Any]):
     """A psycopg connection whose waits, connecting included, follow ``current()``'s policy."""
 
     @classmethod
-    def connect(cls, conninfo: str = "", **kwargs: Any) -> Any:  # type: ignore[override]
+    def connect(cls, conninfo: str = "", **kwargs: Any) -> Any:
         policy = _policy
         if policy is None:
             return super().connect(conninfo, **kwargs)
