@@ -97,8 +97,8 @@ class _ReusingClient(RedisCacheClient):
     """Django's client builds a ``redis.Redis`` per operation (a dict of ~80 response
     callbacks each time: a third of a cache hit's CPU); build one per pool instead.
 
-    Its connections spend the request's time for Redis (``redis_budget``), and do not retry: a
-    cache that does not answer within it is skipped, the page rendered."""
+    Its connections spend the request's time for Redis (``redis_budget``), and do not retry (as
+    redis-py's connections by default): a cache that does not answer within it is skipped."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

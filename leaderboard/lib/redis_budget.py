@@ -41,8 +41,8 @@ from redis.retry import Retry
 
 T = TypeVar("T")
 
-# No retry with back-off sleeps (redis-py's default waits seconds between tries): a request
-# either gets an answer within its budget or goes on without Redis.
+# No retry (redis-py's connections' own default; its ``Redis`` client's default would sleep seconds
+# between tries): a request either gets an answer within its budget or goes on without Redis.
 NO_RETRY = Retry(NoBackoff(), 0)
 # Helper threads for ``bounded`` per process; past them a request does not wait at all.
 HELPERS = 2
