@@ -66,8 +66,8 @@ class SigningCelery(Celery):
 
     def send_task(self, name: str, args: Any = None, kwargs: Any = None, **options: Any) -> Any:
         """In a web request, waits for the broker at most what is left of the request's time for Redis
-        (``redis_budget.bounded``: with its retries a send to a hung broker took 20 s); the caller leaves
-        the work unsent for the sweeper, as when the broker is down."""
+        (``redis_budget.bounded``: a send's retries to a hung broker each wait out a socket timeout); the
+        caller then leaves the work unsent for the sweeper, as when the broker is down."""
         from django.conf import settings
 
         from leaderboard.lib import redis_budget
