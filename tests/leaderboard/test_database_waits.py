@@ -48,7 +48,7 @@ def test_it_closes_a_connection_whose_answer_is_late_and_raises_an_outage(privat
         with pytest.raises(waits.QueryDeadline, match=r"did not answer within 0\.3 s \(DATABASE_QUERY_TIMEOUT\)"):
             conn.execute("SELECT pg_sleep(5)")
         took = time.monotonic() - started
-        assert 0.3 <= took < 0.6, took
+        assert 0.3 <= took < 1.5, took
         assert conn.closed
     # What Django makes of it (django.db.utils wraps the driver's error): a database outage, a 503.
     wrapped = dbutils.OperationalError(*waits.QueryDeadline("x").args)
@@ -73,10 +73,10 @@ def test_at_most_the_limit_of_threads_wait_and_the_rest_are_refused_until_an_ans
     started = time.monotonic()
     sleep_on(url, 0, results, 2)  # a third thread: waits the grace for a slot, then is refused
     assert isinstance(results[2], waits.DatabaseBusy), results[2]
-    assert gate.grace <= time.monotonic() - started < gate.grace + 0.3
+    assert gate.grace <= time.monotonic() - started < gate.grace + 1
     started = time.monotonic()
     sleep_on(url, 0, results, 2)  # the database is known not to answer: refused at once
-    assert isinstance(results[2], waits.DatabaseBusy) and time.monotonic() - started < 0.05
+    assert isinstance(results[2], waits.DatabaseBusy) and time.monotonic() - started < gate.grace
     for t in slow:
         t.join(10)
     assert results[:2] == ["answered", "answered"]

@@ -70,10 +70,10 @@ def test_a_requests_calls_share_one_budget_and_calls_outside_a_request_keep_thei
             first, first_s = took(lambda: client.get("budget:k"))
             second, second_s = took(lambda: client.get("budget:k"))
             sent, sent_s = took(lambda: bounded(lambda: time.sleep(1), "sending x"))
-    assert isinstance(first, redis.TimeoutError) and 0.3 < first_s < 0.8, (first, first_s)
-    assert isinstance(second, BudgetSpent) and second_s < 0.05, (second, second_s)
+    assert isinstance(first, redis.TimeoutError) and 0.3 < first_s < 1.5, (first, first_s)
+    assert isinstance(second, BudgetSpent) and second_s < 0.2, (second, second_s)
     assert "time for Redis (0.4 s, REDIS_REQUEST_TIMEOUT) is spent" in str(second)
-    assert isinstance(sent, BudgetSpent) and sent_s < 0.05, (sent, sent_s)
+    assert isinstance(sent, BudgetSpent) and sent_s < 0.2, (sent, sent_s)
     assert redis_budget.remaining() is None and client.get("budget:k") == b"v"  # after the request: as before
 
 
@@ -92,13 +92,19 @@ def test_a_call_through_sockets_not_ours_is_waited_for_only_what_is_left():
     # Both helpers of the process busy (the late sends): the next request does not wait for Redis at all.
     with request_budget(1):
         busy, busy_s = took(lambda: bounded(lambda: "never", "sending z"))
-    assert isinstance(late, BudgetSpent) and 0.15 < late_s < 0.5, (late, late_s)
+    assert isinstance(late, BudgetSpent) and 0.15 < late_s < 1, (late, late_s)
     assert "did not answer within this request's 0.2 s" in str(late)
-    assert isinstance(busy, BudgetSpent) and busy_s < 0.05 and "still wait" in str(busy), busy
-    assert finished.wait(2)  # the late send went on by itself
-    time.sleep(0.7)
-    with request_budget(1):
-        assert bounded(lambda: "sent", "sending w") == "sent"
+    assert isinstance(busy, BudgetSpent) and busy_s < 0.2 and "still wait" in str(busy), busy
+    assert finished.wait(5)  # the late send went on by itself
+    deadline = time.monotonic() + 5
+    while True:  # once the helpers are free again, a request's send goes through them
+        with request_budget(1):
+            try:
+                assert bounded(lambda: "sent", "sending w") == "sent"
+                break
+            except BudgetSpent:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
     assert bounded(lambda: "outside", "sending v") == "outside"  # no request: called directly
 
 
