@@ -333,11 +333,13 @@ def compare(request: HttpRequest, track: str) -> HttpResponse:
     spec = view.split.benchmark.spec
     entries = _compare_entries(request, view.split)
     unlike = [i > 0 and _unlike(view.split, entries[0], e) for i, e in enumerate(entries)]
+    # A phone shows each value under its row's name: other protocols are marked there too.
+    labels = [f"{e.name} (other protocol)" if is_other_protocol(view.split, e.protocol) else e.name for e in entries]
     rows = []
     for header, column in zip(view.headers, view.columns):
         values = [e.scores.get(column) for e in entries]
         base = values[0] if values else None
-        rows.append((header, [(entries[i].name, v, None if (i == 0 or v is None or base is None) else cleaned(v - base),
+        rows.append((header, [(labels[i], v, None if (i == 0 or v is None or base is None) else cleaned(v - base),
                                entries[i].intervals.get(column), unlike[i]) for i, v in enumerate(values)]))
     contenders = [e for e in entries if not e.is_reference]
     chart = charts.bars(spec.groups, [(e.name, [e.scores.get(f"{g}/{view.metric}") for g in spec.groups])
