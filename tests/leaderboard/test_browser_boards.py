@@ -202,7 +202,7 @@ def test_a_board_ranks_like_with_like_credits_methods_and_says_what_its_labels_a
         assert fits["page"] <= 0, (w, fits)
 
 
-def _second_scored_row(site, sqa3d_files):
+def _second_scored_row(world, sqa3d_files):
     """A second published SQA3D method with a long name, and the paired test of it with the first as a
     scoring worker would have recorded it."""
     import io
@@ -215,7 +215,7 @@ def _second_scored_row(site, sqa3d_files):
     from leaderboard.submissions import lifecycle, services
     from leaderboard.submissions.models import Method
 
-    user, name = site["user"], "BetaQA-also-with-a-rather-long-name"
+    user, name = world["user"], "BetaQA-also-with-a-rather-long-name"
     predictions = sqa3d_files["predictions"]
     sub = services.check_create_submission(user=user, track="sqa3d", split="test", method_name=name,
                                            file=io.BytesIO(predictions.read_bytes()), file_name=predictions.name)
@@ -224,7 +224,7 @@ def _second_scored_row(site, sqa3d_files):
     Method.objects.filter(name=name).update(description="Another model.", authors="B. Author", uses_extra_data=False)
     services.check_publish(user, sub)
     beta = LeaderboardEntry.objects.get(submission=sub)
-    a, b = pair_of(site["sqa_entry"].result_id, beta.result_id)
+    a, b = pair_of(world["sqa_entry"].result_id, beta.result_id)
     finding = {"test": "paired-bootstrap-by-scene", "difference": 0.012, "p_value": 0.412, "interval": [-0.02, 0.04]}
     PairedTest.objects.update_or_create(result_a_id=a, result_b_id=b, defaults={
         "findings": {"EM": finding}, "resamples": 1000, "computed_at": timezone.now()})
