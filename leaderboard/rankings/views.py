@@ -136,7 +136,8 @@ def export(request: HttpRequest, track: str, fmt: str) -> HttpResponse:
         raise Http404("Exports are .csv or .json.")
     view = _view(request, track)
     rows, significance = export_rows(view, MAX_EXPORT_ROWS, fmt)
-    name = f"{track}-{view.split.name}-{view.metric}"
+    # A file saved from a split with synthetic labels says so in its name too.
+    name = f"{track}-{view.split.name}-{view.metric}{'-synthetic-labels' if view.split.labels_synthetic else ''}"
     if fmt == "json":
         # The rows' scores are stored as JSON text; the document is assembled around them.
         ranked = [r for r in rows if not r.fields["reference"] and not r.fields["listed_apart"]]

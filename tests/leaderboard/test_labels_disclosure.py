@@ -82,7 +82,9 @@ def test_a_synthetic_split_says_so_with_its_loaded_counts_on_every_page_and_answ
     assert client.get("/benchmarks/sqa3d/export.json").json()["labels"] == labels
     assert client.get(f"/api/v1/leaderboards/sqa3d/compare?e={entry.pk}&e={paper.pk}").json()["labels"] == labels
     assert client.get(f"/api/v1/methods/{entry.method_id}").json()["results"][0]["labels"] == labels
-    rows = list(csv.DictReader(io.StringIO(client.get("/benchmarks/sqa3d/export.csv").content.decode())))
+    exported = client.get("/benchmarks/sqa3d/export.csv")
+    assert 'filename="sqa3d-test-EM-synthetic-labels.csv"' in exported["Content-Disposition"]
+    rows = list(csv.DictReader(io.StringIO(exported.content.decode())))
     assert {(r["method"], r["labels"]) for r in rows if r["method"] in ("OpenNet", "MCAN")} == {
         ("OpenNet", "synthetic"), ("MCAN", "real")}
 
