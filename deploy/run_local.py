@@ -6,9 +6,10 @@ writing its URL to DATA_DIR/redis/url, where ``manage.py`` in any shell finds
 it), migrates, loads the demo benchmarks, then runs the site worker (queue
 ``site``, with Celery beat's periodic jobs embedded: the sweeper, upload
 expiry), a scoring worker (the eval queues) and the web server (gunicorn) on
-127.0.0.1:$PORT. The site and the scoring worker sign their messages with one
-secret: ``RESULTS_SIGNING_KEY`` (or ``_FILE``) when given, else one generated
-once into DATA_DIR/results_signing_key (which ``manage.py`` then reads too).
+127.0.0.1:$PORT. The site and the scoring worker sign their messages with the
+same keys: ``RESULTS_SIGNING_KEYS`` or ``RESULTS_SIGNING_KEY`` (or their
+``_FILE``) when given, else one generated once into DATA_DIR/results_signing_key
+(which ``manage.py`` then reads too).
 
 Each process is supervised: one that dies is started again (after a pause that
 grows while it keeps dying), and the others go on; the web server never stops
@@ -123,7 +124,15 @@ def main() -> int:
 
 
 def share_signing_key(env: dict[str, str], data_dir: Path) -> None:
-    """Give the site (``RESULTS_SIGNING_KEY``) and the scoring worker (``EVAL_RESULTS_SIGNING_KEY``) one key."""
+    """Give the site (``RESULTS_SIGNING_KEYS`` or ``RESULTS_SIGNING_KEY``) and the scoring worker
+    (``EVAL_RESULTS_SIGNING_KEYS`` or ``EVAL_RESULTS_SIGNING_KEY``) the same keys."""
+    worker_given = any(env.get(name) for name in ("EVAL_RESULTS_SIGNING_KEYS", "EVAL_RESULTS_SIGNING_KEYS_FILE",
+                                                  "EVAL_RESULTS_SIGNING_KEY", "EVAL_RESULTS_SIGNING_KEY_FILE"))
+    if env.get("RESULTS_SIGNING_KEYS") or env.get("RESULTS_SIGNING_KEYS_FILE"):
+        if not worker_given:
+            name = "RESULTS_SIGNING_KEYS" if env.get("RESULTS_SIGNING_KEYS") else "RESULTS_SIGNING_KEYS_FILE"
+            env[f"EVAL_{name}"] = env[name]
+        return
     if not (env.get("RESULTS_SIGNING_KEY") or env.get("RESULTS_SIGNING_KEY_FILE")):
         path = data_dir / "results_signing_key"
         data_dir.mkdir(parents=True, exist_ok=True)
@@ -135,7 +144,7 @@ def share_signing_key(env: dict[str, str], data_dir: Path) -> None:
             with os.fdopen(fd, "w") as f:
                 f.write(secrets.token_urlsafe(50) + "\n")
         env["RESULTS_SIGNING_KEY_FILE"] = str(path)
-    if not (env.get("EVAL_RESULTS_SIGNING_KEY") or env.get("EVAL_RESULTS_SIGNING_KEY_FILE")):
+    if not worker_given:
         if env.get("RESULTS_SIGNING_KEY"):
             env["EVAL_RESULTS_SIGNING_KEY"] = env["RESULTS_SIGNING_KEY"]
         else:

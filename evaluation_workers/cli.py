@@ -132,7 +132,7 @@ def run_worker(celery_args: Sequence[str]) -> int:
     from evaluation_workers.worker.app import app
 
     try:  # without it every report would be refused: say so now, not per task
-        signing.key_from_environ("EVAL_RESULTS_SIGNING_KEY")
+        signing.worker_keys()
     except signing.SigningKeyError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

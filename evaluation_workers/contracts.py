@@ -11,8 +11,13 @@ is recognised and dropped; the site also notes the current attempt in the
 broker under ``attempt_key``, so that a worker skips a stale message unscored.
 
 Every message in either direction also carries ``signing.FIELD``, its HMAC
-under the key the site and the workers share (``signing``): neither side runs
-a message without it, so the payloads below never include it.
+under a key the site and the workers share, and ``signing.NONCE``, new for each
+message (``signing``): neither side runs a message without them, so the payloads
+below never include them. Each payload names the state it belongs to (a
+submission's attempt; a result's ``revision``; a paired test and both results'
+revisions), and its receiver acts on it only while that state can take it: a
+second delivery, or a message of an earlier attempt or revision, changes nothing
+(``replays``).
 """
 
 from __future__ import annotations
@@ -52,6 +57,17 @@ def attempt_key(submission_id: int) -> str:
 def running_key(submission_id: int, attempt: int) -> str:
     """Broker key of an attempt's claim: ``Claim`` as JSON, written by the worker that took it."""
     return f"{_site_prefix()}:running:{submission_id}:{attempt}"
+
+
+def seen_key(nonce: str) -> str:
+    """Broker key that says a receiver acted on the message with ``nonce`` (``replays``), until it expires."""
+    return f"{_site_prefix()}:seen:{nonce}"
+
+
+def refused_key() -> str:
+    """Broker hash counting the messages receivers refused, by ``<task>|<reason>`` (``replays``): read by the
+    site's ``/metrics`` (``leaderboard_refused_messages_total``)."""
+    return f"{_site_prefix()}:refused-messages"
 
 
 class Claim(TypedDict):
@@ -186,10 +202,13 @@ class PruneOutcomesRequest(TypedDict):
 
 
 class PairedTestRequest(TypedDict):
-    """Keyword arguments of ``PAIRED_TEST``: the outcomes of A and B (every key is compared, A - B)."""
+    """Keyword arguments of ``PAIRED_TEST``: the outcomes of A and B (every key is compared, A - B), and the
+    revisions of the two results they are the outcomes of (``Result.revision``), which the answer repeats."""
 
     schema: int
     test_id: int
+    revision_a: int
+    revision_b: int
     track: str
     outcomes_a: str
     outcomes_b: str
@@ -212,25 +231,34 @@ class PairedTestReport(TypedDict):
     """What ``RECORD_PAIRED_TEST`` receives: aggregates only, never a unit's outcome.
 
     ``findings`` maps each score key to its ``PairedFinding`` (empty on an error);
-    ``error`` is "" or a reason in words ("outcomes unavailable").
+    ``error`` is "" or a reason in words ("outcomes unavailable"). ``revision_a`` and ``revision_b``
+    are the request's: the site drops an answer whose results have moved on since.
     """
 
     test_id: int
+    revision_a: int
+    revision_b: int
     findings: dict[str, PairedFinding]
     resamples: int
     error: str
 
 
 # Intervals too costly to compute before the score is shown (a CPU worker on MMScan's
-# full test split): the scoring worker reports the result without them, then sends
-# itself a follow-up on the track's bulk queue, which reports them to the site.
+# full test split): the scoring worker reports the result without them; the site, once it
+# has recorded that result, asks for them on the track's bulk queue, naming the result and
+# its revision, and a worker reports them back.
 COMPUTE_INTERVALS = "evaluation.compute_intervals"
 RECORD_INTERVALS = "submissions.record_intervals"
 
 
 class IntervalsRequest(TypedDict):
+    """Keyword arguments of ``COMPUTE_INTERVALS``: the intervals of the result ``result_id`` at ``revision``
+    (``Result.revision``), from the outcomes it was scored with."""
+
     schema: int
     submission_id: int
+    result_id: int
+    revision: int
     track: str
     scorer_version: str
     outcomes_key: str
@@ -240,10 +268,13 @@ class IntervalsRequest(TypedDict):
 class IntervalsReport(TypedDict):
     """``intervals`` and ``bootstrap`` as in the result JSON (aggregates only); or, when they could
     not be computed, both empty and ``error`` saying why in words (never a unit's outcome), with
-    ``retry`` true where asking again later may succeed (the outcomes store could not be read)."""
+    ``retry`` true where asking again later may succeed (the outcomes store could not be read).
+    ``result_id`` and ``revision`` are the request's: the site drops the answer once the result has
+    moved on (re-scored, new labels, intervals recorded)."""
 
     submission_id: int
-    scorer_version: str
+    result_id: int
+    revision: int
     intervals: dict[str, Any]
     bootstrap: dict[str, Any]
     error: NotRequired[str]

@@ -45,19 +45,36 @@ EXTRA_CODES = {"invalid_file": "The predictions file was refused; the message na
                "selection_locked": "Publishing or withdrawing would change the team's final selection on the "
                                    "split (from its freeze on); the message says since when and what is still "
                                    "allowed",
+               # Who may take part in a benchmark (leaderboard.participation.gate): 403 for an upload refused,
+               # 409 for terms_version_mismatch.
+               "banned": "A maintainer banned you from the benchmark (or staff from every benchmark); the message says "
+                         "why",
+               "email_domain_not_allowed": "The benchmark accepts addresses at some domains only, or refuses yours; the "
+                                           "message names them",
+               "email_not_verified": "The benchmark asks for a verified e-mail address; the message says where to verify "
+                                     "yours",
+               "terms_not_accepted": "Accept the benchmark's terms of use first: error.terms_url shows them, "
+                                     "POST /api/v1/benchmarks/<track>/participation with {\"accept_terms\": "
+                                     "error.terms_version} (or `lb participate <track>`) accepts them",
+               "participation_pending": "The benchmark's maintainers approve each participant: the request waits (or "
+                                        "was not made yet)",
+               "participation_denied": "The maintainers denied the request, or the benchmark takes invited users only",
+               "terms_version_mismatch": "The terms' version given is not the current one: read them again "
+                                         "(error.terms_url) and accept error.terms_version",
                "too_many_published": "The team already has as many published rows on the split as its challenge "
                                      "phase allows; the message names them"}
 
 
 def api_error(message: str, status: int, code: str | None = None,
-              retry_at: datetime | None = None) -> JsonResponse:
+              retry_at: datetime | None = None, fields: dict[str, str] | None = None) -> JsonResponse:
     """The API's error answer; ``code`` defaults to the status's (``CODES``).
 
     ``retry_at``: when the request may succeed (a quota's next allowed
     submission), sent as ``retry_at`` in the body and as ``Retry-After`` seconds.
+    ``fields``: more members of ``error`` that say what to do (``terms_url``, ``terms_version``).
     """
     code = code or CODES.get(status) or ("server_error" if status >= 500 else "invalid_request")
-    error: dict[str, Any] = {"code": code, "message": message}
+    error: dict[str, Any] = {"code": code, "message": message, **(fields or {})}
     if retry_at is not None:
         error["retry_at"] = retry_at.isoformat()
     response = JsonResponse({"error": error}, status=status)

@@ -42,8 +42,17 @@ ERROR_SCHEMA = {
             "message": {"type": "string", "description": "For people: names the thing, the rule and the value"},
             "kind": {"type": "string", "description": "invalid_file/submission_failed only: the failure's kind"},
             "retry_at": {"type": "string", "format": "date-time",
-                         "description": "quota_exceeded only, where known: when the next submission is allowed"}}}},
+                         "description": "quota_exceeded only, where known: when the next submission is allowed"},
+            "terms_url": {"type": "string", "description": "terms_not_accepted and terms_version_mismatch: the page "
+                                                           "of the benchmark's terms of use"},
+            "terms_version": {"type": "string", "description": "terms_not_accepted and terms_version_mismatch: the "
+                                                               "current terms' version, to accept with POST "
+                                                               "/api/v1/benchmarks/{track}/participation"}}}},
 }
+# What an upload refused for taking part says (leaderboard.participation.gate).
+PARTICIPATION_403 = ("the user may not take part in the benchmark: banned, email_domain_not_allowed, "
+                     "email_not_verified, terms_not_accepted (with terms_url and terms_version), "
+                     "participation_pending or participation_denied; the message says what to do")
 
 
 def _responses(ok: dict[str, Any], errors: tuple[int, ...], **texts: str) -> dict[str, Any]:
@@ -82,8 +91,10 @@ VIEW = [SPLIT,
                {"enum": ["desc", "asc"]}),
         _param("paper", "query", "0 hides rows reported in papers", {"enum": ["0", "1"]}),
         _param("extra", "query", "Training-data filter", {"enum": ["any", "no", "only"]}),
-        _param("protocol", "query", "Only the rows of this scoring protocol (a key of the track's 'protocols'; "
-               "a row that declares none counts as this service's, the first)"),
+        _param("protocol", "query", "Absent: rows of this service's protocol ranked, the other protocols' paper "
+               "rows listed apart ('apart'); 'all': every protocol ranked together; a key of the track's "
+               "'protocols': only that protocol's rows (a row that declares none counts as this service's, "
+               "the first). On a split with synthetic labels paper rows are always apart"),
         _param("iou", "query", "MMScan: the metric and sort column at this IoU threshold (0.25 or 0.5)"),
         _param("field.{name}", "query", "A method field the benchmark declares as a filter (its 'method_fields'): "
                "only the rows with this answer (yes or no for a yes/no field)"),
@@ -128,7 +139,8 @@ PATHS: dict[str, dict[str, Any]] = {
                      e409="labels_not_loaded: the split is not open yet, its labels are not loaded (it opens "
                           "when they are)",
                      e403="CSRF check failed (session requests without the token), or the split's challenge "
-                          "accepts no submission now (phase_closed: not started, frozen, past its deadline)")}},
+                          "accepts no submission now (phase_closed: not started, frozen, past its deadline), or "
+                          + PARTICIPATION_403)}},
     "/api/v1/submissions/{id}": {"get": _get("Status, progress, error and aggregate result", SUBMISSION_ID,
                                              auth=True, tag="submissions")},
     "/api/v1/submissions/{id}/publish": {"post": {
@@ -146,6 +158,16 @@ PATHS: dict[str, dict[str, Any]] = {
                                      "(only a submission sent before the freeze that finished scoring after it "
                                      "may still be published, until the reveal)")}},
     "/api/v1/me": {"get": _get("Who the token belongs to, and their teams", auth=True, tag="accounts")},
+    "/api/v1/benchmarks/{track}/participation": {
+        "get": _get("Your part in a benchmark: its terms (version, address) and whether you accepted them, its "
+                    "registration and your state, and whether (or why not) you may submit", TRACK, auth=True,
+                    tag="participation"),
+        "post": _write("Accept the benchmark's current terms ({\"accept_terms\": \"<version>\"}; under "
+                       "registration approval this also asks to take part), or ask to take part in one without "
+                       "terms ({\"join\": true}); answers your state", "participation", TRACK,
+                       errors=(400, 401, 404, 409),
+                       e409="terms_version_mismatch: the version given is not the current one (error.terms_version "
+                            "is; error.terms_url shows it)")},
     "/api/v1/quota": {"get": _get(
         "Your team's and your own limits on a split, and when the next submission is allowed",
         _param("track", "query", "Track slug", required=True), SPLIT,
@@ -159,7 +181,9 @@ PATHS: dict[str, dict[str, Any]] = {
         "post": _write("Start an upload in parts (JSON or form: track, split, method_name, file_name, size"
                        "[, team]); returns its id and part size", "uploads", errors=(400, 401, 403, 409, 429),
                        e409="labels_not_loaded: the split is not open yet, its labels are not loaded (it opens "
-                            "when they are)")},
+                            "when they are)",
+                       e403="CSRF check failed, or the split's challenge accepts no submission now (phase_closed), "
+                            "or " + PARTICIPATION_403)},
     "/api/v1/uploads/{id}": {
         "get": _get("An upload and the parts that have arrived (to resume)",
                     _param("id", "path", "Upload (submission) id", {"type": "integer"}), auth=True, tag="uploads"),

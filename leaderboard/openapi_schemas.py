@@ -112,6 +112,24 @@ SIGNIFICANCE = _obj({
     "not_computed": {"type": "integer", "description": "Of them, not answered yet (counted as p = 1)"},
     "level": NUM}, description="How the p-values shown together were adjusted for multiplicity")
 
+LABELS = _obj({
+    "loaded": {"type": "boolean", "description": "Labels are loaded on the split (the rest is null until then)"},
+    "synthetic": {"type": "boolean", "description": "The labels are synthetic (a demo's) or a subset standing in "
+                                                   "for the real split: the scored rows' numbers say nothing of "
+                                                   "the real split, and paper rows are not ranked with them"},
+    "unit": {"type": "string", "description": "What one unit is (question, prompt, scene, description)"},
+    "units": {**nullable(INT), "description": "How many units the loaded labels hold (not the real split's count)"},
+    "scenes": {**nullable(INT), "description": "How many scenes they are in"},
+    "checksum": {**nullable(STR), "description": "The loaded labels' sha256: a result scored on them carries it"}},
+    description="What the split's numbers are scored on: the labels loaded now")
+METHOD_PAPER = nullable(_obj({
+    "authors": {"type": "string", "description": "As cited: 'Chen et al.'"}, "title": STR, "venue": STR,
+    "year": INT, "url": STR,
+    "none": {"type": "string", "description": "Instead of the rest: why the method has no paper of its own"}}, [],
+    description="Paper rows: the method's own paper (not the source of the numbers: paper_url, venue, note); "
+                "null for a scored row, or where the benchmark gives none"))
+
+
 def _manifest_name(track: str) -> str:
     """``mmscan-vg`` -> ``MmscanVgManifest``."""
     return "".join(part.capitalize() for part in track.split("-")) + "Manifest"
@@ -155,10 +173,15 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "reference": {"type": "boolean", "description": "A point of reference from a paper (human performance, an "
                                                         "oracle, an upper bound): listed under 'references', never "
                                                         "ranked (rank null)"},
-        "note": STR,
+        "listed_apart": {"type": "boolean", "description": "A paper row listed under 'apart', not ranked (rank "
+                                                           "null): another protocol than this service's, or any "
+                                                           "paper row on a split with synthetic labels"},
+        "note": {"type": "string", "description": "Paper rows: where the numbers were copied from (paper, table)"},
         "paper_url": {"type": "string", "description": "Paper rows: the publication the numbers come from"},
-        "venue": STR, "protocol": {"type": "string", "description": "The track's scoring protocol that produced "
-                                                                    "the row (GET /api/v1/tracks lists them)"},
+        "venue": {"type": "string", "description": "Paper rows: where that publication appeared"},
+        "method_paper": METHOD_PAPER,
+        "protocol": {"type": "string", "description": "The track's scoring protocol that produced "
+                                                      "the row (GET /api/v1/tracks lists them)"},
         "uses_extra_data": BOOL, "verified": BOOL, "scorer_version": STR, "submission_id": nullable(INT),
         "published_at": {"type": "string", "format": "date-time",
                          "description": "Published here; for a paper row, the paper's publication date"},
@@ -181,14 +204,27 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "scorer_version": STR, "page": INT, "pages": INT, "count": INT, "results_embargoed": BOOL, **PHASE,
         "scores_of": {"type": "string", "enum": ["all", "public", "private"],
                       "description": "The units the rows' scores cover"},
+        "labels": LABELS,
+        "protocol": {**nullable(STR), "description": "The protocol parameter: null (this service's protocol "
+                                                     "ranked, the others' paper rows under 'apart'), 'all' (every "
+                                                     "protocol ranked together) or one protocol's key"},
+        "apart_reason": {**nullable({"type": "string", "enum": ["other_protocols", "synthetic_labels"]}),
+                         "description": "Why paper rows are under 'apart'; null when none is"},
         "significance": nullable(SIGNIFICANCE),
         "rows": {"type": "array", "items": ref("LeaderboardRow"), "description": "The ranked rows of the page"},
+        "apart": {"type": "array", "items": ref("LeaderboardRow"),
+                  "description": "Every paper row the filters keep that is not ranked with the rows (rank null): "
+                                 "see apart_reason; not paged"},
         "references": {"type": "array", "items": ref("LeaderboardRow"),
                        "description": "Every reference row the filters keep (rank null), not paged"}}),
     "Compare": _obj({"track": STR, "split": STR, "columns": {"type": "array", "items": STR}, "metric": STR,
-                     "entries": {"type": "array", "items": _obj({"entry_id": INT, "method": STR,
-                                                                 "reported_in_paper": BOOL, "scores": SCORES,
-                                                                 "intervals": INTERVALS})},
+                     "labels": LABELS,
+                     "entries": {"type": "array", "items": _obj({
+                         "entry_id": INT, "method": STR, "reported_in_paper": BOOL, "reference": BOOL,
+                         "protocol": STR,
+                         "other_protocol": {"type": "boolean", "description": "Produced under another protocol "
+                                                                              "than this service's"},
+                         "scores": SCORES, "intervals": INTERVALS})},
                      "tests": {"type": "array", "items": PAIRED_TEST}, "significance": SIGNIFICANCE,
                      "notice": {"type": "string", "description": "Why some pairs were not asked for (the "
                                                                  "hourly bound of a signed-in user); empty "
@@ -204,7 +240,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "paper_url": STR, "code_url": STR, "authors": {"type": "string", "description": "'' while anonymous, as "
                                                                                         "paper_url and code_url"},
         "uses_extra_data": nullable(BOOL), "url": STR,
-        "results": {"type": "array", "items": _obj({"track": STR, "split": STR, "scores": SCORES,
+        "results": {"type": "array", "items": _obj({"track": STR, "split": STR, "labels": LABELS, "scores": SCORES,
                                                      "intervals": INTERVALS, "scorer_version": STR,
                                                      "verified": BOOL, "protocol": STR,
                                                      "fields": FIELD_ANSWERS})}}),
@@ -235,7 +271,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "protocols": {"type": "array", "description": "How rows' numbers were produced, this service's first; "
                                                       "empty when there is only one",
                       "items": _obj({"key": STR, "label": STR, "description": STR})},
-        "splits": {"type": "array", "items": _obj({"name": STR, "default": BOOL, **PHASE})},
+        "splits": {"type": "array", "items": _obj({"name": STR, "default": BOOL, "labels": LABELS, **PHASE})},
         "challenges": {"type": "array", "items": ref("Challenge")},
         "method_fields": {"type": "array", "items": METHOD_FIELD},
         "pages": {"type": "array", "items": _obj({"key": STR, "title": STR, "url": STR}),
@@ -280,8 +316,36 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     "Quota": _obj({"track": STR, "split": STR, "team": STR, **QUOTA,
                    "user": _obj(QUOTA, description="Your own limits on the split, over all your teams")},
                   description="Limits of the team and of you on a split, what is used, and when the next is allowed"),
-    "Me": _obj({"username": STR, "email": STR, "teams": {"type": "array", "items": _obj(
-        {"slug": STR, "name": STR, "personal": BOOL, "role": STR})}}),
+    "Me": _obj({"username": STR, "email": STR,
+                "email_verified": {"type": "boolean", "description": "The address was verified (a link mailed to "
+                                                                    "it was opened)"},
+                "teams": {"type": "array", "items": _obj({"slug": STR, "name": STR, "personal": BOOL, "role": STR})}}),
+    "Participation": _obj({
+        "track": STR,
+        "registration": {"type": "string", "enum": ["open", "approval", "invite"],
+                         "description": "open: accepting the terms is enough; approval: the maintainers approve "
+                                        "each participant; invite: invited users only"},
+        "terms_version": {**nullable(STR), "description": "The sha256 of the current terms; null: no terms"},
+        "terms_url": {**nullable(STR), "description": "The page that shows the terms (and accepts them)"},
+        "terms_accepted": {"type": "boolean", "description": "You accepted the current version"},
+        "accepted_version": {**nullable(STR), "description": "The version you accepted last, if any"},
+        "accepted_at": nullable(DATE),
+        "state": {"type": "string", "enum": ["approved", "pending", "not_requested", "denied", "not_invited"],
+                  "description": "Your registration state (approved under open registration unless denied)"},
+        "verified_email_required": BOOL,
+        "email_domains": {"type": "array", "items": STR, "description": "Only verified addresses at these "
+                                                                        "domains (or subdomains) may submit"},
+        "email_verified": BOOL, "banned": BOOL,
+        "may_submit": {"type": "boolean", "description": "An upload would pass these checks now (the split, its "
+                                                         "phase and quotas aside)"},
+        "refusal": nullable(_obj({"code": STR, "message": STR, "terms_url": STR, "terms_version": STR},
+                                 ["code", "message"]))},
+        description="The caller's part in a benchmark (its participation section)"),
+    "ParticipationRequest": _obj({"accept_terms": {"type": "string", "description": "The version accepted "
+                                                                                    "(terms_version)"},
+                                  "join": {"type": "boolean", "description": "Ask to take part (a benchmark "
+                                                                            "without terms, under approval)"}},
+                                 [], description="One of accept_terms or join"),
     "Upload": _obj({
         "id": {"type": "integer", "description": "The submission's id"},
         "status": {"type": "string", "enum": ["open", "completed", "aborted"]},
@@ -314,6 +378,8 @@ OK: dict[tuple[str, str], str] = {
     ("/api/v1/submissions/{id}", "get"): "Submission",
     ("/api/v1/submissions/{id}/publish", "post"): "Submission",
     ("/api/v1/me", "get"): "Me",
+    ("/api/v1/benchmarks/{track}/participation", "get"): "Participation",
+    ("/api/v1/benchmarks/{track}/participation", "post"): "Participation",
     ("/api/v1/quota", "get"): "Quota",
     ("/api/v1/uploads", "get"): "UploadSettings",
     ("/api/v1/uploads", "post"): "Upload",
@@ -332,6 +398,7 @@ REQUESTS: dict[tuple[str, str], str] = {
     ("/api/v1/uploads", "post"): "UploadStart",
     ("/api/v1/uploads/{id}/urls", "post"): "PartNumbers",
     ("/api/v1/my/methods/{id}", "patch"): "MethodChange",
+    ("/api/v1/benchmarks/{track}/participation", "post"): "ParticipationRequest",
 }
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from evaluation_workers.signing import SigningKeyError, checked_key
+from evaluation_workers.signing import SigningKeyError, keys_from_values
 from leaderboard.lib.env import env, envbool, envfloat, envint, envlist, envmode, envpaths, generated_secret
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -44,10 +44,13 @@ INSTALLED_APPS = [
     "leaderboard.submissions",
     "leaderboard.rankings",
     "leaderboard.moderation",
+    "leaderboard.participation",
     "axes",
 ]
 
 MIDDLEWARE = [
+    # First: every call of a request to Redis (page cache, broker) shares REDIS_REQUEST_TIMEOUT seconds.
+    "leaderboard.lib.redis_budget.RequestBudgetMiddleware",
     # First: /healthz, /readyz and /metrics, whatever the Host, with no session or cache lookup.
     "leaderboard.ops.probes.ProbeMiddleware",
     # First: every answer under /api/ leaves as {"error": {"code", "message"}}, Django's own 404/500 too.
@@ -155,7 +158,15 @@ EMAIL_PORT = envint("EMAIL_PORT", 25)
 EMAIL_HOST_USER = env("EMAIL_HOST_USER", "")
 EMAIL_HOST_PASSWORD = env("EMAIL_HOST_PASSWORD", "")
 EMAIL_USE_TLS = envbool("EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = envbool("EMAIL_USE_SSL", False)
+EMAIL_TIMEOUT = envint("EMAIL_TIMEOUT", 10)  # seconds; a hung SMTP server must not hold a request or a task
+# With EMAIL_BACKEND=django.core.mail.backends.filebased.EmailBackend: one file per message here.
+EMAIL_FILE_PATH = env("EMAIL_FILE_PATH") or str(DATA_DIR / "mail")
 DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", "leaderboard@localhost")
+# Verified addresses (accounts.emails, Django's signing): a link mailed at sign-up, when the
+# address changes and on request (at most once per EMAIL_VERIFY_RESEND_SECONDS), valid this long.
+EMAIL_VERIFY_MAX_AGE_HOURS = envint("EMAIL_VERIFY_MAX_AGE_HOURS", 72)
+EMAIL_VERIFY_RESEND_SECONDS = envint("EMAIL_VERIFY_RESEND_SECONDS", 60)
 # Absolute links in e-mails sent outside a request (submission finished or failed).
 SITE_URL = (env("SITE_URL") or "http://127.0.0.1:8000").rstrip("/")
 
@@ -255,23 +266,36 @@ CELERY_BROKER_CONNECTION_TIMEOUT = 3
 # A request that queues a submission waits at most about a second for the
 # broker; past that the submission stays queued and the sweeper sends it.
 SEND_RETRY_POLICY = {"max_retries": 2, "interval_start": 0, "interval_step": 0.3, "interval_max": 0.5}
+# Every call of one web request to Redis (the page cache's reads and invalidations, the broker's notes
+# and sends with their retries) waits this many seconds in all; past it the request goes on without
+# Redis: pages render uncached, an upload stays queued and the sweeper sends it (leaderboard.lib.redis_budget).
+# 0: no common limit (each call keeps its own socket timeouts).
+REDIS_REQUEST_TIMEOUT = envfloat("REDIS_REQUEST_TIMEOUT", 2.0)
 SITE_QUEUE = env("SITE_QUEUE", "site")
-# The secret that signs every message between the site and the scoring workers (the workers'
-# EVAL_RESULTS_SIGNING_KEY, the same value; evaluation_workers/signing.py): reports not signed with it
-# change nothing. Not the broker's password: a host that can reach the broker must not be able to
-# write a result. Without RESULTS_SIGNING_KEY(_FILE) the one in DATA_DIR/results_signing_key is used,
-# which deploy/run_local.py writes and hands to its scoring worker, and which is generated here on a
-# machine without REDIS_URL (the embedded set-up). With a broker set and no key, workers on other
-# hosts could not know it: ImproperlyConfigured, unless DEBUG.
+# The keys that sign every message between the site and the scoring workers (the workers'
+# EVAL_RESULTS_SIGNING_KEYS, the same ones; evaluation_workers/signing.py): reports not signed with one
+# of them change nothing. Not the broker's password: a host that can reach the broker must not be able
+# to write a result. RESULTS_SIGNING_KEYS lists id:secret pairs, newest first: the first signs, each
+# verifies, so that a site rotates its key without losing work in flight (deploy/README.md, "Rotating
+# the signing key"). RESULTS_SIGNING_KEY is one key, read as default:<secret>. Without either (or their
+# _FILE) the one in DATA_DIR/results_signing_key is used, which deploy/run_local.py writes and hands to
+# its scoring worker, and which is generated here on a machine without REDIS_URL (the embedded
+# set-up). With a broker set and no key, workers on other hosts could not know it: ImproperlyConfigured,
+# unless DEBUG. Messages a receiver acted on are remembered in the broker (evaluation_workers/replays.py).
 _LOCAL_SIGNING_KEY = DATA_DIR / "results_signing_key"
+_results_signing_keys = env("RESULTS_SIGNING_KEYS") or ""
 _results_signing_key = env("RESULTS_SIGNING_KEY") or ""
-if not _results_signing_key and not _LOCAL_SIGNING_KEY.is_file() and env("REDIS_URL") and not DEBUG:
-    raise ImproperlyConfigured("RESULTS_SIGNING_KEY (or RESULTS_SIGNING_KEY_FILE) is not set: the site and "
-                               "every scoring worker (EVAL_RESULTS_SIGNING_KEY) need the same secret "
+if not (_results_signing_keys or _results_signing_key) and not _LOCAL_SIGNING_KEY.is_file() and env("REDIS_URL") \
+        and not DEBUG:
+    raise ImproperlyConfigured("RESULTS_SIGNING_KEY (or RESULTS_SIGNING_KEY_FILE) is not set, nor "
+                               "RESULTS_SIGNING_KEYS (or RESULTS_SIGNING_KEYS_FILE): the site and every scoring "
+                               "worker (EVAL_RESULTS_SIGNING_KEYS) need the same keys "
                                "(deploy/README.md, 'Signed messages')")
 try:
-    RESULTS_SIGNING_KEY = checked_key(_results_signing_key or generated_secret(_LOCAL_SIGNING_KEY),
-                                      "RESULTS_SIGNING_KEY")
+    RESULTS_SIGNING_KEYS = keys_from_values(
+        _results_signing_keys,
+        _results_signing_key or ("" if _results_signing_keys else generated_secret(_LOCAL_SIGNING_KEY)),
+        "RESULTS_SIGNING_KEYS", "RESULTS_SIGNING_KEY")
 except SigningKeyError as exc:
     raise ImproperlyConfigured(str(exc)) from None
 CELERY_TASK_DEFAULT_QUEUE = SITE_QUEUE
@@ -357,7 +381,19 @@ CELERY_BEAT_SCHEDULE = {
     "reveal-due": {"task": "rankings.reveal_due", "schedule": 60},
     # Challenges whose last phase ended get their final board archived (no page visit needed).
     "archive-due": {"task": "rankings.archive_due", "schedule": 60},
+    # Webhooks: phase changes, deliveries due or never sent; announcement mailings not finished.
+    "participation-due": {"task": "participation.deliver_due", "schedule": 60},
 }
+# Reaching participants (leaderboard.participation): at most ANNOUNCEMENT_EMAILS_PER_DAY announcements of a
+# benchmark are mailed in 24 hours (banners alone are not limited), ANNOUNCEMENT_EMAIL_BATCH messages over
+# one connection at a time. A benchmark's webhook waits WEBHOOK_TIMEOUT seconds for an answer and tries a
+# failed delivery again after WEBHOOK_RETRY_SECONDS, doubling each time (at most an hour), up to
+# WEBHOOK_MAX_ATTEMPTS attempts.
+ANNOUNCEMENT_EMAILS_PER_DAY = envint("ANNOUNCEMENT_EMAILS_PER_DAY", 3)
+ANNOUNCEMENT_EMAIL_BATCH = max(1, envint("ANNOUNCEMENT_EMAIL_BATCH", 100))
+WEBHOOK_TIMEOUT = envfloat("WEBHOOK_TIMEOUT", 5)
+WEBHOOK_RETRY_SECONDS = envfloat("WEBHOOK_RETRY_SECONDS", 30)
+WEBHOOK_MAX_ATTEMPTS = max(1, envint("WEBHOOK_MAX_ATTEMPTS", 8))
 # Fault-injection tests only: a folder whose files switch holds on (lifecycle.fault_hold).
 FAULT_DIR = env("FAULT_DIR") or ""
 
@@ -376,10 +412,30 @@ UNAVAILABLE_RETRY_AFTER = envint("UNAVAILABLE_RETRY_AFTER", 30)
 # DATABASE_CONNECT_TIMEOUT seconds (a request then answers 503 instead of hanging).
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 if DATABASES["default"]["ENGINE"].endswith(("postgresql", "postgis")):
-    DATABASES["default"].setdefault("OPTIONS", {}).setdefault("connect_timeout",
-                                                              envint("DATABASE_CONNECT_TIMEOUT", 5))
-# /readyz (leaderboard.ops.probes) fails its storage check below this much free space for uploads.
-READYZ_MIN_FREE_BYTES = envint("READYZ_MIN_FREE_BYTES", 256 * 2**20)
+    _options = DATABASES["default"].setdefault("OPTIONS", {})
+    _options.setdefault("connect_timeout", envint("DATABASE_CONNECT_TIMEOUT", 5))
+    # A peer gone from the network (a host that died, a partition): TCP keepalives notice an idle
+    # connection's loss within about a minute, tcp_user_timeout a request whose bytes go unacknowledged.
+    for _name, _value in (("keepalives", 1), ("keepalives_idle", 30), ("keepalives_interval", 10),
+                          ("keepalives_count", 3), ("tcp_user_timeout", 30_000)):
+        _options.setdefault(_name, _value)
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Django's backend, with a deadline measured here on every wait of a web request
+    # (leaderboard.lib.postgres.waits): a server that stops answering costs a 503, not a thread.
+    DATABASES["default"]["ENGINE"] = "leaderboard.lib.postgres"
+# In a web process (leaderboard.wsgi): every wait on PostgreSQL gives up after DATABASE_QUERY_TIMEOUT
+# seconds (the connection is closed, the request answers 503), the server cancels a statement a little
+# earlier (statement_timeout), and at most WEB_THREADS - 1 threads of a process wait on it at once,
+# the others answering 503 at once while it does not answer. 0 turns the deadline off. Workers,
+# migrations and management commands wait as long as their work takes.
+DATABASE_QUERY_TIMEOUT = envfloat("DATABASE_QUERY_TIMEOUT", 5.0)
+WEB_THREADS = max(1, envint("WEB_THREADS", 4))  # deploy/gunicorn.conf.py's threads per web process
+# /readyz (leaderboard.ops.health) answers within READYZ_TIMEOUT seconds whatever hangs; it fails (503) only
+# when the database cannot serve, and reports a broker or storage that fails as "degraded" (200). Its storage
+# check wants room for the largest upload a split accepts (the track's limit, or UPLOAD_MAX_BYTES), or
+# READYZ_MIN_FREE_BYTES when that is set above 0.
+READYZ_TIMEOUT = envfloat("READYZ_TIMEOUT", 2.0)
+READYZ_MIN_FREE_BYTES = envint("READYZ_MIN_FREE_BYTES", 0)
 # /metrics answers a scraper that sends "Authorization: Bearer <METRICS_TOKEN>" (METRICS_TOKEN or
 # METRICS_TOKEN_FILE), or that connects from an address in METRICS_ALLOWED_IPS (addresses or
 # networks, "10.0.0.0/8,127.0.0.1"; the connecting address: behind a proxy on the same host that

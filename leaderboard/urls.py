@@ -6,6 +6,7 @@ from django.views.generic import RedirectView
 from leaderboard import openapi
 from leaderboard.accounts import views as accounts_views
 from leaderboard.benchmarks import views as benchmarks_views
+from leaderboard.participation import views as participation_views
 from leaderboard.submissions import api as submissions_api
 from leaderboard.submissions import views as submissions_views
 
@@ -15,6 +16,7 @@ api_v1 = [
     path("submissions/<int:pk>", submissions_views.api_submission, name="api-submission"),
     path("submissions/<int:pk>/publish", submissions_views.api_publish, name="api-publish"),
     path("tracks/<slug:track>/<slug:split>/manifest", submissions_api.api_manifest, name="api-manifest"),
+    path("benchmarks/<slug:track>/participation", participation_views.api_participation, name="api-participation"),
     path("me", accounts_views.api_me, name="api-me"),
     path("quota", submissions_api.api_quota, name="api-quota"),
     path("uploads", submissions_api.api_uploads, name="api-uploads"),
@@ -38,6 +40,7 @@ handler500 = "leaderboard.ops.unavailable.server_error"
 urlpatterns = [
     path("", include("leaderboard.benchmarks.urls")),
     path("", include("leaderboard.rankings.urls")),
+    path("", include("leaderboard.participation.urls")),
     path("submissions/", include("leaderboard.submissions.urls")),
     path("accounts/", include("leaderboard.accounts.urls")),
     path("accounts/", include("django.contrib.auth.urls")),

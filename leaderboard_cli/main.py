@@ -1,7 +1,8 @@
 """lb: submit predictions to the leaderboard from a terminal.
 
 Start with "lb login --server URL" (a token from the site's API tokens page),
-then lb validate, lb submit, lb list, lb status ID and lb publish ID.
+then lb validate, lb submit, lb list, lb status ID and lb publish ID. A benchmark
+with terms of use takes submissions once you accept them: lb participate TRACK.
 
 Exit status: 0 success; 1 an error (the message says which); 2 bad usage;
 3 the submission failed or was cancelled (--wait); 4 lb validate found a
@@ -24,6 +25,7 @@ from tqdm import tqdm
 from leaderboard_cli import __version__, config
 from leaderboard_cli.client import ApiError, Client
 from leaderboard_cli.methods import cmd_method as _cmd_method
+from leaderboard_cli.participate import participate
 from leaderboard_cli.show import (
     challenge_line,
     heading,
@@ -317,6 +319,10 @@ def _print_interval(q: dict[str, Any]) -> None:
         print(f"  {'min interval':<17} {interval['seconds']} s{after}")
 
 
+def cmd_participate(args: argparse.Namespace) -> int:
+    return participate(_client(args), args.track, args.yes)
+
+
 def cmd_method(args: argparse.Namespace) -> int:
     return _cmd_method(args, _client(args))
 
@@ -379,6 +385,12 @@ def parser() -> argparse.ArgumentParser:
             c.add_argument("--anonymous", action="store_true",
                            help="as 'Anonymous (under review)': no team or authors until lb method reveal")
         c.set_defaults(func=func)
+
+    c = sub.add_parser("participate", help="show a benchmark's terms and accept them (ask to take part where "
+                                           "its maintainers approve participants)")
+    c.add_argument("track")
+    c.add_argument("--yes", action="store_true", help="accept without asking (you read them at the address shown)")
+    c.set_defaults(func=cmd_participate)
 
     c = sub.add_parser("quota", help="your team's quota on a split")
     c.add_argument("--track", required=True)

@@ -43,7 +43,7 @@ def compose_client() -> list[str] | None:
 
 # What deploy/.env must give compose: no default exists for these (a known value would let anyone who
 # reaches the broker or the store write results or read labels).
-REQUIRED_SECRETS = {"REDIS_PASSWORD": "broker-pw-1", "RESULTS_SIGNING_KEY": "signing-key-2",
+REQUIRED_SECRETS = {"REDIS_PASSWORD": "broker-pw-1", "RESULTS_SIGNING_KEYS": "k2:signing-key-2",
                     "S3_SECRET_ACCESS_KEY": "site-secret-3", "LABELS_S3_SECRET_ACCESS_KEY": "labels-secret-4",
                     "EVAL_S3_SECRET_ACCESS_KEY": "worker-secret-5"}
 SITE, WORKERS = ("web", "site-worker", "beat"), ("worker-cpu", "worker-gpu")
@@ -115,7 +115,7 @@ def test_the_broker_needs_its_password_and_every_process_signs_with_one_key():
     for name in SITE + WORKERS:
         env = environment(by_service[name])
         assert env["REDIS_URL"] == "redis://:broker-pw-1@redis:6379/0", name
-        assert env["RESULTS_SIGNING_KEY" if name in SITE else "EVAL_RESULTS_SIGNING_KEY"] == "signing-key-2", name
+        assert env["RESULTS_SIGNING_KEYS" if name in SITE else "EVAL_RESULTS_SIGNING_KEYS"] == "k2:signing-key-2", name
 
 
 def policy_grants(name: str) -> dict[str, set[str]]:

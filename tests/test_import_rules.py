@@ -22,8 +22,12 @@ FLOORS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("models", "every app's tables, and the phase rules a model computes with",
      ("leaderboard.*.models", "leaderboard.benchmarks.phases")),
     ("accounts", "users, teams, tokens and their throttles", ("leaderboard.accounts", "leaderboard.accounts.*")),
+    ("participation", "who may take part: rules, terms, bans, the gate, announcements, webhooks (no row written)",
+     ("leaderboard.participation", "leaderboard.participation.*")),
     ("rankings", "the board's precomputed rows, written from the models alone; what reads them",
      ("leaderboard.rankings", "leaderboard.rankings.*")),
+    ("participation actions", "bans and approvals, which refresh the rows they hide or show",
+     ("leaderboard.participation.services",)),
     ("benchmarks", "tracks, splits, labels and bundles (which refresh the rows they change)",
      ("leaderboard.benchmarks", "leaderboard.benchmarks.*")),
     ("submissions", "uploads, their lifecycle, results (which refresh their rows), quotas",
@@ -32,15 +36,15 @@ FLOORS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("ops", "health, outages and metrics of the whole site", ("leaderboard.ops", "leaderboard.ops.*")),
     ("entry points", "what requests, the admin, Celery and manage.py call: views, the API, admin, tasks, "
      "commands, template tags, URLs, app configs, migrations",
-     ("leaderboard.*.views", "leaderboard.*.api", "leaderboard.*.forms", "leaderboard.*.admin",
+     ("leaderboard.*.views", "leaderboard.*.*_views", "leaderboard.*.api", "leaderboard.*.forms", "leaderboard.*.admin",
       "leaderboard.*.tasks", "leaderboard.*.urls", "leaderboard.*.api_urls", "leaderboard.*.apps",
       "leaderboard.*.management", "leaderboard.*.management.*", "leaderboard.*.templatetags",
       "leaderboard.*.templatetags.*", "leaderboard.*.migrations", "leaderboard.*.migrations.*",
       "leaderboard.urls", "leaderboard.wsgi", "leaderboard.openapi", "leaderboard.openapi_schemas")),
 )
 # Entry points and models are told apart by their module's name, before the app they live in.
-_MATCH_ORDER = ("entry points", "models", "lib", "base", "accounts", "rankings", "benchmarks", "submissions",
-                "moderation", "ops")
+_MATCH_ORDER = ("entry points", "models", "lib", "base", "accounts", "participation actions", "participation",
+                "rankings", "benchmarks", "submissions", "moderation", "ops")
 
 # The imports allowed to run up a floor (at most three), each with its reason.
 ALLOWED_UP: dict[tuple[str, str], str] = {

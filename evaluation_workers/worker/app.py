@@ -8,42 +8,67 @@ Variables: ``EVAL_BROKER_URL`` (default ``REDIS_URL``), ``EVAL_UPLOADS_DIR`` and
 ``EVAL_QUEUE_DEVICES``, ``EVAL_LABELS_S3_BUCKET`` (labels from a bucket, ``labels_cache``),
 ``EVAL_OUTCOMES_S3_BUCKET`` or ``EVAL_OUTCOMES_DIR`` (per-unit outcomes, ``outcomes``),
 ``EVAL_ANNOUNCE_SECONDS`` and ``EVAL_SITE_QUEUE`` (``presence``),
-``EVAL_RESULTS_SIGNING_KEY`` (or ``_FILE``: the site's ``RESULTS_SIGNING_KEY``), ``EVAL_METRICS_PORT``
+``EVAL_RESULTS_SIGNING_KEYS`` (``id:secret,...``, newest first) or ``EVAL_RESULTS_SIGNING_KEY``
+(each or its ``_FILE``: the site's keys), ``EVAL_METRICS_PORT``
 and ``EVAL_METRICS_ADDR`` (Prometheus metrics, ``worker.metrics``). The worker needs no
 database credentials: it reports over the broker to the site queue named in each request.
 
-Every message it sends is signed, and it runs only messages signed with the same key
-(``signing``): a host that can only reach the broker can neither report a result
-nor make a worker score something the site did not ask for.
+Every message it sends is signed with its first key, and it runs only messages signed
+with one of its keys (``signing``): a host that can only reach the broker can neither
+report a result nor make a worker score something the site did not ask for. A message
+it acted on before is refused (``replays``).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from typing import Any
 
 from celery import Celery, Task
 
-from evaluation_workers import contracts, signing
+from evaluation_workers import contracts, replays, signing
+
+
+@functools.lru_cache(maxsize=2)
+def _client(url: str) -> Any:
+    import redis
+
+    return redis.Redis.from_url(url, socket_timeout=3, socket_connect_timeout=3)
+
+
+def broker_redis() -> Any | None:
+    """The broker's Redis client (None for another broker): the site's notes of attempts, the workers'
+    claims (``attempts``) and what the workers remember of the messages they ran (``replays``)."""
+    url = str(app.conf.broker_url or "")
+    return _client(url) if url.startswith(("redis://", "rediss://", "redis+socket://")) else None
 
 
 class SignedTask(Task):  # type: ignore[misc]  # Celery's classes are untyped
-    """A worker task: runs only a request signed with the workers' key (refused ones are logged and acknowledged)."""
+    """A worker task: runs only a request signed with one of the workers' keys, once (refused ones are
+    logged, counted and acknowledged)."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        request = signing.verified(self.name, args, kwargs, signing.key_from_environ("EVAL_RESULTS_SIGNING_KEY"))
-        return None if request is None else super().__call__(**request)
+        request = signing.verified(self.name, args, kwargs, signing.worker_keys())
+        client = broker_redis()
+        if request is None:
+            replays.count_refused(client, self.name, "signature")
+            return None
+        # No running attempt reports to a worker: a message naming a state is remembered a week.
+        seconds = replays.memory_seconds(self.name, request, replays.STATE_SECONDS)
+        return replays.run_once(client, self.name, kwargs, seconds, functools.partial(super().__call__, **request))
 
 
 class SigningCelery(Celery):  # type: ignore[misc]
     """Signs every message the worker sends: progress, heartbeats, results, failures, lost attempts,
-    intervals, paired-test answers, and its own follow-ups."""
+    intervals, paired-test answers and its request for a sweep. ``nonce=`` gives the message a nonce
+    chosen before (a report kept in its claim is the message sent)."""
 
-    def send_task(self, name: str, args: Any = None, kwargs: Any = None, **options: Any) -> Any:
-        key = signing.key_from_environ("EVAL_RESULTS_SIGNING_KEY")
+    def send_task(self, name: str, args: Any = None, kwargs: Any = None, nonce: str | None = None,
+                  **options: Any) -> Any:
         options["headers"] = {**(options.get("headers") or {}), contracts.SENT_AT_HEADER: time.time()}
-        return super().send_task(name, args, signing.signed(name, kwargs, key), **options)
+        return super().send_task(name, args, signing.signed(name, kwargs, signing.worker_keys(), nonce), **options)
 
 
 app = SigningCelery("evaluation_workers", task_cls=SignedTask,

@@ -1,12 +1,15 @@
 """Which attempt a worker may score, and who took it (the broker's Redis).
 
 The site notes each submission's current attempt under ``contracts.attempt_key``
-(0 once it is done or cancelled). Before scoring, a worker checks it, so a
-message of an older attempt (redelivered after a crash, or sent twice by the
-sweeper) is dropped unscored; and it claims the attempt under
-``contracts.running_key`` (``contracts.Claim``: its node name and
-``INSTANCE``), so a second delivery of the same attempt is dropped too. When it
-has reported, the claim holds the signed report as well (``report``).
+(0 once it is done or cancelled) before it sends the attempt. Before scoring, a
+worker checks it, so a message of an older attempt (redelivered after a crash,
+sent twice by the sweeper, or replayed) is dropped unscored, and so is one of an
+attempt the site has not noted (its note expired a week after the attempt ended,
+or could not be written: the sweeper then finds the message gone and sends a new
+attempt). It claims the attempt under ``contracts.running_key``
+(``contracts.Claim``: its node name and ``INSTANCE``), so a second delivery of the
+same attempt is dropped too. When it has reported, the claim holds the signed
+report as well (``report``).
 
 The site's sweeper reads the claims: one taken by an instance of a node that
 has started again since, or by a worker that stopped announcing itself
@@ -18,7 +21,6 @@ briefly away) the worker scores: the site drops stale reports anyway.
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import time
@@ -26,6 +28,7 @@ import uuid
 from typing import Any
 
 from evaluation_workers import contracts
+from evaluation_workers.worker import app as app_module
 
 log = logging.getLogger(__name__)
 
@@ -37,28 +40,24 @@ INSTANCE = uuid.uuid4().hex[:16]
 CLAIM_SECONDS = 2 * 24 * 3600
 
 
-@functools.lru_cache(maxsize=2)
-def _client(url: str) -> Any:
-    import redis
-
-    return redis.Redis.from_url(url, socket_timeout=3, socket_connect_timeout=3)
+_client = app_module._client
 
 
 def _redis() -> Any | None:
-    from evaluation_workers.worker.app import app
-
-    url = str(app.conf.broker_url or "")
-    return _client(url) if url.startswith(("redis://", "rediss://", "redis+socket://")) else None
+    return app_module.broker_redis()
 
 
 def claim(submission_id: int, attempt: int, node: str) -> str:
-    """"ok" to score; "stale" (not the current attempt) or "busy" (another delivery took it) to drop."""
+    """"ok" to score; "stale" (not the current attempt), "unnoted" (the site has not noted it as current)
+    or "busy" (another delivery took it) to drop."""
     client = _redis()
     if client is None:
         return "ok"
     try:
         current = client.get(contracts.attempt_key(submission_id))
-        if current is not None and int(current) != attempt:
+        if current is None:
+            return "unnoted"
+        if int(current) != attempt:
             return "stale"
         taken = client.set(contracts.running_key(submission_id, attempt),
                            json.dumps(contracts.Claim(node=node, instance=INSTANCE, since=time.time())), nx=True,

@@ -5,7 +5,8 @@ outcome keys; this task loads both submissions' per-unit outcomes
 (``outcomes``, worker-only, shared by every worker host), runs the paired bootstrap once for every metric
 overall and per group (``metrics.paired``), resampling the split's scenes, and reports only aggregates
 (``contracts.PairedTestReport``: per key the observed difference, the raw
-p-value and the paired interval) to the site queue.
+p-value and the paired interval) to the site queue, with the two results'
+revisions the request named.
 """
 
 from __future__ import annotations
@@ -69,5 +70,8 @@ def paired_test(**request: Any) -> None:
         # Never the message: it could quote an outcome.
         log.exception("Paired test %s failed", request.get("test_id"))
         report = _failed("internal error")
-    app.send_task(contracts.RECORD_PAIRED_TEST, kwargs={"test_id": request["test_id"], **report},
-                  queue=request["reply_queue"], retry=True, retry_policy=REPORT_RETRY)
+    # The answer names the results' revisions it was computed on: the site drops it once either moved on.
+    answer = {"test_id": request["test_id"], "revision_a": request["revision_a"],
+              "revision_b": request["revision_b"], **report}
+    app.send_task(contracts.RECORD_PAIRED_TEST, kwargs=answer, queue=request["reply_queue"], retry=True,
+                  retry_policy=REPORT_RETRY)

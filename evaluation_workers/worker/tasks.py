@@ -89,12 +89,13 @@ class Reporter:
                       retry_policy=REPORT_RETRY)
 
     def _report(self, name: str, **kwargs: Any) -> None:
-        """The attempt's one outcome: kept in its claim (signed, as the message), then sent."""
+        """The attempt's one outcome: kept in its claim (signed), then sent as that same message (its nonce)."""
         report = {**self.ids, **kwargs}
-        attempts.keep_report(self.ids["submission_id"], self.ids["attempt"], self.node, name,
-                             signing.signed(name, report, signing.key_from_environ("EVAL_RESULTS_SIGNING_KEY")))
+        kept = signing.signed(name, report, signing.worker_keys())
+        attempts.keep_report(self.ids["submission_id"], self.ids["attempt"], self.node, name, kept)
         self.reported = True
-        self._send(name, **kwargs)
+        app.send_task(name, kwargs=report, queue=self.queue, retry=True, retry_policy=REPORT_RETRY,
+                      nonce=kept[signing.NONCE])
 
     def progress(self, fraction: float, message: str = "") -> None:
         now = time.monotonic()
@@ -151,6 +152,11 @@ def run_score(request: contracts.ScoreRequest) -> None:
     """Score one submission and report the outcome; never raises for bad input."""
     submission_id, attempt = request["submission_id"], request["attempt"]
     claim = attempts.claim(submission_id, attempt, node_name())
+    if claim == "unnoted":
+        log.warning("Skipping submission %s attempt %s: the site has not noted it as current (its attempt "
+                    "ended over a week ago, or the note was not written; then the site sends a new attempt; "
+                    "or BROKER_KEY_PREFIX differs between the site and this worker)", submission_id, attempt)
+        return
     if claim != "ok":
         log.info("Skipping submission %s attempt %s: %s", submission_id, attempt, claim)
         return
@@ -189,6 +195,12 @@ def _score(request: contracts.ScoreRequest, reporter: Reporter) -> None:
                 # Labels with a public subset give two results: the public one first, then the private.
                 results = partitions.score(track, labels, predictions, progress, outcomes=per_unit)
         kept = _keep_outcomes(track.name, results[0], per_unit) if per_unit else False
+        if results[0].get("bootstrap", {}).get("deferred") and not kept:
+            # Nothing to compute them from: the site records the result as without intervals, and why,
+            # rather than asking for them (``lifecycle.record_result``).
+            from evaluation_workers.worker.deferred_intervals import NOT_KEPT
+
+            results[0]["bootstrap"] = {**results[0]["bootstrap"], "unavailable": NOT_KEPT}
     except SubmissionError as exc:
         reporter.failure("invalid_input", exc.message)
     except PlatformError as exc:
@@ -206,17 +218,11 @@ def _score(request: contracts.ScoreRequest, reporter: Reporter) -> None:
     else:
         seconds = time.monotonic() - started
         log.info("Scored submission %s (%s) in %.2f s", request["submission_id"], request["track"], seconds)
+        # The score is shown; where its intervals were deferred, the site asks for them once it has
+        # recorded the result (its revision named), and another task computes them
+        # (``deferred_intervals``). Only a result over every unit is deferred (partition results are
+        # never: ``partitions.partition_result``).
         reporter.result(results[0], seconds, device_name(), results[1:])
-        # The score is shown; the intervals follow. Only a result over every unit is deferred
-        # (partition results are never: ``partitions.partition_result``).
-        if results[0].get("bootstrap", {}).get("deferred"):
-            from evaluation_workers.worker import deferred_intervals
-
-            if kept:
-                deferred_intervals.request_later(request["submission_id"], results[0], request["reply_queue"])
-            else:  # nothing to compute them from: the site says so on the result, rather than waiting
-                deferred_intervals.report_failure(request["submission_id"], results[0]["scorer_version"],
-                                                  request["reply_queue"], deferred_intervals.NOT_KEPT)
 
 
 CHANGED = ("The stored file is not the one that was accepted (its checksum changed since the upload): a "

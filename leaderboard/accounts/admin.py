@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from leaderboard.accounts.models import ApiToken, Membership, Team
+from leaderboard.accounts.models import ApiToken, Membership, Team, VerifiedEmail
 from leaderboard.moderation.admin_audit import AuditedAdmin
 
 
@@ -20,3 +20,9 @@ class TeamAdmin(AuditedAdmin):
 class ApiTokenAdmin(admin.ModelAdmin):
     list_display = ("user", "name", "prefix", "created_at", "expires_at", "revoked_at", "last_used_at")
     readonly_fields = ("prefix", "key_hash")
+
+
+@admin.register(VerifiedEmail)
+class VerifiedEmailAdmin(admin.ModelAdmin):
+    list_display = ("email", "user", "verified_at")
+    search_fields = ("email", "user__username")

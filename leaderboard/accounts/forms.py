@@ -6,10 +6,22 @@ from leaderboard.accounts.models import Membership
 
 
 class SignupForm(UserCreationForm):
-    email = forms.EmailField(required=False, help_text="For password resets and scoring notifications.")
+    email = forms.EmailField(required=False, help_text="For password resets, scoring notifications and the "
+                                                       "benchmarks that ask for a verified address: we mail a "
+                                                       "link to verify it.")
 
     class Meta(UserCreationForm.Meta):
         fields = ("username", "email")
+
+    def clean_email(self) -> str:
+        from leaderboard.accounts.emails import normalized
+
+        return normalized(self.cleaned_data["email"])
+
+
+class EmailForm(forms.Form):
+    email = forms.EmailField(required=False, label="E-mail address",
+                             help_text="A new address gets a link to verify it; empty removes it.")
 
 
 class TokenForm(forms.Form):

@@ -53,3 +53,19 @@ class ApiToken(models.Model):
     @property
     def is_expired(self) -> bool:
         return self.expires_at is not None and self.expires_at <= timezone.now()
+
+
+class VerifiedEmail(models.Model):
+    """An address its user proved to read: they opened the link mailed to it (``accounts.emails``).
+
+    Stored lower-cased; an address is verified for one account only, so that limits per user are
+    as strong as one account per address. A user whose ``email`` is not among theirs here has no
+    verified address (changing the address asks for a new link).
+    """
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="verified_emails")
+    email = models.EmailField(unique=True)
+    verified_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"{self.email} ({self.user})"

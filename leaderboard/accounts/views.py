@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from datetime import timedelta
 
 from django.conf import settings
@@ -11,8 +13,9 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from leaderboard.accounts import emails
 from leaderboard.accounts.auth import api_auth
-from leaderboard.accounts.forms import AddMemberForm, SignupForm, TeamForm, TokenForm
+from leaderboard.accounts.forms import AddMemberForm, EmailForm, SignupForm, TeamForm, TokenForm
 from leaderboard.accounts.models import Membership, Team
 from leaderboard.accounts.services import (
     TeamError,
@@ -25,6 +28,8 @@ from leaderboard.accounts.services import (
     personal_team,
 )
 
+log = logging.getLogger(__name__)
+
 
 def signup(request: HttpRequest) -> HttpResponse:
     form = SignupForm(request.POST or None)
@@ -33,8 +38,74 @@ def signup(request: HttpRequest) -> HttpResponse:
         personal_team(user)
         login(request, user, backend="django.contrib.auth.backends.ModelBackend")
         messages.success(request, f"Welcome, {user.username}!")
+        if user.email:
+            _mail_link(request, lambda: emails.do_send_verification(user, _base(request)))
         return redirect("benchmarks:home")
     return render(request, "registration/signup.html", {"form": form})
+
+
+def _base(request: HttpRequest) -> str:
+    return request.build_absolute_uri("/")
+
+
+def _mail_link(request: HttpRequest, send: Callable[[], object]) -> None:
+    """Mail a verification link and say so; a refusal or a mail server that fails is said instead."""
+    try:
+        send()
+    except emails.EmailError as exc:
+        messages.error(request, str(exc))
+    except OSError:
+        log.exception("Could not mail a verification link to %s", request.user)
+        messages.error(request, "The verification link could not be mailed (the mail server failed); ask for "
+                                "it again later on your e-mail page.")
+    else:
+        messages.info(request, f"We mailed a link to {request.user.email}: open it to verify your address "
+                               f"(within {settings.EMAIL_VERIFY_MAX_AGE_HOURS} hours).")
+
+
+@login_required
+def email(request: HttpRequest) -> HttpResponse:
+    """The account's address and whether it is verified; change it, or have the link mailed again."""
+    form = EmailForm(request.POST or None, initial={"email": request.user.email})
+    if request.method == "POST" and request.POST.get("action") == "resend":
+        _mail_link(request, lambda: emails.do_send_verification(request.user, _base(request)))
+        return redirect("accounts:email")
+    if request.method == "POST" and form.is_valid():
+        new = emails.normalized(form.cleaned_data["email"])
+        if new != emails.normalized(request.user.email):
+            try:
+                mailed = emails.do_change_email(request.user, new, _base(request))
+            except emails.EmailError as exc:
+                form.add_error("email", str(exc))
+            except OSError:
+                log.exception("Could not mail a verification link to %s", request.user)
+                messages.error(request, f"Your address is now {new}, but the link could not be mailed (the mail "
+                                        "server failed); ask for it again later.")
+                return redirect("accounts:email")
+            else:
+                if mailed:
+                    messages.info(request, f"We mailed a link to {new}: open it to verify your address (within "
+                                           f"{settings.EMAIL_VERIFY_MAX_AGE_HOURS} hours).")
+                else:
+                    messages.success(request, f"Your address is now {new or 'none'}.")
+                return redirect("accounts:email")
+        else:
+            return redirect("accounts:email")
+    return render(request, "accounts/email.html", {"form": form, "verified": emails.is_verified(request.user)})
+
+
+def verify_email(request: HttpRequest, token: str) -> HttpResponse:
+    """A link mailed to an address: a page that confirms it (a POST, so that a mail scanner opening the
+    link verifies nothing by itself)."""
+    try:
+        found = emails.read_token(token)
+        if request.method == "POST":
+            emails.do_verify(token)
+            messages.success(request, f"{found.email} is verified.")
+            return redirect("accounts:email" if request.user.is_authenticated else "benchmarks:home")
+    except emails.EmailError as exc:
+        return render(request, "accounts/verify_email.html", {"problem": str(exc)}, status=400)
+    return render(request, "accounts/verify_email.html", {"email": found.email, "username": found.user.get_username()})
 
 
 @login_required
@@ -126,5 +197,6 @@ def api_me(request: HttpRequest) -> JsonResponse:
     personal_team(request.user)
     memberships = Membership.objects.filter(user=request.user).select_related("team").order_by("team__name")
     return JsonResponse({"username": request.user.get_username(), "email": request.user.email,
+                         "email_verified": emails.is_verified(request.user),
                          "teams": [{"slug": m.team.slug, "name": m.team.name, "personal": m.team.is_personal,
                                     "role": m.role} for m in memberships]})

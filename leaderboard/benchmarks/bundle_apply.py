@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from evaluation_workers.errors import LabelsError
 from evaluation_workers.tracks import get_track
+from leaderboard.benchmarks.bundle_participation_plan import plan_participation
 from leaderboard.benchmarks.bundles import (
     BUNDLES_DIR,
     Bundle,
@@ -279,10 +280,10 @@ def _load_source(ctx: Context, bundle: Bundle, spec: SplitSpec, replaces: bool) 
 def _load_synthetic(ctx: Context, track: str, name: str) -> None:
     split = _split(track, name)
     labels, predictions = demo_writer(track)(Path(settings.DATA_DIR) / "demo" / track, name)
-    label_set, created = do_load_labels(split, labels, loaded_by=ctx.actor_name)
+    label_set, created = do_load_labels(split, labels, loaded_by=ctx.actor_name, synthetic=True)
     if created:
         ctx.stored.append(label_set.storage_key)
-    ctx.notes.append(f"{split}: demo labels {label_set.sha256[:12]}; try uploading {predictions}")
+    ctx.notes.append(f"{split}: synthetic demo labels {label_set.sha256[:12]}; try uploading {predictions}")
 
 
 def _plan_labels(plan: Plan, split: Split | None, spec: SplitSpec, synthetic: bool) -> None:
@@ -385,6 +386,7 @@ def plan(bundle: Bundle, *, synthetic: bool = True, paper_rows: bool = True) -> 
     if paper_rows:
         _plan_paper_rows(out, splits)
     _plan_maintainers(out)
+    plan_participation(out, benchmark)  # who may submit, announcements, the webhook
     return out
 
 

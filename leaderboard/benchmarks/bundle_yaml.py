@@ -11,7 +11,9 @@ never expanded. Only plain data is read: a tag that would build anything else
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from datetime import UTC, date, datetime, time
 from typing import Any
 
 import yaml
@@ -68,7 +70,7 @@ class Reader:
         if isinstance(node, yaml.SequenceNode):
             return [self.data(item, (*path, i)) for i, item in enumerate(node.value)]
         if node.tag == "tag:yaml.org,2002:timestamp":
-            return node.value  # checked as text by the schema, read by ``bundles.moment``
+            return node.value  # checked as text by the schema, read by ``moment``
         try:
             return self._scalars.construct_object(node)
         except (yaml.YAMLError, ValueError) as exc:  # a tag its text does not fit: ``!!int x``
@@ -173,3 +175,11 @@ def read_plain(text: str, reader: Reader) -> Any:
         reader.problems.append(f"{reader.name}:1: the file is empty; expected a bundle (see the schema)")
         return None
     return reader.data(node)
+
+def moment(text: str) -> datetime:
+    """An ISO 8601 date or moment of a bundle; a date is midnight UTC, a moment without offset is UTC."""
+    text = text.strip()
+    if len(text) == 10:
+        return datetime.combine(date.fromisoformat(text), time(), tzinfo=UTC)
+    parsed = datetime.fromisoformat(re.sub(r"\s+(?=[Zz+-]\d*)", "", text).replace("t", "T"))
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)

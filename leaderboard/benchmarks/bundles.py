@@ -19,9 +19,8 @@ from __future__ import annotations
 import functools
 import itertools
 import json
-import re
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,7 @@ from jsonschema import Draft202012Validator
 
 from evaluation_workers.tracks import get_track, names
 from evaluation_workers.tracks.metric_ranges import score_refusal
-from leaderboard.benchmarks import bundle_challenges
+from leaderboard.benchmarks import bundle_challenges, bundle_participation
 from leaderboard.benchmarks.bundle_challenges import ChallengeSpec
 from leaderboard.benchmarks.bundle_files import (
     BundleError,
@@ -40,7 +39,8 @@ from leaderboard.benchmarks.bundle_files import (
     resolve_bundle_path,
     size_refusal,
 )
-from leaderboard.benchmarks.bundle_yaml import Key, Reader, key_path, read_plain
+from leaderboard.benchmarks.bundle_participation import AnnouncementSpec, ParticipationSpec, WebhookSpec
+from leaderboard.benchmarks.bundle_yaml import Key, Reader, key_path, moment, read_plain
 from leaderboard.lib.host_pages import MAX_PAGE_BYTES, PAGES
 from leaderboard.lib.method_fields import MethodField, check_bundle_fields
 
@@ -92,6 +92,10 @@ class Bundle:
     method_fields: tuple[dict[str, Any], ...] = ()  # as Benchmark.method_fields keeps them (lib/method_fields.py)
     pages: dict[str, str] = field(default_factory=dict)  # key -> Markdown source, in host_pages.PAGES' order
     challenges: tuple[ChallengeSpec, ...] = ()  # declared, then one per split with its own phases
+    # Who may submit (None: anyone, as before), messages to the participants, the host's webhook.
+    participation: ParticipationSpec | None = None
+    announcements: tuple[AnnouncementSpec, ...] = ()
+    webhook: WebhookSpec | None = None
 
 
 @functools.cache
@@ -104,13 +108,6 @@ def bundled_paths() -> list[Path]:
     return sorted(BUNDLES_DIR.glob("*.yaml"))
 
 
-def moment(text: str) -> datetime:
-    """An ISO 8601 date or moment of a bundle; a date is midnight UTC, a moment without offset is UTC."""
-    text = text.strip()
-    if len(text) == 10:
-        return datetime.combine(date.fromisoformat(text), time(), tzinfo=UTC)
-    parsed = datetime.fromisoformat(re.sub(r"\s+(?=[Zz+-]\d*)", "", text).replace("t", "T"))
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def _schema_problem(reader: Reader, error: Any) -> None:
@@ -128,6 +125,10 @@ def _schema_problem(reader: Reader, error: Any) -> None:
         return
     if error.validator == "oneOf" and path and path[-1] == "labels":
         reader.problem(path, "expected exactly one of pending: true, synthetic: true or source: <path>")
+        return
+    if error.validator == "oneOf" and path and path[-1] == "method_paper":
+        reader.problem(path, "expected the method's own paper (authors, venue, year and url; a title if you "
+                             f"have it) or none: <why it has none>, but got {error.instance!r}")
         return
     moment_schema = schema()["$defs"]["moment"]
     if error.schema == moment_schema or (error.validator == "oneOf" and {"$ref": "#/$defs/moment"} in error.validator_value):
@@ -169,7 +170,7 @@ def _moments(data: dict[str, Any]) -> list[tuple[Key, str]]:
             found.append((("paper_rows", b, "paper", "published"), block["paper"]["published"]))
         found += [(("paper_rows", b, "rows", r, "paper", "published"), row["paper"]["published"])
                   for r, row in enumerate(block["rows"]) if row.get("paper", {}).get("published")]
-    return found + bundle_challenges.moments(data)
+    return found + bundle_challenges.moments(data) + bundle_participation.moments(data)
 
 
 def _check_dates(reader: Reader, where: Key, split: dict[str, Any]) -> None:
@@ -338,10 +339,13 @@ def parse_bundle(text: str, path: Path) -> Bundle:
     reader.lines = lines
     files = _check(reader, data, path)
     pages = _read_pages(reader, data, path)
+    # Who may take part, announcements, the webhook: read after the rest (the terms file is read here).
+    terms = bundle_participation.check(reader.problem, data, path) if not reader.problems else ""
     if reader.problems:
         raise _listed(reader.problems)
     track = get_track(data["track"])
     any_default = any(s.get("default") for s in data["splits"])
+    participation, announcements, webhook = bundle_participation.parse(data, terms)
     rules = bundle_challenges.phase_rules(data)
     return Bundle(
         path=path, track=track.name, title=data["title"], description=data.get("description", track.description),
@@ -349,7 +353,8 @@ def parse_bundle(text: str, path: Path) -> Bundle:
         splits=tuple(_split(s, i, any_default, files, rules.get(s["name"])) for i, s in enumerate(data["splits"])),
         paper_rows=tuple(data.get("paper_rows", [])), board=data.get("board", {}),
         method_fields=tuple(MethodField.of(f).as_json() for f in data.get("method_fields", [])), pages=pages,
-        challenges=bundle_challenges.specs(data))
+        challenges=bundle_challenges.specs(data),
+        participation=participation, announcements=announcements, webhook=webhook)
 
 
 def read_bundle(path: Path | str) -> Bundle:

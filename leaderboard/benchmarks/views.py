@@ -6,6 +6,7 @@ from django.urls import reverse
 
 from evaluation_workers.tracks import all_tracks
 from leaderboard.benchmarks import docs
+from leaderboard.benchmarks.disclosure import labels_json
 from leaderboard.benchmarks.models import Benchmark
 from leaderboard.benchmarks.permissions import results_embargoed
 from leaderboard.benchmarks.phases import next_change, phase_json
@@ -49,7 +50,7 @@ def api_tracks(request: HttpRequest) -> JsonResponse:
                        "protocols": [{"key": p.key, "label": p.label, "description": p.description}
                                      for p in spec.protocols],
                        "splits": [{"name": s.name, "default": s.is_default, "public_subset": s.has_partition,
-                                   **phase_json(s)} for s in benchmark.splits.all()],
+                                   "labels": labels_json(s), **phase_json(s)} for s in benchmark.splits.all()],
                        "challenges": [_with_url(request, c) for c in challenge_states(benchmark)],
                        "method_fields": [f.as_json() for f in declared(benchmark)],
                        "pages": [{"key": key, "title": title, "url": request.build_absolute_uri(

@@ -49,6 +49,17 @@ class AuditEntry(models.Model):
         LOAD_BENCHMARK = "load_benchmark"
         # A maintainer taking the finals' export of a phase (every selected submission's file and results).
         EXPORT_FINALS = "export_finals"
+        # Who takes part (``participation_actions``): a request approved or denied, an invitation, a
+        # ban (``track`` empty: every benchmark, by staff) and its lifting, the participants' list
+        # downloaded, an announcement, the webhook's secret replaced.
+        APPROVE = "approve"
+        DENY = "deny"
+        INVITE = "invite"
+        BAN = "ban"
+        UNBAN = "unban"
+        EXPORT_PARTICIPANTS = "export_participants"
+        ANNOUNCE = "announce"
+        WEBHOOK_SECRET = "webhook_secret"
 
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+")
     actor_name = models.CharField(max_length=150)

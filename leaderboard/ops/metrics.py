@@ -21,9 +21,15 @@ Read when scraped, so every host and process agrees:
 - ``leaderboard_sweeper_actions_total{action}``: what the sweeper did (sent,
   requeued, failed, submitted, abandoned), counted in the broker by whichever
   site worker swept (``count_sweep``).
+- ``leaderboard_refused_messages_total{task, reason}``: signed messages the site
+  and the scoring workers refused (``evaluation_workers.replays``): ``signature``
+  (unsigned, forged, or signed with a key the receiver does not hold),
+  ``replay`` (acted on before) or ``stale`` (an answer for a result revision
+  that is not current), counted in the broker.
 - ``leaderboard_scoring_workers``: scoring workers announcing themselves.
 - ``leaderboard_ready{check}`` and ``leaderboard_ready_latency_seconds{check}``:
-  the ``/readyz`` checks.
+  the ``/readyz`` checks; ``leaderboard_readiness{state}``: 1 for what ``/readyz``
+  answers (``ok``, ``degraded``: the broker or storage fails, ``fail``: the database).
 
 A part whose service is down (``outages.outage``) is left out of the scrape
 (and logged); the rest is still served. The scoring workers serve their own metrics
@@ -93,7 +99,7 @@ class StateCollector(Collector):
     """What the database and the broker hold, read at each scrape."""
 
     def collect(self) -> Iterator[Any]:
-        for part in (self._submissions, self._queues, self._sweeper, self._workers, self._readiness):
+        for part in (self._submissions, self._queues, self._sweeper, self._refused, self._workers, self._readiness):
             try:
                 yield from part()
             except Exception as exc:
@@ -144,6 +150,17 @@ class StateCollector(Collector):
             family.add_metric([action], float(tally.get(action.encode(), 0)))
         yield family
 
+    def _refused(self) -> Iterator[Any]:
+        from leaderboard.submissions import broker
+
+        tally = broker.client().hgetall(contracts.refused_key())
+        family = CounterMetricFamily("leaderboard_refused_messages", "Signed messages the site and the scoring "
+                                     "workers refused, by task and reason", labels=["task", "reason"])
+        for field, n in sorted(tally.items()):
+            task, _, reason = field.decode(errors="replace").partition("|")
+            family.add_metric([task, reason], float(n))
+        yield family
+
     def _workers(self) -> Iterator[Any]:
         from leaderboard.submissions import broker
 
@@ -153,9 +170,14 @@ class StateCollector(Collector):
                                     value=len(workers))
 
     def _readiness(self) -> Iterator[Any]:
-        from leaderboard.ops.health import readiness
+        from leaderboard.ops.health import DEGRADED, FAIL, OK, readiness, verdict
 
         checks = readiness()
+        state = GaugeMetricFamily("leaderboard_readiness", "What /readyz answers: ok, degraded (the broker or "
+                                  "storage fails; still serving) or fail (the database fails; 503)", labels=["state"])
+        for name in (OK, DEGRADED, FAIL):
+            state.add_metric([name], 1.0 if verdict(checks) == name else 0.0)
+        yield state
         up = GaugeMetricFamily("leaderboard_ready", "Whether each /readyz check passes (1) or fails (0)",
                                labels=["check"])
         latency = GaugeMetricFamily("leaderboard_ready_latency_seconds", "How long each /readyz check took",

@@ -15,7 +15,9 @@ from typing import Any
 
 import orjson
 
+from leaderboard.lib.csv_cells import safe_cell
 from leaderboard.lib.method_fields import MethodField
+from leaderboard.rankings.like_with_like import apart_rows
 from leaderboard.rankings.models import (
     ANONYMOUS_LABEL,
     TAG_LENGTH,
@@ -35,24 +37,25 @@ from leaderboard.rankings.selectors import (
     with_units,
 )
 
-# A spreadsheet runs a cell starting with one of these as a formula (OWASP "CSV injection").
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+csv_cell = safe_cell  # the exports' cells (leaderboard.lib.csv_cells)
 
 
-def csv_cell(value: Any) -> Any:
-    """Text that a spreadsheet would run, quoted with a leading apostrophe; numbers stay numbers."""
-    if isinstance(value, str) and value.startswith(_FORMULA_START):
-        return "'" + value
-    return value
+def _method_paper_cells(paper: dict[str, Any] | None) -> tuple[str, str]:
+    """The CSV's ``method_paper`` ("Chen et al., ECCV 2020", or "none: why") and ``method_paper_url``."""
+    if not paper:
+        return "", ""
+    if paper.get("none"):
+        return f"none: {paper['none']}", ""
+    return f"{paper['authors']}, {paper['venue']} {paper['year']}", paper["url"]
 
 
 EXPORT_FIELDS = ("id", "name", "method_id", "team_name", "is_anonymous", "is_paper", "is_reference", "paper_note",
-                 "paper_url", "venue", "protocol", "uses_extra_data", "is_verified", "scorer_version", "submission_id",
-                 "published_at", "fields", "after_challenge")
+                 "paper_url", "venue", "method_paper", "protocol", "uses_extra_data", "is_verified", "scorer_version",
+                 "submission_id", "published_at", "fields", "after_challenge")
 # Their names in exports and the API (entry_as_json).
 EXPORT_KEYS = ("entry_id", "method", "method_id", "team", "anonymous", "reported_in_paper", "reference", "note",
-               "paper_url", "venue", "protocol", "uses_extra_data", "verified", "scorer_version", "submission_id",
-               "published_at", "fields", "after_challenge")
+               "paper_url", "venue", "method_paper", "protocol", "uses_extra_data", "verified", "scorer_version",
+               "submission_id", "published_at", "fields", "after_challenge")
 _RANKED_KEYS = ("rank", *EXPORT_KEYS)
 
 
@@ -69,7 +72,8 @@ class ExportRow:
 
 def export_rows(view: LeaderboardView, limit: int, fmt: str) -> tuple[list[ExportRow], Family]:
     """Every ranked row of the view (up to ``limit``), ranked as ``leaderboard_page`` ranks them,
-    then its reference rows (``"reference": True``, rank None, untested), with their scores as
+    then the paper rows listed apart (``"listed_apart": True``, rank None, untested), then its
+    reference rows (``"reference": True``, rank None, untested), with their scores as
     stored for ``fmt`` ("json" or "csv"), and each ranked row's paired test against the row
     above, adjusted over the adjacent pairs of the export's rows.
 
@@ -87,8 +91,9 @@ def export_rows(view: LeaderboardView, limit: int, fmt: str) -> tuple[list[Expor
     rungs: list[Rung] = []
     stale: dict[int, ExportRow] = {}
 
-    def add(rank: int | None, fields: list[Any]) -> None:
-        row = dict(zip(_RANKED_KEYS, (rank, *fields)))
+    def add(rank: int | None, fields: list[Any], apart: bool = False) -> None:
+        row = dict(zip(_RANKED_KEYS, (rank, *fields)), listed_apart=apart)
+        row["method_paper"] = row["method_paper"] or None
         if row["anonymous"]:
             row["team"] = None
         text = texts.get(row["entry_id"], "")  # "": published in between
@@ -108,9 +113,11 @@ def export_rows(view: LeaderboardView, limit: int, fmt: str) -> tuple[list[Expor
         previous = value
         add(rank, fields)
     ranked = len(rows)
-    for fields in (filtered_entries(view).filter(is_reference=True)
-                   .order_by(best_first(view), "name").values_list(*EXPORT_FIELDS)):
-        add(None, list(fields))
+    apart = apart_rows(view.split, view.protocol)
+    unranked = [(True, filtered_entries(view).filter(apart, is_reference=False))] if apart is not None else []
+    for listed_apart, entries in [*unranked, (False, filtered_entries(view).filter(is_reference=True))]:
+        for fields in entries.order_by(best_first(view), "name").values_list(*EXPORT_FIELDS):
+            add(None, list(fields), listed_apart)
     for pk, scores, bounds in (LeaderboardEntry.objects.filter(pk__in=stale).values_list("pk", "scores", "intervals")
                                if stale else ()):
         stale[pk].scores = export_texts(scores, columns, bounds)[fmt == "csv"][TAG_LENGTH:]
@@ -126,8 +133,9 @@ def export_rows(view: LeaderboardView, limit: int, fmt: str) -> tuple[list[Expor
 
 # The CSV's columns before the scores (then one per method field the benchmark declares, ``field.<name>``).
 CSV_HEAD = ["rank", "method", "team", "reported_in_paper", "uses_extra_data", "verified", "scorer_version",
-            "published_at", "venue", "paper_url", "protocol", "reference", "after_challenge", "adjusted_p_value",
-            "no_significant_difference_from_row_above"]
+            "published_at", "venue", "paper_url", "protocol", "reference", "adjusted_p_value",
+            "no_significant_difference_from_row_above", "listed_apart", "labels", "method_paper", "method_paper_url",
+            "after_challenge"]
 
 
 def csv_header(columns: list[str], fields: list[MethodField]) -> list[str]:
@@ -142,7 +150,9 @@ def _significance_cells(fields: dict[str, Any]) -> tuple[Any, Any]:
     return ("", "") if p is None else (p, fields["no_significant_difference_from_entry_id"] is not None)
 
 
-def csv_text(view: LeaderboardView, rows: list[ExportRow], fields: list[MethodField]) -> str:
+def csv_text(view: LeaderboardView, rows: list[ExportRow], fields: list[MethodField], scored_on: str) -> str:
+    """The CSV export. ``scored_on``: what the split's scored rows were scored on (``labels``; a paper
+    row's numbers are the real split's, whatever this split holds)."""
     buffer = io.StringIO()
     csv.writer(buffer).writerow(csv_header(view.all_columns, fields))
     # Each row's fields end in a comma, then come its stored score cells.
@@ -154,8 +164,9 @@ def csv_text(view: LeaderboardView, rows: list[ExportRow], fields: list[MethodFi
         writer.writerow([csv_cell(v) for v in (f["rank"], f["method"], team, f["reported_in_paper"],
                                                f["uses_extra_data"], f["verified"], f["scorer_version"],
                                                f["published_at"].isoformat(), f["venue"], f["paper_url"],
-                                               f["protocol"], f["reference"], f["after_challenge"],
-                                               *_significance_cells(f),
+                                               f["protocol"], f["reference"], *_significance_cells(f),
+                                               f["listed_apart"], scored_on if not f["reported_in_paper"] else "real",
+                                               *_method_paper_cells(f["method_paper"]), f["after_challenge"],
                                                *(field.shown(answers.get(field.name)) for field in fields))])
         buffer.write(r.scores)  # numbers only, stored as CSV cells when the row was written
         buffer.write("\r\n")
@@ -163,11 +174,13 @@ def csv_text(view: LeaderboardView, rows: list[ExportRow], fields: list[MethodFi
 
 
 def json_text(head: dict[str, Any], rows: list[ExportRow]) -> str:
-    """The JSON export: ``head``, then the ranked rows and the references, each row's stored scores
-    joined to its fields."""
-    ranked, references = ([r for r in rows if r.fields["reference"] is flag] for flag in (False, True))
+    """The JSON export: ``head``, then the ranked rows, the paper rows listed apart and the references,
+    each row's stored scores joined to its fields."""
+    ranked = [r for r in rows if not r.fields["reference"] and not r.fields["listed_apart"]]
+    apart = [r for r in rows if r.fields["listed_apart"]]
+    references = [r for r in rows if r.fields["reference"]]
     # ``r.scores`` holds the members ``"scores": {..}, "intervals": {..}`` (``models.export_texts``);
     # orjson writes each row's fields (``published_at`` as ISO 8601) 5-10x faster than json.dumps.
-    body, apart = (", ".join(f"{orjson.dumps(r.fields).decode()[:-1]}, {r.scores}}}" for r in part)
-                   for part in (ranked, references))
-    return f'{json.dumps(head)[:-1]}, "rows": [{body}], "references": [{apart}]}}'
+    body, aside, refs = (", ".join(f"{orjson.dumps(r.fields).decode()[:-1]}, {r.scores}}}" for r in part)
+                         for part in (ranked, apart, references))
+    return f'{json.dumps(head)[:-1]}, "rows": [{body}], "apart": [{aside}], "references": [{refs}]}}'

@@ -96,6 +96,9 @@ class LeaderboardEntry(models.Model):
     # Sent after the end of the challenge this split was a phase of (``Split.post_challenge_from``):
     # the row is not in the challenge's archived board, and says so.
     after_challenge = models.BooleanField(default=False)
+    # Paper rows: the method's own paper (``paper_url``/``venue`` are the source of the numbers):
+    # {"authors", "title", "venue", "year", "url"}, or {"none": why it has none}; {} when not given.
+    method_paper = models.JSONField(default=dict, blank=True)
     primary_score = models.FloatField(null=True)
     scores = models.JSONField(default=dict)
     # 95 % bootstrap intervals of ``scores`` ({"<key>": [lo, hi]}); empty for paper rows.
@@ -121,6 +124,12 @@ class LeaderboardEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} on {self.split}"
+
+    @property
+    def method_citation(self) -> str:
+        """The method's own paper as cited ("Chen et al., ECCV 2020"); "" when it has none or none is given."""
+        paper = self.method_paper or {}
+        return f"{paper['authors']}, {paper['venue']} {paper['year']}" if paper.get("authors") else ""
 
     def save(self, *args: Any, **kwargs: Any) -> None:
         self.scores = {k: v for k, v in self.scores.items() if v is not None}

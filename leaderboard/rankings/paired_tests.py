@@ -198,7 +198,8 @@ def do_send_test(test_id: int) -> bool:
         return True
     track = test.result_a.submission.split.benchmark.track
     request = contracts.PairedTestRequest(
-        schema=contracts.SCHEMA_VERSION, test_id=test.pk, track=track,
+        schema=contracts.SCHEMA_VERSION, test_id=test.pk, revision_a=test.result_a.revision,
+        revision_b=test.result_b.revision, track=track,
         outcomes_a=_outcomes_key(track, test.result_a), outcomes_b=_outcomes_key(track, test.result_b),
         reply_queue=settings.SITE_QUEUE)
     try:
@@ -225,13 +226,31 @@ def _queue(track: str, scorer_version: str) -> str:
 # Recording
 
 
-def record_paired_test(*, test_id: int, findings: dict[str, Any], resamples: int, error: str) -> None:
-    """A worker's answer (``contracts.PairedTestReport``): store it; cached pages move on."""
+def record_paired_test(*, test_id: int, revision_a: int, revision_b: int, findings: dict[str, Any],
+                       resamples: int, error: str) -> None:
+    """A worker's answer (``contracts.PairedTestReport``): store it; cached pages move on.
+
+    Only a test still waiting for its answer takes it, and only when both results are still at the
+    revisions the test was computed on (``Result.revision``); an answer for results that have moved on
+    since (re-scored, new labels, late intervals) is dropped, logged and counted, and a second answer
+    to one request changes nothing.
+    """
+    from leaderboard.celery import count_refused
+
     kept = {str(key)[:100]: _finding(found) for key, found in (findings or {}).items() if isinstance(found, dict)}
     with transaction.atomic():
-        row = PairedTest.objects.select_related("result_a__submission__split__benchmark").filter(pk=test_id).first()
+        row = (PairedTest.objects.select_for_update(of=("self",))
+               .select_related("result_a__submission__split__benchmark", "result_b").filter(pk=test_id).first())
         if row is None:  # a result deleted meanwhile
             return
+        current = (row.result_a.revision, row.result_b.revision)
+        if (revision_a, revision_b) != current:
+            log.warning("Dropping the answer to paired test %s: computed on revisions %s and %s of its results, "
+                        "which are at %s and %s", test_id, revision_a, revision_b, *current)
+            count_refused(contracts.RECORD_PAIRED_TEST, "stale")
+            return
+        if row.computed_at is not None:
+            return  # answered already (a second answer to one request)
         PairedTest.objects.filter(pk=test_id).update(findings=kept, resamples=int(resamples), error=str(error)[:200],
                                                      computed_at=timezone.now())
         bump(row.result_a.submission.split.benchmark.track)

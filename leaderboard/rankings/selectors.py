@@ -14,7 +14,9 @@ competition ranks (1, 2, 2, 4) over the sort column: equal values share a rank.
 Reference rows (``is_reference``: human performance, oracles, upper bounds copied
 from papers) are not contestants: the filters choose them like any row, but they
 are listed apart (``reference_entries``), never ranked, never a chart's best or
-median, and drawn on charts as lines.
+median, and drawn on charts as lines. Paper rows of another protocol, and every paper
+row on a split with synthetic labels, are listed apart too (``apart_entries``; the rule:
+``like_with_like``).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from evaluation_workers.tracks.base import FRACTION, MetricSpec
 from leaderboard.benchmarks.models import Split
 from leaderboard.lib.method_fields import MethodField, declared
 from leaderboard.lib.thresholds import metric_at, threshold_of, thresholds
+from leaderboard.rankings.like_with_like import ALL_PROTOCOLS, apart_reason, apart_rows, is_other_protocol
 from leaderboard.rankings.models import (
     ANONYMOUS_LABEL,
     LeaderboardEntry,
@@ -57,8 +60,10 @@ class LeaderboardView:
     best first, which is ``asc`` for a metric where lower is better),
     ``paper`` (``0`` hides paper-reported rows), ``extra`` (``no`` hides
     methods using extra training data, ``only`` keeps only those), ``protocol``
-    (one of the track's protocol keys: only the rows it produced; a row that
-    declares none counts as this service's, the first), ``iou`` (MMScan: the same
+    (absent: this service's protocol ranked, the other protocols' paper rows listed
+    apart; ``all``: every protocol ranked together; one of the track's protocol keys:
+    only the rows it produced; a row that declares none counts as this service's,
+    the first), ``iou`` (MMScan: the same
     metric and sort column at this IoU threshold), ``ci`` (``1`` shows each
     score's 95 % interval as ±), ``field.<name>`` (a method field the benchmark
     declares as a filter: only the rows with that answer; ``yes``/``no`` for a
@@ -93,8 +98,8 @@ class LeaderboardView:
         if query.get("iou") in thresholds(spec):
             metric, sort = (metric_at(metric, query["iou"]), metric_at(sort, query["iou"]))
             columns = [metric] + [f"{g}/{metric}" for g in groups]
-        protocol = query.get("protocol", "") if len(spec.protocols) > 1 and spec.protocol(
-            query.get("protocol", "")) else ""
+        wanted = query.get("protocol", "")
+        protocol = wanted if len(spec.protocols) > 1 and (wanted == ALL_PROTOCOLS or spec.protocol(wanted)) else ""
         try:
             page = max(1, int(query.get("page", 1)))
         except ValueError:
@@ -150,6 +155,16 @@ class LeaderboardView:
         return threshold_of(self.metric) if thresholds(self.split.benchmark.spec) else None
 
     @property
+    def protocol_filter(self) -> str:
+        """The one protocol whose rows the view keeps ("" when it keeps every protocol's)."""
+        return "" if self.protocol == ALL_PROTOCOLS else self.protocol
+
+    @property
+    def apart_reason(self) -> str:
+        """Why paper rows are listed apart on this view (``like_with_like.apart_reason``), or ""."""
+        return apart_reason(self.split, self.protocol)
+
+    @property
     def all_columns(self) -> list[str]:
         """Every metric overall and per group, for exports."""
         return export_columns(self.split.benchmark.spec)
@@ -185,16 +200,35 @@ def filtered_entries(view: LeaderboardView) -> QuerySet[LeaderboardEntry]:
         entries = entries.filter(uses_extra_data=False)
     elif view.extra == "only":
         entries = entries.filter(uses_extra_data=True)
-    if view.protocol:
-        ours = view.protocol == view.split.benchmark.spec.protocols[0].key
-        entries = entries.filter(Q(protocol=view.protocol) | Q(protocol="")) if ours else \
-            entries.filter(protocol=view.protocol)
+    if view.protocol_filter:
+        ours = view.protocol_filter == view.split.benchmark.spec.protocols[0].key
+        entries = entries.filter(Q(protocol=view.protocol_filter) | Q(protocol="")) if ours else \
+            entries.filter(protocol=view.protocol_filter)
     return entries
 
 
 def contestants(view: LeaderboardView) -> QuerySet[LeaderboardEntry]:
-    """The view's rows that are ranked: every row but the references."""
-    return filtered_entries(view).filter(is_reference=False)
+    """The view's rows that are ranked: every row but the references and the rows listed apart."""
+    apart = apart_rows(view.split, view.protocol)
+    entries = filtered_entries(view).filter(is_reference=False)
+    return entries if apart is None else entries.exclude(apart)
+
+
+def apart_entries(view: LeaderboardView) -> list[LeaderboardEntry]:
+    """The view's paper rows listed apart, not ranked (``like_with_like``): best first on its sort
+    column (missing values last), then by name."""
+    return unranked_entries(view)[0]
+
+
+def unranked_entries(view: LeaderboardView) -> tuple[list[LeaderboardEntry], list[LeaderboardEntry]]:
+    """The view's rows that are not ranked, in one query: the paper rows listed apart and the
+    references, each best first on its sort column (missing values last), then by name."""
+    apart = apart_rows(view.split, view.protocol)
+    value = score_expression(view.sort)
+    chosen = Q(is_reference=True) if apart is None else Q(is_reference=True) | apart
+    rows = list(filtered_entries(view).filter(chosen).annotate(sort_value=value)
+                .order_by(value.desc(nulls_last=True), "name"))
+    return [e for e in rows if not e.is_reference], [e for e in rows if e.is_reference]
 
 
 def best_first(view: LeaderboardView) -> Any:
@@ -239,7 +273,8 @@ def with_units(entries: QuerySet[LeaderboardEntry]) -> QuerySet[LeaderboardEntry
 class RankedRow:
     """``cells``: the view's columns' values; ``bounds``: their intervals ([lo, hi] or None);
     ``versus_above``: the paired test against the row just above on the sorted column (None:
-    the page's first row, or a pair that is not tested), ``above_id`` that row's entry id."""
+    the page's first row, or a pair that is not tested), ``above_id`` that row's entry id;
+    ``apart``: a paper row listed apart, not ranked (``like_with_like``)."""
 
     rank: int | None
     entry: LeaderboardEntry
@@ -248,6 +283,7 @@ class RankedRow:
     versus_above: Verdict | None = None
     above_id: int | None = None
     headers: list[str] = field(default_factory=list)
+    apart: bool = False
 
     specs: list[MetricSpec] = field(default_factory=list)
     fields: list[MethodField] = field(default_factory=list)  # the view's field columns
@@ -327,8 +363,10 @@ def entry_as_json(row: RankedRow, columns: list[str]) -> dict[str, Any]:
     e = row.entry
     return {"rank": row.rank, "entry_id": e.pk, "method": e.name, "method_id": e.method_id,
             "team": None if e.is_anonymous else e.team_name, "anonymous": e.is_anonymous,
-            "reported_in_paper": e.is_paper, "reference": e.is_reference, "note": e.paper_note,
-            "paper_url": e.paper_url, "venue": e.venue, "protocol": e.protocol, "uses_extra_data": e.uses_extra_data,
+            "reported_in_paper": e.is_paper, "reference": e.is_reference, "listed_apart": row.apart,
+            "note": e.paper_note,
+            "paper_url": e.paper_url, "venue": e.venue, "method_paper": e.method_paper or None,
+            "protocol": e.protocol, "uses_extra_data": e.uses_extra_data,
             "verified": e.is_verified, "scorer_version": e.scorer_version, "submission_id": e.submission_id,
             "published_at": e.published_at.isoformat(), "fields": e.fields, "after_challenge": e.after_challenge,
             "scores": {c: e.scores.get(c) for c in columns},
@@ -367,31 +405,43 @@ class PublicMethod:
 
 @dataclass
 class TrackSummary:
-    """What the home page shows of a track's default split: its leaders and how many rows it has."""
+    """What the home page shows of a track's default split: its leaders (each with its rank on the
+    board, ties alike, and its protocol where it is another than this service's), how many rows it
+    has, and the view they come from."""
 
     split: Split
-    leaders: list[LeaderboardEntry]
+    leaders: list[tuple[int, LeaderboardEntry, Any]]
     scored: int
     paper: int
-    spec: MetricSpec = FRACTION  # the primary metric's: how the leaders' scores read
+    spec: MetricSpec = FRACTION  # the sorted column's: how the leaders' scores read
+    view: LeaderboardView | None = None
 
 
 def track_summary(split: Split, embargoed: bool, top: int = 3) -> TrackSummary:
-    """The ``top`` rows of the split's default view, and its counts of scored and paper rows."""
+    """The ``top`` ranked rows of the split's default view with their board ranks (competition
+    ranks: a tie is numbered alike), and its counts of scored and paper rows."""
     view = LeaderboardView.from_query(split, {}, embargoed=embargoed)
     entries = filtered_entries(view)
-    return TrackSummary(split=split, leaders=list(ordered_entries(view).filter(primary_score__isnull=False)[:top]),
-                        scored=entries.filter(is_paper=False).count(), paper=entries.filter(is_paper=True).count(),
-                        spec=split.benchmark.metric_spec(split.benchmark.spec.primary_metric))
+    leaders: list[tuple[int, LeaderboardEntry, Any]] = []
+    protocols = {p.key: p for p in split.benchmark.spec.protocols}
+    for i, entry in enumerate(ordered_entries(view).filter(sort_value__isnull=False)[:top]):
+        tied = leaders and leaders[-1][1].sort_value == entry.sort_value
+        other = protocols.get(entry.protocol) if is_other_protocol(split, entry.protocol) else None
+        leaders.append((leaders[-1][0] if tied else i + 1, entry, other))
+    return TrackSummary(split=split, leaders=leaders, scored=entries.filter(is_paper=False).count(),
+                        paper=entries.filter(is_paper=True).count(), view=view,
+                        spec=split.benchmark.metric_spec(view.sort))
 
 
 def group_profile(split: Split, metric: str) -> dict[str, dict[str, float | None]]:
-    """Per group: the best value (the lowest where lower is better) and the median over the split's
-    ranked entries (for charts; references are neither)."""
+    """Per group: the best value (the lowest where lower is better) and the median over the rows the
+    split's default board ranks (for charts; references and the rows listed apart are neither)."""
     spec = split.benchmark.spec
     metric_spec = split.benchmark.metric_spec(metric)
     values: dict[str, list[float]] = {g: [] for g in spec.groups}
-    for scores in LeaderboardEntry.objects.filter(split=split, is_reference=False).values_list("scores", flat=True):
+    ranked = LeaderboardEntry.objects.filter(split=split, is_reference=False)
+    apart = apart_rows(split, "")
+    for scores in (ranked if apart is None else ranked.exclude(apart)).values_list("scores", flat=True):
         for g in spec.groups:
             v = scores.get(f"{g}/{metric}")
             if v is not None:

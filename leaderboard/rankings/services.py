@@ -14,7 +14,9 @@ from leaderboard.benchmarks import phases
 from leaderboard.benchmarks.models import Split
 from leaderboard.lib.method_fields import declared, values_for
 from leaderboard.lib.pagecache import bump
+from leaderboard.participation.selectors import is_banned
 from leaderboard.rankings.models import LeaderboardEntry
+from leaderboard.rankings.signals import row_published
 
 
 def flatten_scores(metrics: dict[str, Any], breakdown: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -34,7 +36,8 @@ def refresh_entry(method: Any, split: Split, *, ask_tests: bool = True) -> Leade
     While the split is frozen (``phases.board_is_held``) a row is never added
     or changed, only dropped (withdrawn, hidden, disqualified): what is
     published or re-scored meanwhile appears at the reveal (``do_refresh_split``).
-    Once it commits, the paired tests the split's boards now show are asked
+    A row whose submission was uploaded by a user banned from the benchmark (or everywhere) is
+    dropped too (``participation``). Once it commits, the paired tests the split's boards now show are asked
     (``paired_tests.do_ask_board_tests``) unless ``ask_tests`` is off (the caller asks once for many rows).
     """
     from leaderboard.submissions.models import Result, Submission, shown_result
@@ -47,7 +50,8 @@ def refresh_entry(method: Any, split: Split, *, ask_tests: bool = True) -> Leade
         result = shown_result(Result.objects.filter(submission=published), split) if published else None
         if ask_tests:
             transaction.on_commit(lambda: ask_board_tests(split.pk), robust=True)
-        if published is None or result is None or published.is_hidden or published.is_disqualified:
+        if (published is None or result is None or published.is_hidden or published.is_disqualified
+                or is_banned(published.created_by, split.benchmark)):
             LeaderboardEntry.objects.filter(method=method, split=split).delete()
             return None
         anonymous = type(method).objects.filter(pk=method.pk, is_anonymous=True).exists()
@@ -59,7 +63,7 @@ def refresh_entry(method: Any, split: Split, *, ask_tests: bool = True) -> Leade
             return held.first()
         scores = flatten_scores(result.metrics, result.breakdown)
         spec = split.benchmark.spec
-        entry, _ = LeaderboardEntry.objects.update_or_create(
+        entry, created = LeaderboardEntry.objects.update_or_create(
             method=method, split=split,
             defaults={"submission": published, "result": result, "name": method.name,
                       # The row of an anonymous method never holds its team (pages, API, exports read it).
@@ -73,6 +77,8 @@ def refresh_entry(method: Any, split: Split, *, ask_tests: bool = True) -> Leade
                       "intervals": {k: v for k, v in result.scene_intervals.items() if v is not None},
                       "scorer_version": result.scorer_version, "is_paper": False,
                       "protocol": spec.protocols[0].key if spec.protocols else ""})
+        if created:
+            row_published.send(sender=LeaderboardEntry, entry=entry)
         return entry
 
 
@@ -156,7 +162,7 @@ def paper_row_fields(split: Split, data: dict[str, Any], row: dict[str, Any], wh
     for key, value in row["scores"].items():
         if refusal := score_refusal(spec, key, value):
             raise ValueError(f"{where}: {row['method']}: scores.{key}: {refusal}")
-    return {"paper_note": row.get("note") or data.get("source", ""),
+    return {"paper_note": row.get("note") or data.get("source", ""), "method_paper": row.get("method_paper", {}),
             "scores": row["scores"], "primary_score": row["scores"].get(spec.primary_metric),
             "uses_extra_data": row.get("uses_extra_data", False),
             "fields": {k: v for k, v in row.get("fields", {}).items() if v is not None},
@@ -168,7 +174,9 @@ def do_load_paper_rows(split: Split, data: dict[str, Any], where: str = "") -> i
     (idempotent: rows loaded before get the block's scores, citation and ``reference`` again).
 
     Block: ``{"split": ..., "source": ..., "paper": {"url", "venue", "published"}, "protocol": ...,
-    "rows": [{"method", "note", "scores"[, "paper"][, "protocol"][, "uses_extra_data"][, "reference"]}]}``,
+    "rows": [{"method", "note", "scores"[, "paper"][, "method_paper"][, "protocol"][, "uses_extra_data"]
+    [, "reference"]}]}``; ``paper`` is where the numbers were copied from, ``method_paper`` the
+    method's own paper (``{"authors", "title", "venue", "year", "url"}`` or ``{"none": why}``),
     scores flat as in ``flatten_scores``, as fractions; ``protocol`` one of the track's
     ``Track.protocols`` keys (absent: scored the way this service scores); ``reference: true``
     for a point of reference that is not a contestant (human performance, an oracle, an

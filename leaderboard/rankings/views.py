@@ -12,16 +12,20 @@ from django.urls import reverse
 from leaderboard.accounts.auth import api_auth
 from leaderboard.api_errors import api_error
 from leaderboard.benchmarks import phases
+from leaderboard.benchmarks.disclosure import labels_cell, labels_json
 from leaderboard.benchmarks.models import Split
 from leaderboard.benchmarks.permissions import results_embargoed
 from leaderboard.benchmarks.selectors import get_split, metric_specs_json
 from leaderboard.lib import host_pages, thresholds
 from leaderboard.lib.method_fields import declared
 from leaderboard.lib.pagecache import cache_until, cached_page
+from leaderboard.participation.selectors import banners
 from leaderboard.rankings import charts, paired_tests
+from leaderboard.rankings.bibtex import paper_row_bibtex
 from leaderboard.rankings.challenges import challenge_states
 from leaderboard.rankings.drilldown import Drilldown, drilldown
 from leaderboard.rankings.exports import csv_text, export_rows, json_text
+from leaderboard.rankings.like_with_like import ALL_PROTOCOLS, is_other_protocol
 from leaderboard.rankings.models import LeaderboardEntry
 from leaderboard.rankings.numbers import cleaned, difference_unit, direction_words, is_better
 from leaderboard.rankings.selectors import (
@@ -35,8 +39,8 @@ from leaderboard.rankings.selectors import (
     leaderboard_page,
     missing_metric,
     ordered_entries,
-    reference_entries,
     reference_lines,
+    unranked_entries,
 )
 from leaderboard.rankings.services import reveal_if_due
 from leaderboard.submissions.models import Method
@@ -58,17 +62,25 @@ def _view(request: HttpRequest, track: str) -> LeaderboardView:
     return LeaderboardView.from_query(split, request.GET, embargoed=_embargoed(request, split))
 
 
+def _announcements(request: HttpRequest, benchmark: Any) -> list[Any]:
+    """The maintainers' banners shown now; a cached copy ends when one starts or ends."""
+    shown, changes_at = banners(benchmark)
+    cache_until(request, changes_at)
+    return shown
+
+
 def _iou_links(view: LeaderboardView) -> list[tuple[str, str, bool]]:
     """The board's and compare's IoU toggle: the same metric and sort column at each threshold."""
     return thresholds.links(view.split.benchmark.spec, view.iou, lambda t: "?" + view.query(
         metric=thresholds.metric_at(view.metric, t), sort=thresholds.metric_at(view.sort, t), page=1))
 
 
-def _reference_rows(view: LeaderboardView, references: list[LeaderboardEntry]) -> list[RankedRow]:
+def _reference_rows(view: LeaderboardView, references: list[LeaderboardEntry], apart: bool = False) -> list[RankedRow]:
+    """Unranked rows of the board (references, or with ``apart`` the paper rows listed apart)."""
     specs = view.column_specs
     return [RankedRow(rank=None, entry=e, cells=[e.scores.get(c) for c in view.columns],
-                      bounds=[e.intervals.get(c) for c in view.columns], headers=view.headers, specs=specs,
-                      fields=view.field_columns)
+                      bounds=[e.intervals.get(c) for c in view.columns], headers=view.headers, apart=apart,
+                      specs=specs, fields=view.field_columns)
             for e in references]
 
 
@@ -76,13 +88,14 @@ def _reference_rows(view: LeaderboardView, references: list[LeaderboardEntry]) -
 def leaderboard(request: HttpRequest, track: str) -> HttpResponse:
     view = _view(request, track)
     page = leaderboard_page(view)
-    references = reference_entries(view)
+    apart, references = unranked_entries(view)
     spec = view.split.benchmark.spec
     challenges = challenge_states(view.split.benchmark)
     context = {"benchmark": view.split.benchmark, "split": view.split, "splits": view.split.benchmark.splits.all(),
                "tabs": host_pages.tabs(view.split.benchmark), "challenges": challenges,
                "archives": [c for c in challenges if c.archive is not None],
                "view": view, "spec": spec, "page": page, "references": _reference_rows(view, references),
+               "apart": _reference_rows(view, apart, apart=True),
                "sort_links": [(h, c, view.sort_query(c)) for h, c in zip(view.headers, view.columns)],
                "metric_spec": view.spec_of(view.metric), "sort_spec": view.spec_of(view.sort),
                "progress_chart": charts.progress(best_over_time(view), f"Best {view.metric} over time",
@@ -96,7 +109,8 @@ def leaderboard(request: HttpRequest, track: str) -> HttpResponse:
                "phase": phases.describe(view.split), "has_partition": view.split.has_partition,
                # Each row names its protocol only where the track has several; the first is this service's.
                "protocols": {p.key: p for p in spec.protocols} if len(spec.protocols) > 1 else {},
-               "our_protocol": spec.protocols[0].key if spec.protocols else ""}
+               "our_protocol": spec.protocols[0].key if spec.protocols else "", "all_protocols": ALL_PROTOCOLS,
+               "announcements": _announcements(request, view.split.benchmark)}
     return render(request, "rankings/leaderboard.html", context)
 
 
@@ -107,11 +121,14 @@ def export(request: HttpRequest, track: str, fmt: str) -> HttpResponse:
         raise Http404("Exports are .csv or .json.")
     view = _view(request, track)
     rows, significance = export_rows(view, MAX_EXPORT_ROWS, fmt)
-    name = f"{track}-{view.split.name}-{view.metric}"
+    # A file saved from a split with synthetic labels says so in its name too.
+    name = f"{track}-{view.split.name}-{view.metric}{'-synthetic-labels' if view.split.labels_synthetic else ''}"
     fields = declared(view.split.benchmark)
     if fmt == "json":
         head = {"track": track, "split": view.split.name, "sort": view.sort,
-                "scorer_version": view.split.benchmark.spec.scorer_version, "columns": view.all_columns,
+                "scorer_version": view.split.benchmark.spec.scorer_version,
+                "labels": labels_json(view.split), "protocol": view.protocol or None,
+                "apart_reason": view.apart_reason or None, "columns": view.all_columns,
                 "metric_specs": metric_specs_json(view.split.benchmark),
                 "method_fields": [f.as_json() for f in fields], "interval_level": 0.95,
                 "significance": significance.as_json()}
@@ -123,7 +140,8 @@ def export(request: HttpRequest, track: str, fmt: str) -> HttpResponse:
                 r.fields["drilldown"] = shown.as_json() if shown else None
         response = HttpResponse(json_text(head, rows), content_type="application/json")
     else:
-        response = HttpResponse(csv_text(view, rows, fields), content_type="text/csv; charset=utf-8")
+        response = HttpResponse(csv_text(view, rows, fields, labels_cell(view.split)),
+                                content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{name}.{fmt}"'
     return response
 
@@ -235,6 +253,13 @@ def bibtex(request: HttpRequest, pk: int) -> HttpResponse:
     return HttpResponse(f"@misc{{{key},\n{body}\n}}\n", content_type="application/x-bibtex; charset=utf-8")
 
 
+@cached_page()
+def entry_bibtex(request: HttpRequest, pk: int) -> HttpResponse:
+    """A paper row's BibTeX: its method's own paper and the source of its numbers."""
+    entry = get_object_or_404(LeaderboardEntry.objects.select_related("split__benchmark"), pk=pk, is_paper=True)
+    return HttpResponse(paper_row_bibtex(entry), content_type="application/x-bibtex; charset=utf-8")
+
+
 def _entry_ids(values: list[str]) -> list[int]:
     """The ``e`` parameters as entry ids; 404 for one that no row can have (not a whole number, or
     beyond the largest id a database holds: it reached the database as a 500)."""
@@ -247,9 +272,25 @@ def _entry_ids(values: list[str]) -> list[int]:
 
 
 def _compare_entries(request: HttpRequest, split: Split) -> list[LeaderboardEntry]:
+    """The rows named by ``e`` (the first four), in that order; 404 when one is not a row this viewer
+    sees on this board (unknown, on another split, or a scored row whose split's scores are not
+    visible yet): a page of fewer rows than asked would compare something else than was linked."""
     ids = _entry_ids(request.GET.getlist("e"))[:4]
     by_id = {e.pk: e for e in LeaderboardEntry.objects.filter(split=split, pk__in=ids).select_related("result")}
-    return _visible_entries(request, [by_id[i] for i in ids if i in by_id])
+    embargoed = _embargoed(request, split) if ids else False
+    for pk in ids:
+        entry = by_id.get(pk)
+        if entry is None or (embargoed and not entry.is_paper):
+            raise Http404(f"Expected e to be rows of the {split.benchmark.track} {split.name} board, but {pk} is not "
+                          f"one (unknown, on another split, or not visible yet).")
+    return [by_id[pk] for pk in ids]
+
+
+def _unlike(split: Split, a: LeaderboardEntry, b: LeaderboardEntry) -> bool:
+    """Whether ``a`` and ``b`` were not produced the same way (``like_with_like``): one of another
+    protocol than the other, or a paper's numbers beside numbers scored on synthetic labels."""
+    return (is_other_protocol(split, a.protocol) != is_other_protocol(split, b.protocol)
+            or (split.labels_synthetic and a.is_paper != b.is_paper))
 
 
 @cached_page("track")
@@ -258,12 +299,16 @@ def compare(request: HttpRequest, track: str) -> HttpResponse:
     spec = view.split.benchmark.spec
     entries = _compare_entries(request, view.split)
     metric_spec = view.spec_of(view.metric)
+    unlike = [i > 0 and _unlike(view.split, entries[0], e) for i, e in enumerate(entries)]
+    # A phone shows each value under its row's name: other protocols are marked there too.
+    labels = [f"{e.name} (other protocol)" if is_other_protocol(view.split, e.protocol) else e.name for e in entries]
     rows = []
     for header, column in zip(view.headers, view.columns):
         values = [e.scores.get(column) for e in entries]
         base = values[0] if values else None
-        rows.append((header, [CompareCell(entries[i].name, v, None if (i == 0 or v is None or base is None)
-                                          else cleaned(v - base), entries[i].intervals.get(column), metric_spec)
+        rows.append((header, [CompareCell(labels[i], v, None if (i == 0 or v is None or base is None)
+                                          else cleaned(v - base), entries[i].intervals.get(column), metric_spec,
+                                          unlike[i])
                               for i, v in enumerate(values)]))
     contenders = [e for e in entries if not e.is_reference]
     chart = charts.bars(spec.groups, [(e.name, [e.scores.get(f"{g}/{view.metric}") for g in spec.groups])
@@ -271,17 +316,26 @@ def compare(request: HttpRequest, track: str) -> HttpResponse:
                         metric=view.metric, group_label=spec.group_label,
                         references=[(e.name, [e.scores.get(f"{g}/{view.metric}") for g in spec.groups])
                                     for e in entries if e.is_reference], spec=metric_spec) if len(entries) >= 2 else ""
-    candidates = list(ordered_entries(view)[:200]) + reference_entries(view)
+    apart, references = unranked_entries(view)
+    candidates = list(ordered_entries(view)[:200]) + apart + references
     names = {e.pk: e.name for e in entries}
     tests, family, notice = _pair_tests(request, track, entries, view.metric)
+    protocols = {p.key: p for p in spec.protocols}
     return render(request, "rankings/compare.html", {
         "benchmark": view.split.benchmark, "split": view.split, "view": view, "spec": spec, "entries": entries,
+        "entries_marked": [(e, _other_protocol(view.split, e, protocols)) for e in entries], "any_unlike": any(unlike),
+        "candidate_marks": {c.pk: _other_protocol(view.split, c, protocols) for c in candidates},
         "rows": rows, "chart": chart, "candidates": candidates, "selected": {e.pk for e in entries},
         "iou_links": _iou_links(view), "metric_spec": metric_spec,
         "difference_unit": difference_unit(metric_spec), "direction": direction_words(metric_spec),
         "tests": [{**t, "a_name": names[t["a"]], "b_name": names[t["b"]],
                    "better": _better_of(t, names, metric_spec)} for t in tests],
-        "family": family, "notice": notice})
+        "family": family, "notice": notice, "announcements": _announcements(request, view.split.benchmark)})
+
+
+def _other_protocol(split: Split, entry: LeaderboardEntry, protocols: dict[str, Any]) -> Any:
+    """The protocol of ``entry`` when it is another than this service's (a page marks it), else None."""
+    return protocols.get(entry.protocol) if is_other_protocol(split, entry.protocol) else None
 
 
 @dataclass
@@ -293,6 +347,7 @@ class CompareCell:
     diff: float | None
     bounds: Any
     spec: Any
+    unlike: bool = False  # not like with like against the first entry (like_with_like)
 
     @property
     def verdict(self) -> str:
@@ -328,13 +383,14 @@ def api_leaderboard(request: HttpRequest, track: str) -> JsonResponse:
         return api_error(f"Expected metric to be one of {', '.join(spec.metrics)}, "
                          f"but got {request.GET['metric']!r}.", 400)
     if request.GET.get("protocol") and request.GET["protocol"] != view.protocol:
-        keys = [p.key for p in spec.protocols] if len(spec.protocols) > 1 else []
+        keys = [ALL_PROTOCOLS, *(p.key for p in spec.protocols)] if len(spec.protocols) > 1 else []
         return api_error(f"Expected protocol to be one of {', '.join(keys) or 'nothing (one protocol)'}, "
                          f"but got {request.GET['protocol']!r}.", 400)
     if request.GET.get("iou") and request.GET["iou"] not in thresholds.thresholds(spec):
         return api_error(f"Expected iou to be one of {', '.join(thresholds.thresholds(spec)) or 'nothing'} "
                          f"(IoU thresholds of {track}), but got {request.GET['iou']!r}.", 400)
     page = leaderboard_page(view)
+    apart, references = unranked_entries(view)
     return JsonResponse({"track": track, "split": view.split.name, "primary_metric": spec.primary_metric,
                          "metrics": list(spec.metrics), "metric_specs": metric_specs_json(view.split.benchmark),
                          "method_fields": [f.as_json() for f in view.method_fields],
@@ -343,11 +399,14 @@ def api_leaderboard(request: HttpRequest, track: str) -> JsonResponse:
                          "page": page.number, "pages": page.pages, "count": page.count,
                          "results_embargoed": view.embargoed, **phases.phase_json(view.split),
                          "public_subset": view.split.has_partition,
-                         "scores_of": _scores_of(view.split),
+                         "scores_of": _scores_of(view.split), "labels": labels_json(view.split),
+                         "protocol": view.protocol or None, "apart_reason": view.apart_reason or None,
                          "significance": page.significance.as_json() if page.significance else None,
                          "rows": [entry_as_json(row, view.all_columns) for row in page.rows],
+                         "apart": [entry_as_json(row, view.all_columns)
+                                   for row in _reference_rows(view, apart, apart=True)],
                          "references": [entry_as_json(row, view.all_columns)
-                                        for row in _reference_rows(view, reference_entries(view))]})
+                                        for row in _reference_rows(view, references)]})
 
 
 def _scores_of(split: Split) -> str:
@@ -370,8 +429,8 @@ def api_method(request: HttpRequest, pk: int) -> JsonResponse:
         "description": public.description, "paper_url": public.paper_url, "code_url": public.code_url,
         "authors": public.authors, "uses_extra_data": public.uses_extra_data,
         "url": request.build_absolute_uri(reverse("rankings:method", args=[method.pk])),
-        "results": [{"track": e.split.benchmark.track, "split": e.split.name, "scores": e.scores,
-                     "intervals": e.intervals,
+        "results": [{"track": e.split.benchmark.track, "split": e.split.name, "labels": labels_json(e.split),
+                     "scores": e.scores, "intervals": e.intervals,
                      "scorer_version": e.scorer_version, "verified": e.is_verified, "protocol": e.protocol,
                      "fields": e.fields,
                      "drilldown": drills[e.pk].as_json() if drills[e.pk] else None}
@@ -385,8 +444,10 @@ def api_compare(request: HttpRequest, track: str) -> JsonResponse:
     entries = _compare_entries(request, view.split)
     tests, family, notice = _pair_tests(request, track, entries, view.metric)
     return JsonResponse({"track": track, "split": view.split.name, "columns": view.all_columns,
-                         "metric": view.metric,
+                         "metric": view.metric, "labels": labels_json(view.split),
                          "entries": [{"entry_id": e.pk, "method": e.name, "reported_in_paper": e.is_paper,
+                                      "reference": e.is_reference, "protocol": e.protocol,
+                                      "other_protocol": is_other_protocol(view.split, e.protocol),
                                       "scores": {c: e.scores.get(c) for c in view.all_columns},
                                       "intervals": {c: e.intervals[c] for c in view.all_columns
                                                     if e.intervals.get(c) is not None}}

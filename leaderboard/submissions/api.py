@@ -44,7 +44,7 @@ def _body(request: HttpRequest) -> dict[str, Any]:
 
 def _rejected(exc: services.SubmissionRejected) -> JsonResponse:
     return api_error(str(exc), getattr(exc, "status", 400), getattr(exc, "code", None),
-                     getattr(exc, "retry_at", None))
+                     getattr(exc, "retry_at", None), getattr(exc, "fields", None))
 
 
 def _upload_of(request: HttpRequest, pk: int, write: bool = False) -> Upload:

@@ -24,13 +24,13 @@ message is JSON whose base64 ``body`` is ``[args, kwargs, embed]``.
 from __future__ import annotations
 
 import base64
-import functools
 import json
 from typing import Any
 
 from django.conf import settings
 
 from evaluation_workers import contracts
+from leaderboard.lib import broker_redis
 
 _UNACKED = "unacked"
 _UNACKED_INDEX = "unacked_index"  # delivery tag -> when a worker took the message (its clock)
@@ -38,11 +38,7 @@ _UNACKED_INDEX = "unacked_index"  # delivery tag -> when a worker took the messa
 _ATTEMPT_TTL = 7 * 24 * 3600
 
 
-@functools.lru_cache(maxsize=4)
-def _client(url: str) -> Any:
-    import redis
-
-    return redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
+_client = broker_redis.client  # one client per URL, shared with the site's Celery app (leaderboard.celery)
 
 
 def client() -> Any:

@@ -42,6 +42,7 @@ from django.utils import timezone
 from evaluation_workers import contracts, queues
 from evaluation_workers.tracks import all_tracks, get_track
 from leaderboard.celery import app as celery_app
+from leaderboard.celery import count_refused
 from leaderboard.lib import storage
 from leaderboard.rankings.services import refresh_entry
 from leaderboard.submissions import broker, notifications
@@ -223,7 +224,8 @@ def do_send(submission_id: int, attempt: int) -> bool:
         request["predictions_sha256"] = submission.predictions_sha256
     try:
         broker.note_attempt(submission.pk, attempt)
-    except Exception as exc:  # noqa: BLE001 - workers then score a stale copy; the site still drops its report
+    except Exception as exc:  # noqa: BLE001 - workers then drop it unscored as not noted, the message is gone,
+        # and the sweeper sends a new attempt (SWEEP_QUEUED_AFTER)
         log.warning("Could not note attempt %s of submission %s: %s", attempt, submission.pk, exc)
     try:
         celery_app.send_task(contracts.SCORE_SUBMISSION, kwargs=dict(request), queue=submission.queue,
@@ -284,6 +286,7 @@ def record_result(*, submission_id: int, attempt: int, result: dict[str, Any], s
                       "seconds": seconds, "device": device, "worker": worker[:200]})[0]
                 for one in [result, *(more_results or [])]]
         stored = rows[0]
+        _follow_deferred(rows)
         if submission.is_published:
             refresh_entry(submission.method, submission.split)
         fault_hold("record-result")  # fault-injection tests: a kill lands inside the transaction
@@ -292,12 +295,54 @@ def record_result(*, submission_id: int, attempt: int, result: dict[str, Any], s
     return stored
 
 
-def record_intervals(*, submission_id: int, scorer_version: str, intervals: dict[str, Any],
+def _follow_deferred(rows: list[Result]) -> None:
+    """Results whose intervals were deferred (over every unit only: partition results never are): ask a
+    worker for them once the result is stored, naming its revision; or, where the worker could not keep
+    the outcomes to compute them from (``bootstrap.unavailable``), say on the result that it has none."""
+    for row in rows:
+        if row.partition != Result.Partition.ALL or not (row.bootstrap or {}).get("deferred"):
+            continue
+        if row.bootstrap.get("unavailable"):
+            _intervals_failed(row, str(row.bootstrap["unavailable"])[:300], retry=False)
+        else:
+            transaction.on_commit(lambda pk=row.pk: do_ask_intervals(
+                Result.objects.select_related("submission__split__benchmark").get(pk=pk)))
+
+
+def do_ask_intervals(result: Result) -> bool:
+    """Ask a worker for the deferred intervals of ``result`` at its current revision (on its track's bulk
+    queue); False when the broker is unreachable: the result then says when to ask again
+    (``bootstrap.retry_at``), and the sweeper does."""
+    track = result.submission.split.benchmark.track
+    request = contracts.IntervalsRequest(
+        schema=contracts.SCHEMA_VERSION, submission_id=result.submission_id, result_id=result.pk,
+        revision=result.revision, track=track, scorer_version=result.scorer_version, reply_queue=settings.SITE_QUEUE,
+        outcomes_key=contracts.outcomes_key(track, result.labels_sha256, result.predictions_sha256,
+                                            result.scorer_version))
+    base = settings.EVAL_QUEUE_GPU if track in settings.EVAL_GPU_TRACKS else settings.EVAL_QUEUE_CPU
+    try:
+        celery_app.send_task(contracts.COMPUTE_INTERVALS, kwargs=dict(request),
+                             queue=queues.queue_name(base, track, result.scorer_version, bulk=True),
+                             retry=True, retry_policy=settings.SEND_RETRY_POLICY)
+    except Exception as exc:  # noqa: BLE001 - the broker's errors are many; the next sweep tries again
+        log.warning("Could not ask for the intervals of submission %s (%s); the sweeper will", result.submission_id,
+                    exc)
+        Result.objects.filter(pk=result.pk, bootstrap__deferred=True).exclude(bootstrap__has_key="retry_at").update(
+            bootstrap={**result.bootstrap, "retry_at": timezone.now().timestamp()})
+        return False
+    bootstrap = {k: v for k, v in result.bootstrap.items() if k != "retry_at"}
+    Result.objects.filter(pk=result.pk).update(bootstrap=bootstrap)
+    return True
+
+
+def record_intervals(*, submission_id: int, result_id: int, revision: int, intervals: dict[str, Any],
                      bootstrap: dict[str, Any], error: str = "", retry: bool = False) -> bool:
     """Intervals computed after the result (``contracts.RECORD_INTERVALS``): onto that result, and its row.
 
-    Only a result still waiting for them takes them (a re-score since has its own); returns whether one did.
-    The follow-up resamples every unit, so never a partition's result (those are not deferred).
+    Only the result at the revision they were asked for (``Result.revision``; a re-score, new labels or
+    intervals since move it on), and still waiting for them, takes them; an answer for another revision
+    is dropped, logged and counted. Returns whether the result took them. The follow-up resamples every
+    unit, so never a partition's result (those are not deferred).
 
     A worker that could not compute them says why (``error``). Where asking again may succeed
     (``retry``: the outcomes store could not be read) the result keeps waiting and the sweeper asks
@@ -305,11 +350,19 @@ def record_intervals(*, submission_id: int, scorer_version: str, intervals: dict
     times; otherwise the result stops waiting and its warnings say that it has no intervals, and why.
     """
     with transaction.atomic():
-        result = (Result.objects.select_for_update().select_related("submission__method", "submission__split")
-                  .filter(submission_id=submission_id, scorer_version=scorer_version,
-                          partition=Result.Partition.ALL).first())
-        if result is None or not (result.bootstrap or {}).get("deferred"):
+        result = (Result.objects.select_for_update(of=("self",))
+                  .select_related("submission__method", "submission__split").filter(pk=result_id).first())
+        if result is None or result.submission_id != submission_id:
+            log.warning("Dropping the intervals of result %s of submission %s: no such result (deleted since)",
+                        result_id, submission_id)
             return False
+        if result.revision != revision:
+            log.warning("Dropping the intervals of result %s of submission %s: computed for revision %s, the "
+                        "result is at revision %s", result_id, submission_id, revision, result.revision)
+            count_refused(contracts.RECORD_INTERVALS, "stale")
+            return False
+        if not (result.bootstrap or {}).get("deferred"):
+            return False  # taken already (a second answer to one request)
         if error:
             _intervals_failed(result, error[:300], retry)
             return False

@@ -34,6 +34,8 @@ from leaderboard.benchmarks.selectors import splits_of_track, upload_limit
 from leaderboard.lib import storage
 from leaderboard.lib.pagecache import bump
 from leaderboard.moderation.models import AuditEntry
+from leaderboard.participation.gate import Refusal
+from leaderboard.participation.gate import refusal as participation_refusal
 from leaderboard.rankings.models import ANONYMOUS_LABEL
 from leaderboard.rankings.services import refresh_entry
 from leaderboard.submissions import lifecycle, quotas
@@ -51,10 +53,14 @@ class SubmissionRejected(Exception):
     code: str | None = None  # the API's error code; None: the status's
 
 
-class StorageUnavailable(SubmissionRejected):
-    """The file store failed while the upload was written; nothing counts (HTTP 503)."""
+class StorageUnavailable(storage.StorageError):
+    """The file store failed while the upload was written: answered 503 like any failed service
+    (``ops.unavailable``: counted, "the disk is full" when it is, from the error it was raised from),
+    with ``detail``, what became of the upload."""
 
-    status = 503
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
 
 
 class QuotaExceeded(SubmissionRejected, quotas.QuotaExceeded):
@@ -84,6 +90,18 @@ class LabelsNotLoaded(SubmissionRejected):
 
     status = 409
     code = "labels_not_loaded"
+
+
+class ParticipationRefused(SubmissionRejected):
+    """The user may not take part in the benchmark now (``participation.gate``: banned, an address it does not
+    accept, terms not accepted, approval pending or denied; HTTP 403). ``fields`` go into the API's error."""
+
+    status = 403
+
+    def __init__(self, refusal: Refusal) -> None:
+        super().__init__(refusal.message)
+        self.code = refusal.code
+        self.fields = refusal.fields
 
 
 class SelectionLocked(SubmissionRejected):
@@ -116,7 +134,8 @@ def access_submission(user: AbstractBaseUser, pk: int) -> Submission:
 
 def resolve_request(*, user: AbstractBaseUser, track: str, split: str, method_name: str,
                     team: Team | str | None = None) -> tuple[Split, Team, str]:
-    """The split, team and cleaned method name of a submission request, or why not."""
+    """The split, team and cleaned method name of a submission request, or why not (the split's state first,
+    then whether the user may take part in the benchmark: ``participation.gate``)."""
     splits = {s.name: s for s in splits_of_track(track)}
     split_obj = splits.get(split)
     open_now = [name for name, s in splits.items() if phases.submission_refusal(s) is None]
@@ -131,6 +150,8 @@ def resolve_request(*, user: AbstractBaseUser, track: str, split: str, method_na
         raise LabelsNotLoaded(pending + elsewhere)
     if (closed := phases.refusal(split_obj)) is not None:
         raise PhaseClosed(closed)
+    if (refused := participation_refusal(user, split_obj.benchmark)) is not None:
+        raise ParticipationRefused(refused)
     method_name = (method_name or "").strip()
     if not method_name or len(method_name) > 100:
         raise SubmissionRejected("Expected a method name of 1 to 100 characters.")
@@ -266,10 +287,9 @@ def check_create_submission(*, user: AbstractBaseUser, track: str, split: str, m
     except storage.TooLarge:
         return do_fail(submission, Kind.INVALID_INPUT, size_message(submission, limit)) or submission
     except storage.StorageError as exc:
-        log.exception("Storing submission %s failed", submission.pk)
+        log.warning("Storing submission %s failed: %s", submission.pk, exc)
         do_fail(submission, Kind.PLATFORM_ERROR, f"The file could not be stored. {PLATFORM_REFUND_NOTE}")
-        raise StorageUnavailable("The file could not be stored (storage is unavailable); nothing was "
-                                 "counted against your quota. Please try again later.") from exc
+        raise StorageUnavailable("the file was not stored, and nothing was counted against your quota.") from exc
     submission.file_key, submission.file_size, submission.predictions_sha256 = key, size, sha
     submission.save(update_fields=["file_key", "file_size", "predictions_sha256"])
     return do_submit(submission)

@@ -29,8 +29,8 @@ within seconds. ``manage.py sweep`` runs it too. In order:
    or a broker that lost the claim), and no heartbeat for
    ``SWEEP_HEARTBEAT_TIMEOUT`` s: lost.
 6. **Intervals to ask again**: results whose deferred intervals were not
-   computed because the outcomes store could not be read (``bootstrap.retry_at``
-   passed): asked again.
+   computed because the outcomes store could not be read, or whose request
+   could not be sent (``bootstrap.retry_at`` passed): asked again.
 
 Nothing here relies on the broker's visibility timeout (4 hours, above any
 scoring): a running task is never delivered twice to get it going again; a new
@@ -48,8 +48,9 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
-from evaluation_workers import contracts, queues, signing
+from evaluation_workers import contracts, signing
 from leaderboard.submissions import broker, lifecycle
+from leaderboard.submissions.lifecycle import do_ask_intervals
 from leaderboard.submissions.models import Result, Submission
 
 log = logging.getLogger(__name__)
@@ -146,7 +147,7 @@ def _record_kept(pk: int, attempt: int, claim: dict[str, Any]) -> bool | None:
     task, signed = claim.get("report"), claim.get("kwargs")
     if task not in {contracts.RECORD_RESULT, contracts.RECORD_FAILURE} or not isinstance(signed, dict):
         return None
-    report = signing.verified(str(task), (), signed, settings.RESULTS_SIGNING_KEY)
+    report = signing.verified(str(task), (), signed, settings.RESULTS_SIGNING_KEYS)
     if report is None or (report.get("submission_id"), report.get("attempt")) != (pk, attempt):
         return None
     try:
@@ -199,28 +200,3 @@ def _ask_intervals_again(now: datetime) -> int:
            .select_related("submission__split__benchmark")
            if float(r.bootstrap.get("retry_at") or 0) <= now.timestamp()]
     return sum(do_ask_intervals(r) for r in due)
-
-
-def do_ask_intervals(result: Result) -> bool:
-    """Ask a worker for the deferred intervals of ``result`` (on its track's bulk queue); False when the
-    broker is unreachable (the next sweep tries again)."""
-    from leaderboard.celery import app as celery_app
-
-    track = result.submission.split.benchmark.track
-    request = contracts.IntervalsRequest(
-        schema=contracts.SCHEMA_VERSION, submission_id=result.submission_id, track=track,
-        scorer_version=result.scorer_version, reply_queue=settings.SITE_QUEUE,
-        outcomes_key=contracts.outcomes_key(track, result.labels_sha256, result.predictions_sha256,
-                                            result.scorer_version))
-    base = settings.EVAL_QUEUE_GPU if track in settings.EVAL_GPU_TRACKS else settings.EVAL_QUEUE_CPU
-    try:
-        celery_app.send_task(contracts.COMPUTE_INTERVALS, kwargs=dict(request),
-                             queue=queues.queue_name(base, track, result.scorer_version, bulk=True),
-                             retry=True, retry_policy=settings.SEND_RETRY_POLICY)
-    except Exception as exc:  # noqa: BLE001 - the broker's errors are many; the next sweep tries again
-        log.warning("Could not ask again for the intervals of submission %s (%s)", result.submission_id, exc)
-        return False
-    bootstrap = {k: v for k, v in result.bootstrap.items() if k != "retry_at"}
-    Result.objects.filter(pk=result.pk).update(bootstrap=bootstrap)
-    return True
-

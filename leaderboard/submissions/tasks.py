@@ -5,11 +5,13 @@ keyword arguments to ``lifecycle``. Reports are idempotent (attempt numbers),
 so they are acknowledged only once recorded (``acks_late``), redelivered if the
 site worker dies, and retried with back-off when the database is busy or down.
 Each runs only a report a worker signed (``leaderboard.celery.SignedTask``, the
-base of every task of the site's app): a forged one is refused before it gets here.
+base of every task of the site's app): a forged one is refused before it gets here,
+and so is one the site already acted on (``evaluation_workers.replays``).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from celery import shared_task
@@ -18,6 +20,7 @@ from django.db import DatabaseError, InterfaceError
 
 from evaluation_workers import contracts
 from leaderboard.ops import metrics
+from leaderboard.ops.outages import Streak
 from leaderboard.submissions import lifecycle, retention, sweeper
 from leaderboard.submissions.uploads import do_expire_uploads
 
@@ -57,11 +60,22 @@ def record_lost(**report: Any) -> None:
     lifecycle.record_lost(**report)
 
 
+# A database or broker down for an hour would otherwise log a traceback every SWEEP_INTERVAL seconds.
+_sweeps_failing = Streak(logging.getLogger(__name__), "The sweep")
+
+
 @shared_task(name=contracts.SWEEP, ignore_result=True)
 def sweep() -> dict[str, int]:
     """Run by Celery beat every ``SWEEP_INTERVAL`` seconds, and sent by the site worker and each scoring
-    worker when they start; ``manage.py sweep`` does the same."""
-    counts = sweeper.do_sweep()
+    worker when they start; ``manage.py sweep`` does the same. While a service it needs is down, each
+    failed sweep is one line of the log (the first with its traceback); the next beat tries again."""
+    try:
+        counts = sweeper.do_sweep()
+    except Exception as exc:
+        if not _sweeps_failing.failed(exc):
+            raise  # a bug: Celery logs it with its traceback, every time
+        return {}
+    _sweeps_failing.succeeded()
     metrics.count_sweep(counts)  # leaderboard_sweeper_actions_total on every site's /metrics
     return counts
 

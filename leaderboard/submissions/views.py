@@ -17,6 +17,7 @@ from leaderboard.benchmarks import phases
 from leaderboard.benchmarks.models import Benchmark
 from leaderboard.benchmarks.selectors import splits_of
 from leaderboard.lib import thresholds
+from leaderboard.participation.selectors import current_announcements
 from leaderboard.submissions import quotas, services
 from leaderboard.submissions.forms import MethodForm, SubmissionForm
 from leaderboard.submissions.methods import check_update_method, missing_for_publishing
@@ -24,6 +25,7 @@ from leaderboard.submissions.models import Method, Submission
 from leaderboard.submissions.selectors import (
     list_submissions_for,
     queue_place,
+    queue_places,
     submission_as_json,
     submission_rows,
     validator_commands,
@@ -74,7 +76,10 @@ def submit(request: HttpRequest, track: str) -> HttpResponse:
     closed = [text for split in offered if (text := phases.labels_refusal(split) or phases.refusal(split))]
     return render(request, "submissions/submit.html",
                   {"benchmark": benchmark, "form": form, "methods": [m for m in methods if m], "usage": usage,
-                   "direct_max_bytes": settings.UPLOAD_DIRECT_MAX_BYTES, "closed": closed})
+                   "direct_max_bytes": settings.UPLOAD_DIRECT_MAX_BYTES, "closed": closed,
+                   # Said before a byte is sent: the same refusal the upload would get (participation.gate).
+                   "refusal": services.participation_refusal(request.user, benchmark),
+                   "announcements": current_announcements(benchmark)})
 
 
 @login_required
@@ -117,7 +122,8 @@ def reveal(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 def mine(request: HttpRequest) -> HttpResponse:
     """Your teams' submissions with their status, primary score and why a failed one failed."""
-    return render(request, "submissions/list.html", {"rows": submission_rows(list_submissions_for(request.user)),
+    rows = submission_rows(list_submissions_for(request.user))
+    return render(request, "submissions/list.html", {"rows": rows, "places": queue_places([r.submission for r in rows]),
                                                      "benchmarks": Benchmark.objects.filter(is_active=True)})
 
 
@@ -213,7 +219,7 @@ def api_submissions(request: HttpRequest) -> JsonResponse:
             method_name=request.POST["method_name"], file=upload, file_name=upload.name,
             team=request.POST.get("team") or None)
     except services.SubmissionRejected as exc:
-        return api_error(str(exc), exc.status, exc.code, getattr(exc, "retry_at", None))
+        return api_error(str(exc), exc.status, exc.code, getattr(exc, "retry_at", None), getattr(exc, "fields", None))
     body = submission_as_json(submission)
     if submission.status == submission.Status.FAILED:
         return failed_submission(body)

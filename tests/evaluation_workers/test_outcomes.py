@@ -89,15 +89,15 @@ def test_the_prune_task_refuses_a_list_naming_another_tracks_keys(folder: Path) 
 
 
 def intervals_request(key: str) -> dict[str, Any]:
-    return dict(schema=contracts.SCHEMA_VERSION, submission_id=7, track="sqa3d", scorer_version="1.2.0",
-                outcomes_key=key, reply_queue="site-x")
+    return dict(schema=contracts.SCHEMA_VERSION, submission_id=7, result_id=70, revision=3, track="sqa3d",
+                scorer_version="1.2.0", outcomes_key=key, reply_queue="site-x")
 
 
 def test_deferred_intervals_whose_outcomes_are_gone_report_it_to_the_site(folder: Path, sent) -> None:
     deferred_intervals.compute_intervals.run(**intervals_request("sqa3d/l/gone-v1.2.0.npz"))
     [(name, report, queue)] = sent
     assert (name, queue) == (contracts.RECORD_INTERVALS, "site-x")
-    assert report == {"submission_id": 7, "scorer_version": "1.2.0", "intervals": {}, "bootstrap": {},
+    assert report == {"submission_id": 7, "result_id": 70, "revision": 3, "intervals": {}, "bootstrap": {},
                       "error": deferred_intervals.MISSING, "retry": False}
 
 
@@ -119,8 +119,9 @@ def test_a_paired_test_is_not_answered_while_the_store_cannot_be_read(folder: Pa
         raise outcomes.StoreError("the outcomes store could not be read")
 
     monkeypatch.setattr(outcomes, "load", down)
-    significance.paired_test.run(schema=contracts.SCHEMA_VERSION, test_id=3, track="sqa3d", reply_queue="site-x",
-                                 outcomes_a="sqa3d/l/a-v1.npz", outcomes_b="sqa3d/l/b-v1.npz")
+    significance.paired_test.run(schema=contracts.SCHEMA_VERSION, test_id=3, revision_a=1, revision_b=1,
+                                 track="sqa3d", reply_queue="site-x", outcomes_a="sqa3d/l/a-v1.npz",
+                                 outcomes_b="sqa3d/l/b-v1.npz")
     assert sent == []
 
 
@@ -141,13 +142,15 @@ def test_outcomes_that_cannot_be_kept_never_cost_the_score(folder: Path, sent, s
     assert sent[-1][0] == contracts.RECORD_RESULT and sent[-1][1]["result"]["metrics"]["EM"] == pytest.approx(0.5)
 
 
-def test_a_deferred_result_whose_outcomes_could_not_be_kept_says_so_instead_of_a_follow_up(
+def test_a_deferred_result_whose_outcomes_could_not_be_kept_says_so_in_itself(
         folder: Path, sent, scoring, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The site then records it without intervals, and why, instead of asking for them
+    (tests/leaderboard/test_intervals.py)."""
     monkeypatch.setenv("EVAL_BOOTSTRAP_INLINE_MAX", "1")
     folder.parent.mkdir(parents=True, exist_ok=True)
     folder.write_text("not a folder")  # the store cannot be written
     tasks.run_score(scoring)
-    names = [name for name, _, _ in sent]
-    assert names[-2:] == [contracts.RECORD_RESULT, contracts.RECORD_INTERVALS]
-    assert contracts.COMPUTE_INTERVALS not in names
-    assert sent[-1][1]["error"] == deferred_intervals.NOT_KEPT and sent[-1][1]["retry"] is False
+    assert sent[-1][0] == contracts.RECORD_RESULT
+    assert not {contracts.COMPUTE_INTERVALS, contracts.RECORD_INTERVALS} & {name for name, _, _ in sent}
+    assert sent[-1][1]["result"]["bootstrap"] == {"deferred": True, "resamples": 1000, "unit": "scene",
+                                                   "unavailable": deferred_intervals.NOT_KEPT}

@@ -12,7 +12,6 @@ import pytest
 
 from evaluation_workers import contracts
 from evaluation_workers.synthetic import sqa3d
-from evaluation_workers.tracks import get_track
 from evaluation_workers.worker import tasks
 
 
@@ -101,10 +100,15 @@ def broker(redis_url, monkeypatch):
     client.delete(contracts.attempt_key(7), contracts.running_key(7, 2))
 
 
-def test_a_message_of_a_stale_attempt_is_dropped_unscored(roots, reports, broker):
+def test_a_message_of_a_stale_attempt_or_of_one_the_site_never_noted_is_dropped_unscored(roots, reports, broker):
     broker.set(contracts.attempt_key(7), 3)  # the site has sent attempt 3 since
     tasks.run_score(request())
     assert reports == []
+    # No note at all: the site has not sent it, or it ended over a week ago (the note expired) and this is
+    # a replay; a request the site sent while the note could not be written is sent again as a new attempt.
+    broker.delete(contracts.attempt_key(7))
+    tasks.run_score(request())
+    assert reports == [] and broker.get(contracts.running_key(7, 2)) is None
 
 
 def test_a_second_delivery_of_an_attempt_being_scored_is_dropped(roots, reports, broker):
@@ -129,8 +133,7 @@ def test_the_claim_names_this_start_of_the_worker_and_keeps_the_signed_report(ro
     claim = json.loads(broker.get(contracts.running_key(7, 2)))
     assert (claim["node"], claim["instance"]) == (socket.gethostname(), attempts.INSTANCE)
     assert claim["report"] == contracts.RECORD_RESULT
-    key = signing.key_from_environ("EVAL_RESULTS_SIGNING_KEY")
-    assert signing.verified(contracts.RECORD_RESULT, (), claim["kwargs"], key) == reports[-1][1]
+    assert signing.verified(contracts.RECORD_RESULT, (), claim["kwargs"], signing.worker_keys()) == reports[-1][1]
     assert 0 < broker.ttl(contracts.running_key(7, 2)) <= attempts.CLAIM_SECONDS
 
 
@@ -165,10 +168,11 @@ def test_a_long_step_sends_heartbeats(roots, reports, monkeypatch, tmp_path):
     assert reports[-1][0] == contracts.RECORD_RESULT
 
 
-def test_a_large_split_reports_the_score_first_and_its_intervals_from_a_follow_up(roots, reports, monkeypatch,
-                                                                                  tmp_path):
-    """Past EVAL_BOOTSTRAP_INLINE_MAX a CPU worker reports the result without intervals, then sends
-    itself a follow-up on the bulk queue; the follow-up's intervals equal those of inline scoring."""
+def test_a_large_split_reports_the_score_first_and_its_intervals_when_the_site_asks(roots, reports, monkeypatch,
+                                                                                    tmp_path):
+    """Past EVAL_BOOTSTRAP_INLINE_MAX a CPU worker reports the result without intervals and keeps its
+    outcomes; the request the site then sends (naming the result and its revision) is answered with
+    the intervals inline scoring gives, and the same result and revision."""
     from evaluation_workers import outcomes
     from evaluation_workers.worker import deferred_intervals
 
@@ -182,20 +186,21 @@ def test_a_large_split_reports_the_score_first_and_its_intervals_from_a_follow_u
     monkeypatch.setattr(tasks.app, "send_task", lambda name, kwargs, queue, **o: queued.append((name, kwargs, queue)))
     monkeypatch.setenv("EVAL_BOOTSTRAP_INLINE_MAX", "1")
     tasks.run_score(request())
-    names = [name for name, _, _ in queued]
-    assert names[-2:] == [contracts.RECORD_RESULT, contracts.COMPUTE_INTERVALS]
-    result = queued[-2][1]["result"]
+    assert queued[-1][0] == contracts.RECORD_RESULT
+    result = queued[-1][1]["result"]
     assert "intervals" not in result and result["bootstrap"] == {"deferred": True, "resamples": 1000,
                                                                  "unit": "scene"}
     assert result["metrics"] == want["metrics"]
-    _, follow_up, queue = queued[-1]
-    assert queue == f"eval-cpu-sqa3d-v{get_track('sqa3d').scorer_version}-bulk"
-    assert outcomes.load(follow_up["outcomes_key"]) is not None
-    deferred_intervals.compute_intervals.run(**follow_up)  # as recorded: unsigned (``reports`` replaced the signing send)
+    key = contracts.outcomes_key("sqa3d", result["labels_sha256"], result["predictions_sha256"],
+                                 result["scorer_version"])
+    assert outcomes.load(key) is not None
+    asked = contracts.IntervalsRequest(schema=1, submission_id=7, result_id=70, revision=4, track="sqa3d",
+                                       scorer_version=result["scorer_version"], outcomes_key=key, reply_queue="site")
+    deferred_intervals.compute_intervals.run(**asked)  # as the site sends it, unsigned here (run, not the task)
     name, report, reply = queued[-1]
     assert (name, reply) == (contracts.RECORD_INTERVALS, "site")
-    assert report["submission_id"] == 7 and report["intervals"] == want["intervals"]
-    assert report["bootstrap"] == want["bootstrap"]
+    assert (report["submission_id"], report["result_id"], report["revision"]) == (7, 70, 4)
+    assert report["intervals"] == want["intervals"] and report["bootstrap"] == want["bootstrap"]
 
 
 # The scored bytes are the accepted bytes (``ScoreRequest.predictions_sha256``, ``tasks.as_accepted``).
@@ -272,6 +277,7 @@ def test_another_sites_claim_of_the_same_submission_id_is_not_this_sites(roots, 
     broker.set(contracts.attempt_key(7), 5)
     broker.set(contracts.running_key(7, 2), "1", ex=30)
     monkeypatch.setenv("BROKER_KEY_PREFIX", "this-site")
+    broker.set(contracts.attempt_key(7), 2)  # this site's note of the attempt it sent
     try:
         tasks.run_score(request())
         assert reports and reports[-1][0] == contracts.RECORD_RESULT, "scored, not dropped as stale or taken"

@@ -57,6 +57,7 @@ def site(transactional_db, maintainer, sqa3d_split, sqa3d_files, sent_tasks, tmp
 
     from evaluation_workers.synthetic import mmscan_vg
     from evaluation_workers.tracks import get_track
+    from leaderboard.accounts.emails import verification_token
     from leaderboard.accounts.models import ApiToken, Membership
     from leaderboard.accounts.services import do_create_team, do_create_token, personal_team
     from leaderboard.benchmarks.bundle_apply import load_bundled_paper_rows
@@ -92,7 +93,7 @@ def site(transactional_db, maintainer, sqa3d_split, sqa3d_files, sent_tasks, tmp
                   sqa3d_files["labels"])
     mm = publish("mmscan-vg", "val", "GroundNet", mm_predictions, mm_labels.parent)
     team = do_create_team(user, "Lab of Long Names")
-    other = type(user).objects.create_user("dora", password="correct horse battery")
+    other = type(user).objects.create_user("dora", password="correct horse battery", email="dora@example.org")
     Membership.objects.create(team=team, user=other)
     do_create_token(user, "laptop")
     token = ApiToken.objects.filter(user=user).latest("pk")
@@ -116,6 +117,7 @@ def site(transactional_db, maintainer, sqa3d_split, sqa3d_files, sent_tasks, tmp
     return {"user": user, "sqa": sqa, "mm": mm, "team": team, "other": other, "token": token,
             "paper": paper, "sqa_entry": sqa_entry, "mm_entry": mm_entry, "personal": personal_team(user),
             "uid": urlsafe_base64_encode(force_bytes(other.pk)),
+            "verify_token": verification_token(other, other.email),
             "reset_token": default_token_generator.make_token(other)}
 
 
@@ -147,6 +149,7 @@ def visits(s: dict[str, Any]) -> dict[str, list[str]]:
         "rankings:challenge-export": ["/benchmarks/sqa3d/challenges/sqa3d-2026/export.csv",
                                       "/benchmarks/sqa3d/challenges/sqa3d-2026/export.json"],
         "rankings:challenge-bibtex": ["/benchmarks/sqa3d/challenges/sqa3d-2026/bibtex"],
+        "rankings:entry_bibtex": [f"/entries/{s['paper'].pk}/bibtex"],
         "favicon": ["/favicon.ico"],
         "submissions:mine": ["/submissions/"],
         "submissions:submit": ["/submissions/new/mmscan-vg/"],
@@ -159,6 +162,8 @@ def visits(s: dict[str, Any]) -> dict[str, list[str]]:
         "submissions:publish": [f"/submissions/{sqa}/publish/"],
         "submissions:cancel": [f"/submissions/{sqa}/cancel/"],
         "accounts:signup": ["/accounts/signup/"],
+        "accounts:email": ["/accounts/email/"],
+        "accounts:verify_email": [f"/accounts/email/verify/{s['verify_token']}/"],
         "accounts:tokens": ["/accounts/tokens/"],
         "accounts:revoke_token": [f"/accounts/tokens/{s['token'].pk}/revoke/"],
         "accounts:teams": ["/accounts/teams/"],
@@ -201,6 +206,12 @@ def visits(s: dict[str, Any]) -> dict[str, list[str]]:
         "moderation:act": [f"/moderation/submissions/{mm}/verify/"],
         "moderation:track": ["/moderation/tracks/mmscan-vg/"],
         "moderation:finals": ["/moderation/tracks/sqa3d/finals/test.zip"],
+        "moderation:participants": ["/moderation/tracks/sqa3d/participants/"],
+        "moderation:participants_csv": ["/moderation/tracks/sqa3d/participants.csv"],
+        "moderation:outreach": ["/moderation/tracks/sqa3d/announcements/"],
+        "moderation:bans": ["/moderation/bans/"],
+        "participation:terms": ["/benchmarks/sqa3d/terms/"],
+        "api-participation": ["/api/v1/benchmarks/sqa3d/participation"],
         "admin:index": ["/admin/"],
         "admin:login": ["/admin/login/"],
         "admin:submissions_submission_changelist": ["/admin/submissions/submission/"],
@@ -213,8 +224,9 @@ SIGNED_OUT = ["/", "/benchmarks/sqa3d/", "/accounts/login/", "/accounts/signup/"
               "/submissions/", "/nope/", "/api/"]
 
 # Files, not pages: fetched, not photographed.
-DOWNLOADS = {"rankings:export", "rankings:bibtex", "favicon", "benchmarks:format_sample", "benchmarks:bundle_schema",
-             "rankings:challenge-export", "rankings:challenge-bibtex", "moderation:finals"}
+DOWNLOADS = {"rankings:export", "rankings:bibtex", "rankings:entry_bibtex", "favicon", "benchmarks:format_sample",
+             "benchmarks:bundle_schema", "moderation:participants_csv", "rankings:challenge-export",
+             "rankings:challenge-bibtex", "moderation:finals"}
 # Forms post here; a GET is answered 405 without a page (the page they lead to is visited).
 POST_ONLY = {"submissions:publish", "submissions:cancel", "submissions:reveal", "accounts:revoke_token", "accounts:remove_member",
              "logout", "moderation:act"}
@@ -232,6 +244,12 @@ def _name(url: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "_", url).strip("_") or "home"
 
 
+def _says_synthetic(url: str) -> bool:
+    """Whether a page of this site may name synthetic labels: the API's answers and its description do
+    (``labels.synthetic: false``); no other page of a site with real labels may (issue 35)."""
+    return url.startswith(("/api/", "/admin/"))
+
+
 def _check(page, base: str, url: str, tag: str, problems: list[str]) -> None:  # noqa: F811
     page.set_viewport_size({"width": 1280, "height": 900})
     try:
@@ -239,6 +257,9 @@ def _check(page, base: str, url: str, tag: str, problems: list[str]) -> None:  #
     except Exception as exc:  # noqa: BLE001 - reported with the others
         problems.append(f"{url}: {exc}".splitlines()[0])
         return
+    # This site's labels are real (loaded without --synthetic): no page says "synthetic", not even hidden.
+    if not _says_synthetic(url) and "synthetic" in page.content().lower():
+        problems.append(f"{url}: says 'synthetic' on a site with real labels")
     for label, (w, h) in WIDTHS.items():
         page.set_viewport_size({"width": w, "height": h})
         measure = page.evaluate(OVERFLOW)
@@ -253,7 +274,7 @@ def test_every_url_pattern_has_a_visit(db) -> None:
     """A pattern added to the URLconf without a visit in ``visits`` fails here."""
     keys = {key for key, _ in url_patterns() if not _exempt(key)}
     listed = set(visits({k: _Any() for k in ("sqa", "mm", "team", "other", "token", "paper", "sqa_entry",
-                                              "personal", "uid", "reset_token")}))
+                                              "personal", "uid", "reset_token", "verify_token")}))
     assert keys - listed == set(), "patterns without a visit"
     assert listed - keys == set(), "visits of patterns that do not exist"
 

@@ -74,7 +74,7 @@ def test_exports_carry_the_intervals_and_nothing_for_paper_rows(client, two_rows
     by_name = {r["method"]: r for r in body["rows"]}
     assert by_name["Upper"]["intervals"]["EM"] == upper.intervals["EM"]
     assert by_name["Upper"]["intervals"]["What/EM_R"] == upper.intervals["What/EM_R"]
-    paper = [r for r in body["rows"] if r["reported_in_paper"]]
+    paper = [r for r in body["rows"] + body["apart"] if r["reported_in_paper"]]
     assert paper and all(r["intervals"] == {} for r in paper)
     rows = list(csv.DictReader(io.StringIO(client.get("/benchmarks/sqa3d/export.csv?split=test").content.decode())))
     upper_csv = next(r for r in rows if r["method"] == "Upper")
@@ -110,25 +110,74 @@ def test_a_paper_row_page_draws_no_error_bar(client, sqa3d_split):
     assert "error-bar" not in page and 'class="pm">&nbsp;<' in page
 
 
-def test_intervals_that_follow_the_score_reach_the_result_and_the_row(client, owner, sqa3d_split, sqa3d_files,
-                                                                      sent_tasks, monkeypatch):
+def test_intervals_that_follow_the_score_are_asked_for_its_revision_and_reach_the_result_and_the_row(
+        client, owner, sqa3d_split, sqa3d_files, sent_tasks, monkeypatch, django_capture_on_commit_callbacks,
+        redis_url):
+    """Recording a result whose intervals were deferred asks a worker for them, naming the result and
+    its revision; an answer for another revision (the result moved on: i34a's re-score bumps it) is
+    dropped, logged and counted, and the result keeps waiting; the answer for the current revision is
+    taken once."""
+    import redis
+
+    from evaluation_workers import contracts
+    from leaderboard.submissions.tasks import record_intervals
+
     monkeypatch.setenv("EVAL_BOOTSTRAP_INLINE_MAX", "1")
-    entry, result = publish(owner, sqa3d_files, "Later")
+    with django_capture_on_commit_callbacks(execute=True):
+        entry, result = publish(owner, sqa3d_files, "Later")
     assert result["bootstrap"]["deferred"] and entry.intervals == {}
+    stored = Result.objects.get(pk=entry.result_id)
+    [asked] = [t for t in sent_tasks if t["name"] == contracts.COMPUTE_INTERVALS]
+    assert asked["queue"] == f"eval-cpu-sqa3d-v{stored.scorer_version}-bulk"
+    assert asked["kwargs"] == {
+        "schema": contracts.SCHEMA_VERSION, "submission_id": entry.submission_id, "result_id": stored.pk,
+        "revision": stored.revision, "track": "sqa3d", "scorer_version": stored.scorer_version,
+        "outcomes_key": contracts.outcomes_key("sqa3d", stored.labels_sha256, stored.predictions_sha256,
+                                               stored.scorer_version), "reply_queue": "site"}
     client.force_login(owner)
     assert "being computed after them" in client.get(f"/submissions/{entry.submission_id}/").content.decode()
     monkeypatch.setenv("EVAL_BOOTSTRAP_INLINE_MAX", "2000000000")
     full = get_track("sqa3d").score(sqa3d_files["labels"], sqa3d_files["labels"].parent / "Later.json",
                                     lambda f, m="": None)
-    report = {"submission_id": entry.submission_id, "scorer_version": full["scorer_version"], "intervals": full["intervals"],
-              "bootstrap": full["bootstrap"]}
-    assert lifecycle.record_intervals(**report)
+    report = {"submission_id": entry.submission_id, "result_id": stored.pk, "revision": stored.revision,
+              "intervals": full["intervals"], "bootstrap": full["bootstrap"]}
+    counted = redis.Redis.from_url(redis_url)
+    stale_before = int(counted.hget(contracts.refused_key(), f"{contracts.RECORD_INTERVALS}|stale") or 0)
+    assert not lifecycle.record_intervals(**{**report, "revision": stored.revision - 1})
+    assert Result.objects.get(pk=stored.pk).bootstrap["deferred"], "still waiting for its own"
+    assert int(counted.hget(contracts.refused_key(), f"{contracts.RECORD_INTERVALS}|stale")) == stale_before + 1
+
+    # The answer as a worker sends it: a signed message, run by the site task.
+    from django.conf import settings
+
+    from evaluation_workers import signing
+
+    record_intervals(**signing.signed(contracts.RECORD_INTERVALS, report, settings.RESULTS_SIGNING_KEYS))
     entry.refresh_from_db()
     assert entry.intervals["EM"] == full["intervals"]["EM"]
     assert Result.objects.get(pk=entry.result_id).bootstrap["resamples"] == 1000
     assert not lifecycle.record_intervals(**report), "only a result still waiting for them takes them"
     page = client.get(f"/submissions/{entry.submission_id}/").content.decode()
     assert "being computed" not in page and 'id="overall-intervals"' in page
+
+
+def test_a_deferred_result_whose_worker_kept_no_outcomes_says_why_and_nothing_is_asked(
+        owner, sqa3d_split, sqa3d_files, sent_tasks, monkeypatch, django_capture_on_commit_callbacks):
+    from evaluation_workers import contracts
+
+    monkeypatch.setenv("EVAL_BOOTSTRAP_INLINE_MAX", "1")
+    submission = services.check_create_submission(user=owner, track="sqa3d", split="test", method_name="NoKeep",
+                                                  file=io.BytesIO(sqa3d_files["predictions"].read_bytes()),
+                                                  file_name="p.json")
+    result = get_track("sqa3d").score(sqa3d_files["labels"], sqa3d_files["predictions"], lambda f, m="": None)
+    result["bootstrap"]["unavailable"] = "the per-unit outcomes of this result could not be stored when it was scored"
+    with django_capture_on_commit_callbacks(execute=True):
+        lifecycle.record_result(submission_id=submission.pk, attempt=submission.attempt, result=result)
+    stored = Result.objects.get(submission=submission)
+    assert "deferred" not in stored.bootstrap and stored.bootstrap["unavailable"].startswith("the per-unit outcomes")
+    assert stored.warnings[-1].startswith("No 95 % intervals: they could not be computed after the score (the "
+                                          "per-unit outcomes of this result could not be stored")
+    assert not [t for t in sent_tasks if t["name"] == contracts.COMPUTE_INTERVALS]
 
 
 def test_the_home_page_leaders_carry_their_plus_minus(client, two_rows):

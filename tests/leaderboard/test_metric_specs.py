@@ -104,7 +104,8 @@ def test_the_compare_page_says_which_is_better_by_the_direction(client, board):
     test = PairedTest.objects.get(result_a=min(best.result_id, worst.result_id),
                                   result_b=max(best.result_id, worst.result_id))
     sign = 1 if test.result_a_id == worst.result_id else -1  # a - b: Worst - Best is +8.5 cm
-    record_paired_test(test_id=test.pk, findings={"error": {"test": "paired-bootstrap-by-scene",
+    record_paired_test(test_id=test.pk, revision_a=test.result_a.revision, revision_b=test.result_b.revision,
+                       findings={"error": {"test": "paired-bootstrap-by-scene",
                                                             "difference": sign * 8.5, "p_value": 0.001,
                                                             "interval": sorted([sign * 4.0, sign * 12.0])}},
                        resamples=1000, error="")

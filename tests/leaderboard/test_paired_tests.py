@@ -37,9 +37,11 @@ def findings(p: float = 0.5, difference: float = 0.01, **p_by_key: float) -> dic
 def answer(django_capture_on_commit_callbacks):
     """A worker's answer to a paired test, recorded as the site task records it (cached pages move on)."""
     def record(test: PairedTest, found: dict[str, Any] | None = None, error: str = "") -> None:
+        a, b = Result.objects.get(pk=test.result_a_id), Result.objects.get(pk=test.result_b_id)
         with django_capture_on_commit_callbacks(execute=True):
-            paired_tests.record_paired_test(test_id=test.pk, findings=findings() if found is None else found,
-                                            resamples=1000, error=error)
+            paired_tests.record_paired_test(test_id=test.pk, revision_a=a.revision, revision_b=b.revision,
+                                            findings=findings() if found is None else found, resamples=1000,
+                                            error=error)
     return record
 
 
@@ -67,7 +69,8 @@ def test_publishing_asks_a_worker_for_the_test_of_neighbours_by_keys_once(publis
     assert {a.pk, b.pk} == {upper.result_id, lower.result_id}
     assert sent["queue"].endswith(f"-sqa3d-v{a.scorer_version}-bulk")
     assert sent["kwargs"] == {
-        "schema": contracts.SCHEMA_VERSION, "test_id": test.pk, "track": "sqa3d",
+        "schema": contracts.SCHEMA_VERSION, "test_id": test.pk, "revision_a": a.revision, "revision_b": b.revision,
+        "track": "sqa3d",
         "outcomes_a": contracts.outcomes_key("sqa3d", a.labels_sha256, a.predictions_sha256, a.scorer_version),
         "outcomes_b": contracts.outcomes_key("sqa3d", b.labels_sha256, b.predictions_sha256, b.scorer_version),
         "reply_queue": "site"}
@@ -416,3 +419,32 @@ def test_a_worker_error_is_shown_as_the_reason(client, owner, published, answer)
     api = client.get(f"/api/v1/leaderboards/sqa3d/compare?split=test&e={upper.pk}&e={lower.pk}").json()
     assert api["tests"][0]["status"] == "unavailable" and api["tests"][0]["reason"] == "outcomes unavailable"
     assert api["significance"]["pairs"] == 0
+
+
+def test_an_answer_for_results_that_moved_on_is_dropped_and_counted_and_a_second_answer_changes_nothing(
+        client, published, answer, redis_url):
+    """The answer names the revisions the test was computed on: once a result moved on (re-scored, new
+    labels, late intervals: ``Result.revision``) that answer is not the test of the scores shown."""
+    import redis
+    from django.db.models import F
+
+    published("Upper"), published("Lower", flip=20)
+    test = PairedTest.objects.get()
+    a, b = Result.objects.get(pk=test.result_a_id), Result.objects.get(pk=test.result_b_id)
+    counted = redis.Redis.from_url(redis_url)
+    field = f"{contracts.RECORD_PAIRED_TEST}|stale"
+    stale_before = int(counted.hget(contracts.refused_key(), field) or 0)
+    Result.objects.filter(pk=b.pk).update(revision=F("revision") + 1)  # what a re-score of B does
+    paired_tests.record_paired_test(test_id=test.pk, revision_a=a.revision, revision_b=b.revision,
+                                    findings=findings(p=0.001), resamples=1000, error="")
+    test.refresh_from_db()
+    assert test.computed_at is None and test.findings == {}, "still pending: the answer was of other scores"
+    assert int(counted.hget(contracts.refused_key(), field)) == stale_before + 1
+
+    answer(test, findings(p=0.3))  # computed on the results as they are now
+    test.refresh_from_db()
+    computed_at = test.computed_at
+    assert computed_at is not None and test.findings["EM"]["p_value"] == 0.3
+    answer(test, findings(p=0.001))  # a second answer to the same request
+    test.refresh_from_db()
+    assert (test.computed_at, test.findings["EM"]["p_value"]) == (computed_at, 0.3)

@@ -23,6 +23,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 
 from leaderboard.accounts.models import ApiToken, Membership
 from leaderboard.openapi import PATHS
+from leaderboard.participation.models import Participant
 from leaderboard.submissions import uploads
 from leaderboard.submissions.models import Submission
 from tests.leaderboard import permission_world
@@ -103,6 +104,9 @@ MATRIX: dict[str, list[Op]] = {
                                  # Its authors and paper are nobody's to see until revealed, the team's included.
                                  Op("get", lambda w: f"/methods/{w.anonymous.method_id}/bibtex", public(404))],
     "/entries/<int:pk>/": [Op("get", lambda w: f"/entries/{w.paper_entry.pk}/", public())],
+    "/entries/<int:pk>/bibtex": [Op("get", lambda w: f"/entries/{w.paper_entry.pk}/bibtex", public()),
+                                 # A paper row's only: a scored row is cited by its method's BibTeX (or not at all).
+                                 Op("get", lambda w: f"/entries/{w.entry.pk}/bibtex", public(404))],
     "/submissions/": [Op("get", lambda w: "/submissions/", signed_in())],
     "/submissions/new/<slug:track>/": [Op("get", lambda w: "/submissions/new/sqa3d/", signed_in())],
     "/submissions/methods/": [Op("get", lambda w: "/submissions/methods/", signed_in())],
@@ -126,6 +130,9 @@ MATRIX: dict[str, list[Op]] = {
                                          team_only(302, staff=403), allowed={"owner", "member"},
                                          intact=lambda w: Submission.objects.get(pk=w.queued.pk).status == "queued")],
     "/accounts/signup/": [Op("get", lambda w: "/accounts/signup/", public())],
+    "/accounts/email/": [Op("get", lambda w: "/accounts/email/", signed_in())],
+    # The signed link is the authorisation; a damaged one says why (400) to whoever opens it.
+    "/accounts/email/verify/<str:token>/": [Op("get", lambda w: "/accounts/email/verify/damaged/", public(400))],
     "/accounts/tokens/": [Op("get", lambda w: "/accounts/tokens/", signed_in()),
                           Op("post", lambda w: "/accounts/tokens/", signed_in(), data=lambda w: {"name": "m"})],
     "/accounts/tokens/<int:pk>/revoke/": [Op(
@@ -169,6 +176,21 @@ MATRIX: dict[str, list[Op]] = {
         Op("get", lambda w: "/benchmarks/sqa3d/challenges/sqa3d-2026/export.json", public())],
     "/benchmarks/<slug:track>/challenges/<slug:name>/bibtex": [
         Op("get", lambda w: "/benchmarks/sqa3d/challenges/sqa3d-2026/bibtex", public())],
+    "/moderation/tracks/<slug:track>/participants/": [
+        Op("get", lambda w: "/moderation/tracks/sqa3d/participants/", maintainers()),
+        Op("post", lambda w: "/moderation/tracks/sqa3d/participants/", maintainers(302),
+           data=lambda w: {"action": "invite", "username": "dave"}, allowed={"staff", "track_maintainer"},
+           intact=lambda w: not Participant.objects.filter(user=w.dave, invited=True).exists())],
+    "/moderation/tracks/<slug:track>/participants.csv": [
+        Op("get", lambda w: "/moderation/tracks/sqa3d/participants.csv", maintainers())],
+    "/moderation/tracks/<slug:track>/announcements/": [
+        Op("get", lambda w: "/moderation/tracks/sqa3d/announcements/", maintainers())],
+    # Bans from every benchmark: staff only, a track's maintainers included out.
+    "/moderation/bans/": [Op("get", lambda w: "/moderation/bans/", who(403, staff=200)),
+                          Op("post", lambda w: "/moderation/bans/", who(403, staff=302),
+                             data=lambda w: {"action": "ban", "username": "dave", "reason": "matrix"},
+                             allowed={"staff"}, intact=lambda w: not w.dave.bans.exists())],
+    "/benchmarks/<slug:track>/terms/": [Op("get", lambda w: "/benchmarks/sqa3d/terms/", public())],
     # The API: tokens, not sessions; 401 for anonymous callers.
     "/api/v1/tracks": [Op("get", lambda w: "/api/v1/tracks", public())],
     "/api/v1/submissions": [
@@ -184,6 +206,10 @@ MATRIX: dict[str, list[Op]] = {
     "/api/v1/tracks/<slug:track>/<slug:split>/manifest": [Op("get", lambda w: "/api/v1/tracks/sqa3d/test/manifest",
                                                              public())],
     "/api/v1/me": [Op("get", lambda w: "/api/v1/me", signed_in(anonymous=401))],
+    "/api/v1/benchmarks/<slug:track>/participation": [
+        Op("get", lambda w: "/api/v1/benchmarks/sqa3d/participation", signed_in(anonymous=401)),
+        Op("post", lambda w: "/api/v1/benchmarks/sqa3d/participation", signed_in(anonymous=401), json=True,
+           data=lambda w: {"join": True})],
     "/api/v1/quota": [Op("get", lambda w: "/api/v1/quota?track=sqa3d&split=test", signed_in(anonymous=401))],
     "/api/v1/uploads": [
         Op("get", lambda w: "/api/v1/uploads", signed_in(anonymous=401)),

@@ -147,7 +147,8 @@ def test_a_forged_report_changes_nothing_is_logged_and_acknowledged_and_a_signed
 
 def manage_check(data_dir: Path, **env: str) -> subprocess.CompletedProcess[str]:
     """``manage.py`` in a new terminal with nothing exported but ``env`` and where the data lives."""
-    code = "from django.conf import settings; print(settings.RESULTS_SIGNING_KEY.decode())"
+    code = ("from django.conf import settings; "
+            "print(','.join(f'{i}:{k.decode()}' for i, k in settings.RESULTS_SIGNING_KEYS.pairs))")
     return subprocess.run([sys.executable, "manage.py", "shell", "-c", code], cwd=ROOT, capture_output=True,
                           text=True, timeout=120, env={"PATH": os.environ["PATH"], "DATA_DIR": str(data_dir), **env})
 
@@ -159,7 +160,14 @@ def test_with_a_broker_set_and_no_key_the_site_refuses_to_start_and_says_which_v
     assert short.returncode != 0 and "Expected RESULTS_SIGNING_KEY to be at least 32 characters" in short.stderr
     (tmp_path / "key").write_text("k" * 40 + "\n")
     given = manage_check(tmp_path, REDIS_URL="redis://broker:6379/0", RESULTS_SIGNING_KEY_FILE=str(tmp_path / "key"))
-    assert given.returncode == 0 and given.stdout.strip().splitlines()[-1] == "k" * 40
+    assert given.returncode == 0 and given.stdout.strip().splitlines()[-1] == "default:" + "k" * 40
+    # Keys with ids, newest first (rotation), in the variable or a file; one way or the other, not both.
+    (tmp_path / "keys").write_text(f"2026:{'n' * 40}\ndefault:{'k' * 40}\n")
+    listed = manage_check(tmp_path, REDIS_URL="redis://broker:6379/0", RESULTS_SIGNING_KEYS_FILE=str(tmp_path / "keys"))
+    assert listed.returncode == 0 and listed.stdout.strip().splitlines()[-1] == f"2026:{'n' * 40},default:{'k' * 40}"
+    both = manage_check(tmp_path, REDIS_URL="redis://broker:6379/0", RESULTS_SIGNING_KEYS=f"2026:{'n' * 40}",
+                        RESULTS_SIGNING_KEY="k" * 40)
+    assert both.returncode != 0 and "Set RESULTS_SIGNING_KEYS or RESULTS_SIGNING_KEY, not both" in both.stderr
     assert not (tmp_path / "results_signing_key").exists()
 
 
@@ -177,13 +185,16 @@ def test_on_one_machine_the_key_is_generated_once_and_the_local_set_up_hands_it_
     worker_key = signing.key_from_environ("EVAL_RESULTS_SIGNING_KEY", env)
     # manage.py in a fresh shell (no REDIS_URL, no key given) reads the same file, and so do later runs.
     fresh = manage_check(tmp_path)
-    assert fresh.returncode == 0 and fresh.stdout.strip().splitlines()[-1].encode() == worker_key
+    assert fresh.returncode == 0 and fresh.stdout.strip().splitlines()[-1] == f"default:{worker_key.decode()}"
     again: dict[str, str] = {}
     share_signing_key(again, tmp_path)
     assert signing.key_from_environ("EVAL_RESULTS_SIGNING_KEY", again) == worker_key
     given = {"RESULTS_SIGNING_KEY": "g" * 32}
     share_signing_key(given, tmp_path)
     assert given == {"RESULTS_SIGNING_KEY": "g" * 32, "EVAL_RESULTS_SIGNING_KEY": "g" * 32}
+    listed = {"RESULTS_SIGNING_KEYS_FILE": "/etc/keys"}
+    share_signing_key(listed, tmp_path)
+    assert listed == {"RESULTS_SIGNING_KEYS_FILE": "/etc/keys", "EVAL_RESULTS_SIGNING_KEYS_FILE": "/etc/keys"}
 
 
 def test_a_scoring_worker_without_the_key_refuses_to_start():
@@ -191,4 +202,5 @@ def test_a_scoring_worker_without_the_key_refuses_to_start():
     started = subprocess.run([sys.executable, "-m", "evaluation_workers", "worker"], cwd=ROOT, env=env,
                              capture_output=True, text=True, timeout=120)
     assert started.returncode == 2
-    assert "error: EVAL_RESULTS_SIGNING_KEY (or EVAL_RESULTS_SIGNING_KEY_FILE) is not set" in started.stderr
+    assert ("error: EVAL_RESULTS_SIGNING_KEY (or EVAL_RESULTS_SIGNING_KEY_FILE) is not set, nor "
+            "EVAL_RESULTS_SIGNING_KEYS (or EVAL_RESULTS_SIGNING_KEYS_FILE)") in started.stderr

@@ -93,18 +93,18 @@ def test_without_a_claim_a_silent_worker_is_still_found_by_its_heartbeats(runnin
     assert sweep(django_capture_on_commit_callbacks)["requeued"] == 1
 
 
-def signed_result(submission: Submission, sqa3d_files: dict[str, Any], key: str) -> dict[str, Any]:
+def signed_result(submission: Submission, sqa3d_files: dict[str, Any], keys: signing.Keys | bytes) -> dict[str, Any]:
     result = get_track("sqa3d").score(sqa3d_files["labels"], sqa3d_files["predictions"], lambda f, m="": None)
     report = {"submission_id": submission.pk, "attempt": submission.attempt, "result": result, "seconds": 0.5,
               "device": "cpu", "worker": "w:1"}
-    return signing.signed(contracts.RECORD_RESULT, json.loads(json.dumps(report)), key.encode())
+    return signing.signed(contracts.RECORD_RESULT, json.loads(json.dumps(report)), keys)
 
 
 def test_a_report_lost_with_the_site_worker_is_recorded_from_the_claim(running, sqa3d_files, settings,
                                                                        django_capture_on_commit_callbacks):
     submission, node = running
     settings.SWEEP_AFTER_BROKER_RESTART = 0  # a broker up for long: a node that stopped announcing is gone
-    kwargs = signed_result(submission, sqa3d_files, settings.RESULTS_SIGNING_KEY.decode())
+    kwargs = signed_result(submission, sqa3d_files, settings.RESULTS_SIGNING_KEYS)
     claim(submission, node, "gone", report=contracts.RECORD_RESULT, kwargs=kwargs)
     counts = sweep(django_capture_on_commit_callbacks)
     assert counts["recorded"] == 0, "just sent: its message is on its way"
@@ -117,7 +117,7 @@ def test_a_report_lost_with_the_site_worker_is_recorded_from_the_claim(running, 
     assert Result.objects.get(submission=submission).metrics == kwargs["result"]["metrics"]
     # The message itself, redelivered hours later, changes nothing.
     assert lifecycle.record_result(**signing.verified(contracts.RECORD_RESULT, (), kwargs,
-                                                      settings.RESULTS_SIGNING_KEY)) is None
+                                                      settings.RESULTS_SIGNING_KEYS)) is None
     assert Result.objects.filter(submission=submission).count() == 1
 
 
@@ -125,7 +125,7 @@ def test_a_report_in_a_claim_that_is_not_signed_by_a_worker_changes_nothing(runn
                                                                             django_capture_on_commit_callbacks):
     """Anyone who can write to the broker can write a claim: only the workers' key makes a report."""
     submission, node = running
-    forged = signed_result(submission, sqa3d_files, "a key that is not the site's, long enough to pass")
+    forged = signed_result(submission, sqa3d_files, b"a key that is not the site's, long enough to pass")
     claim(submission, node, "gone", report=contracts.RECORD_RESULT, kwargs=forged, since=time.time() - 3600)
     announce(node, "gone")
     assert sweep(django_capture_on_commit_callbacks)["recorded"] == 0
@@ -140,7 +140,7 @@ def test_a_failure_lost_with_the_site_worker_is_recorded_from_the_claim(running,
     submission, node = running
     report = {"submission_id": submission.pk, "attempt": 1, "kind": "invalid_input", "message": "Expected a list"}
     claim(submission, node, "gone", report=contracts.RECORD_FAILURE, since=time.time() - 3600,
-          kwargs=signing.signed(contracts.RECORD_FAILURE, report, settings.RESULTS_SIGNING_KEY))
+          kwargs=signing.signed(contracts.RECORD_FAILURE, report, settings.RESULTS_SIGNING_KEYS))
     assert sweep(django_capture_on_commit_callbacks)["recorded"] == 1
     submission.refresh_from_db()
     assert (submission.status, submission.status_detail, submission.quota) == ("failed", "Expected a list",
@@ -183,8 +183,8 @@ def waiting(owner, sqa3d_split, sqa3d_files, sent_tasks, monkeypatch):
 
 
 def failed(result: Result, error: str, retry: bool) -> bool:
-    return lifecycle.record_intervals(submission_id=result.submission_id, scorer_version=result.scorer_version,
-                                      intervals={}, bootstrap={}, error=error, retry=retry)
+    return lifecycle.record_intervals(submission_id=result.submission_id, result_id=result.pk,
+                                      revision=result.revision, intervals={}, bootstrap={}, error=error, retry=retry)
 
 
 def test_intervals_whose_outcomes_are_missing_are_marked_so_on_the_result_and_its_page(client, owner, waiting):
@@ -250,3 +250,36 @@ def test_the_retention_tells_each_tracks_workers_which_outcomes_rows_still_need(
     assert sqa3d["kwargs"]["written_before"] == pytest.approx((now - timedelta(days=30)).timestamp())
     assert sqa3d["queue"].endswith(f"-sqa3d-v{get_track('sqa3d').scorer_version}-bulk")
     assert asks["openscan"]["kwargs"]["keep"] == []
+
+
+def test_a_sweep_while_the_database_is_down_logs_its_traceback_once_then_a_line_each_until_it_works(
+        monkeypatch, caplog):
+    """Celery beat sweeps every SWEEP_INTERVAL s: a database down for an hour used to log 720 tracebacks.
+    The error is a real driver's (PostgreSQL refusing), as Django hands it on; a bug is raised as before."""
+    import logging
+
+    from leaderboard.submissions import tasks
+    from tests.leaderboard.test_unavailable import django_error, postgres_refused
+
+    down = django_error(postgres_refused)
+    outcomes: list[Any] = [down, down, down, {"sent": 0}, KeyError("a bug")]
+
+    def do_sweep() -> dict[str, int]:
+        outcome = outcomes.pop(0)
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+    monkeypatch.setattr(sweeper, "do_sweep", do_sweep)
+    monkeypatch.setattr(tasks.metrics, "count_sweep", lambda counts: None)
+    with caplog.at_level(logging.WARNING, logger="leaderboard.submissions.tasks"):
+        for _ in range(4):
+            tasks.sweep.run()  # the task body (its __call__ runs signed messages only)
+    records = [r for r in caplog.records if r.name == "leaderboard.submissions.tasks"]
+    assert [bool(r.exc_info) for r in records] == [True, False, False, False]
+    assert records[0].levelname == "ERROR" and "The database is unavailable" in records[0].getMessage()
+    assert "3 in a row" in records[2].getMessage() and "The database is unavailable" in records[2].getMessage()
+    assert "\n" not in records[1].getMessage() + records[2].getMessage()
+    assert "The sweep works again after 3 failures in a row" in records[3].getMessage()
+    with pytest.raises(KeyError):
+        tasks.sweep.run()

@@ -3,6 +3,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from evaluation_workers.errors import LabelsError
+from leaderboard.benchmarks.disclosure import counts_text
 from leaderboard.benchmarks.models import Split
 from leaderboard.benchmarks.services import do_load_labels
 
@@ -23,8 +24,12 @@ class Command(BaseCommand):
                                  "submission is then scored on it (shown during the challenge) and on the "
                                  "private rest (revealed at the deadline). Stored with the labels, for workers "
                                  "only.")
+        parser.add_argument("--synthetic", action="store_true",
+                            help="The labels are synthetic, or a subset standing in for the real split: every "
+                                 "page and answer that shows the split's numbers then says 'synthetic labels', "
+                                 "with these labels' counts.")
 
-    def handle(self, track, split, source, partition=None, **options):
+    def handle(self, track, split, source, partition=None, synthetic=False, **options):
         split_obj = Split.objects.filter(benchmark__track=track, name=split).select_related("benchmark").first()
         if split_obj is None:
             known = ", ".join(str(s) for s in Split.objects.select_related("benchmark"))
@@ -32,10 +37,11 @@ class Command(BaseCommand):
                                f"from its bundle: manage.py load_benchmark)")
         try:
             label_set, created = do_load_labels(split_obj, source, loaded_by="manage.py load_labels",
-                                                partition=partition)
+                                                partition=partition, synthetic=synthetic)
         except (LabelsError, FileNotFoundError) as exc:
             raise CommandError(str(exc)) from exc
         verb = "Loaded" if created else "Re-activated"
         subset = " with a public subset" if label_set.has_partition else ""
-        self.stdout.write(f"{verb} labels {label_set.sha256} for {split_obj}{subset} "
-                          f"({label_set.manifest.get('count', '?')} items).")
+        kind = "synthetic labels" if label_set.synthetic else "labels"
+        self.stdout.write(f"{verb} {kind} {label_set.sha256} for {split_obj}{subset} "
+                          f"({counts_text(split_obj) or 'no counts in its manifest'}).")
