@@ -15,6 +15,10 @@ Reference rows (``is_reference``: human performance, oracles, upper bounds copie
 from papers) are not contestants: the filters choose them like any row, but they
 are listed apart (``reference_entries``), never ranked, never a chart's best or
 median, and drawn on charts as lines.
+
+Rows whose result predates the split's current labels (``state`` "awaiting re-score" or "re-score
+failed": ``submissions.result_state``) are not contestants either: they stay on the board, listed
+apart and marked (``listed_apart``), never ranked, tested, a chart's best or median, or a record.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from leaderboard.rankings.models import (
     export_texts,
 )
 from leaderboard.rankings.paired_tests import Family, Rung, Verdict, board_verdicts, testable_units
+from leaderboard.submissions.models import ResultState
 
 PAGE_SIZE = 50
 
@@ -144,8 +149,19 @@ def filtered_entries(view: LeaderboardView) -> QuerySet[LeaderboardEntry]:
 
 
 def contestants(view: LeaderboardView) -> QuerySet[LeaderboardEntry]:
-    """The view's rows that are ranked: every row but the references."""
-    return filtered_entries(view).filter(is_reference=False)
+    """The view's rows that are ranked: every row but the references and the rows not current."""
+    return filtered_entries(view).filter(is_reference=False, state=ResultState.CURRENT)
+
+
+def listed_apart(view: LeaderboardView) -> tuple[list[LeaderboardEntry], list[LeaderboardEntry]]:
+    """The view's rows listed apart from the ranking, in one query: its reference rows
+    (``reference_entries``), and its rows whose result predates the split's current labels
+    (awaiting re-score, or re-score failed), each best first on the sort column (their earlier
+    values for the latter; missing values last), never ranked."""
+    value = score_expression(view.sort)
+    rows = list(filtered_entries(view).filter(Q(is_reference=True) | ~Q(state=ResultState.CURRENT))
+                .annotate(sort_value=value).order_by(value.desc(nulls_last=True), "name"))
+    return [e for e in rows if e.is_reference], [e for e in rows if not e.is_reference]
 
 
 def reference_entries(view: LeaderboardView) -> list[LeaderboardEntry]:
@@ -261,7 +277,8 @@ def entry_as_json(row: RankedRow, columns: list[str]) -> dict[str, Any]:
             "reported_in_paper": e.is_paper, "reference": e.is_reference, "note": e.paper_note,
             "paper_url": e.paper_url, "venue": e.venue, "protocol": e.protocol, "uses_extra_data": e.uses_extra_data,
             "verified": e.is_verified, "scorer_version": e.scorer_version, "submission_id": e.submission_id,
-            "published_at": e.published_at.isoformat(), "scores": {c: e.scores.get(c) for c in columns},
+            "published_at": e.published_at.isoformat(), "state": e.state,
+            "scores": {c: e.scores.get(c) for c in columns},
             "intervals": {c: e.intervals[c] for c in columns if e.intervals.get(c) is not None},
             **significance_json(row.versus_above, row.above_id)}
 
@@ -315,11 +332,11 @@ def track_summary(split: Split, embargoed: bool, top: int = 3) -> TrackSummary:
 
 EXPORT_FIELDS = ("id", "name", "method_id", "team_name", "is_anonymous", "is_paper", "is_reference", "paper_note",
                  "paper_url", "venue", "protocol", "uses_extra_data", "is_verified", "scorer_version", "submission_id",
-                 "published_at")
+                 "published_at", "state")
 # Their names in exports and the API (entry_as_json).
 EXPORT_KEYS = ("entry_id", "method", "method_id", "team", "anonymous", "reported_in_paper", "reference", "note",
                "paper_url", "venue", "protocol", "uses_extra_data", "verified", "scorer_version", "submission_id",
-               "published_at")
+               "published_at", "state")
 _RANKED_KEYS = ("rank", *EXPORT_KEYS)
 
 
@@ -336,7 +353,8 @@ class ExportRow:
 
 def export_rows(view: LeaderboardView, limit: int, fmt: str) -> tuple[list[ExportRow], Family]:
     """Every ranked row of the view (up to ``limit``), ranked as ``leaderboard_page`` ranks them,
-    then its reference rows (``"reference": True``, rank None, untested), with their scores as
+    then its reference rows (``"reference": True``, rank None, untested), then its rows that are not
+    current (``"state"`` not "current", rank None, untested), with their scores as
     stored for ``fmt`` ("json" or "csv"), and each ranked row's paired test against the row
     above, adjusted over the adjacent pairs of the export's rows.
 
@@ -378,6 +396,9 @@ def export_rows(view: LeaderboardView, limit: int, fmt: str) -> tuple[list[Expor
     for fields in (filtered_entries(view).filter(is_reference=True)
                    .order_by(score_expression(view.sort).desc(nulls_last=True), "name").values_list(*EXPORT_FIELDS)):
         add(None, list(fields))
+    for fields in (filtered_entries(view).filter(is_reference=False).exclude(state=ResultState.CURRENT)
+                   .order_by(score_expression(view.sort).desc(nulls_last=True), "name").values_list(*EXPORT_FIELDS)):
+        add(None, list(fields))
     for pk, scores, bounds in (LeaderboardEntry.objects.filter(pk__in=stale).values_list("pk", "scores", "intervals")
                                if stale else ()):
         stale[pk].scores = export_texts(scores, columns, bounds)[fmt == "csv"][TAG_LENGTH:]
@@ -394,7 +415,8 @@ def group_profile(split: Split, metric: str) -> dict[str, dict[str, float | None
     references are neither)."""
     spec = split.benchmark.spec
     values: dict[str, list[float]] = {g: [] for g in spec.groups}
-    for scores in LeaderboardEntry.objects.filter(split=split, is_reference=False).values_list("scores", flat=True):
+    for scores in (LeaderboardEntry.objects.filter(split=split, is_reference=False, state=ResultState.CURRENT)
+                   .values_list("scores", flat=True)):
         for g in spec.groups:
             v = scores.get(f"{g}/{metric}")
             if v is not None:

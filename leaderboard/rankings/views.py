@@ -37,13 +37,14 @@ from leaderboard.rankings.selectors import (
     group_profile,
     group_references,
     leaderboard_page,
+    listed_apart,
     missing_metric,
     ordered_entries,
     reference_entries,
     reference_lines,
 )
 from leaderboard.rankings.services import reveal_if_due
-from leaderboard.submissions.models import Method
+from leaderboard.submissions.models import Method, ResultState
 
 MAX_EXPORT_ROWS = 10_000
 MAX_ID = 2**63 - 1  # a BigAutoField's largest value
@@ -84,6 +85,7 @@ def _iou_links(view: LeaderboardView) -> list[tuple[str, str, bool]]:
 
 
 def _reference_rows(view: LeaderboardView, references: list[LeaderboardEntry]) -> list[RankedRow]:
+    """Rows listed apart, unranked: the references, or the rows not current (``listed_apart``)."""
     return [RankedRow(rank=None, entry=e, cells=[e.scores.get(c) for c in view.columns],
                       bounds=[e.intervals.get(c) for c in view.columns], headers=view.headers)
             for e in references]
@@ -93,10 +95,11 @@ def _reference_rows(view: LeaderboardView, references: list[LeaderboardEntry]) -
 def leaderboard(request: HttpRequest, track: str) -> HttpResponse:
     view = _view(request, track)
     page = leaderboard_page(view)
-    references = reference_entries(view)
+    references, stale = listed_apart(view)
     spec = view.split.benchmark.spec
     context = {"benchmark": view.split.benchmark, "split": view.split, "splits": view.split.benchmark.splits.all(),
                "view": view, "spec": spec, "page": page, "references": _reference_rows(view, references),
+               "stale": _reference_rows(view, stale),
                "sort_links": [(h, c, view.query(sort=c, order="asc" if view.sort == c and not view.ascending
                                                 else "desc", page=1))
                               for h, c in zip(view.headers, view.columns)],
@@ -125,7 +128,9 @@ def export(request: HttpRequest, track: str, fmt: str) -> HttpResponse:
     name = f"{track}-{view.split.name}-{view.metric}"
     if fmt == "json":
         # The rows' scores are stored as JSON text; the document is assembled around them.
-        ranked, references = ([r for r in rows if r.fields["reference"] is flag] for flag in (False, True))
+        current = [r for r in rows if r.fields["state"] == ResultState.CURRENT]
+        ranked, references = ([r for r in current if r.fields["reference"] is flag] for flag in (False, True))
+        not_current = [r for r in rows if r.fields["state"] != ResultState.CURRENT]
         head = json.dumps({"track": track, "split": view.split.name, "sort": view.sort,
                            "scorer_version": view.split.benchmark.spec.scorer_version,
                            "columns": view.all_columns, "interval_level": 0.95,
@@ -138,15 +143,16 @@ def export(request: HttpRequest, track: str, fmt: str) -> HttpResponse:
                 r.fields["drilldown"] = shown.as_json() if shown else None
         # ``r.scores`` holds the members ``"scores": {..}, "intervals": {..}`` (``models.export_texts``);
         # orjson writes each row's fields (``published_at`` as ISO 8601) 5-10x faster than json.dumps.
-        body, apart = (", ".join(f"{orjson.dumps(r.fields).decode()[:-1]}, {r.scores}}}" for r in part)
-                       for part in (ranked, references))
-        response = HttpResponse(f'{head[:-1]}, "rows": [{body}], "references": [{apart}]}}',
+        body, apart, stale = (", ".join(f"{orjson.dumps(r.fields).decode()[:-1]}, {r.scores}}}" for r in part)
+                              for part in (ranked, references, not_current))
+        response = HttpResponse(f'{head[:-1]}, "rows": [{body}], "references": [{apart}], "not_current": [{stale}]}}',
                                 content_type="application/json")
     else:
         buffer = io.StringIO()
         csv.writer(buffer).writerow(["rank", "method", "team", "reported_in_paper", "uses_extra_data", "verified",
                                      "scorer_version", "published_at", "venue", "paper_url", "protocol",
-                                     "reference", "adjusted_p_value", "no_significant_difference_from_row_above",
+                                     "reference", "state", "adjusted_p_value",
+                                     "no_significant_difference_from_row_above",
                                      *view.all_columns, *interval_columns(view.all_columns)])
         # Each row's fields end in a comma, then come its stored score cells.
         writer = csv.writer(buffer, lineterminator=",")
@@ -156,7 +162,8 @@ def export(request: HttpRequest, track: str, fmt: str) -> HttpResponse:
             writer.writerow([_csv_cell(v) for v in (f["rank"], f["method"], team, f["reported_in_paper"],
                                                     f["uses_extra_data"], f["verified"], f["scorer_version"],
                                                     f["published_at"].isoformat(), f["venue"], f["paper_url"],
-                                                    f["protocol"], f["reference"], *_significance_cells(f))])
+                                                    f["protocol"], f["reference"], f["state"],
+                                                    *_significance_cells(f))])
             buffer.write(r.scores)  # numbers only, stored as CSV cells when the row was written
             buffer.write("\r\n")
         response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
@@ -335,6 +342,7 @@ def api_leaderboard(request: HttpRequest, track: str) -> JsonResponse:
         return api_error(f"Expected iou to be one of {', '.join(thresholds.thresholds(spec)) or 'nothing'} "
                          f"(IoU thresholds of {track}), but got {request.GET['iou']!r}.", 400)
     page = leaderboard_page(view)
+    references, stale = listed_apart(view)
     return JsonResponse({"track": track, "split": view.split.name, "primary_metric": spec.primary_metric,
                          "metrics": list(spec.metrics), "groups": list(spec.groups), "sort": view.sort,
                          "order": "asc" if view.ascending else "desc", "scorer_version": spec.scorer_version,
@@ -345,7 +353,9 @@ def api_leaderboard(request: HttpRequest, track: str) -> JsonResponse:
                          "significance": page.significance.as_json() if page.significance else None,
                          "rows": [entry_as_json(row, view.all_columns) for row in page.rows],
                          "references": [entry_as_json(row, view.all_columns)
-                                        for row in _reference_rows(view, reference_entries(view))]})
+                                        for row in _reference_rows(view, references)],
+                         "not_current": [entry_as_json(row, view.all_columns)
+                                         for row in _reference_rows(view, stale)]})
 
 
 def _scores_of(split: Split) -> str:
@@ -371,6 +381,7 @@ def api_method(request: HttpRequest, pk: int) -> JsonResponse:
         "results": [{"track": e.split.benchmark.track, "split": e.split.name, "scores": e.scores,
                      "intervals": e.intervals,
                      "scorer_version": e.scorer_version, "verified": e.is_verified, "protocol": e.protocol,
+                     "state": e.state,
                      "drilldown": drills[e.pk].as_json() if drills[e.pk] else None}
                     for e in entries]})
 
@@ -384,6 +395,7 @@ def api_compare(request: HttpRequest, track: str) -> JsonResponse:
     return JsonResponse({"track": track, "split": view.split.name, "columns": view.all_columns,
                          "metric": view.metric,
                          "entries": [{"entry_id": e.pk, "method": e.name, "reported_in_paper": e.is_paper,
+                                      "state": e.state,
                                       "scores": {c: e.scores.get(c) for c in view.all_columns},
                                       "intervals": {c: e.intervals[c] for c in view.all_columns
                                                     if e.intervals.get(c) is not None}}
