@@ -30,6 +30,7 @@ Nothing is lost on the way:
 from __future__ import annotations
 
 import logging
+import re
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -70,6 +71,18 @@ TRANSITIONS: dict[str, set[str]] = {
 }
 
 PLATFORM_REFUND_NOTE = "It does not count against your quota."
+# What a platform failure's message says of the quota (the workers' messages say it too) when the
+# submission stays counted: it was scored before, and its earlier result stays.
+_REFUND_CLAIM = re.compile(r"\b([Ii])t does not count against (your|the) quota")
+
+
+def quota_note(message: str, quota: str) -> str:
+    """``message`` with its claim of a refund made true of ``quota``: a submission that keeps
+    counting (it had a result) is said to count, never to be refunded."""
+    if quota == Quota.REFUNDED:
+        return message
+    return _REFUND_CLAIM.sub(lambda m: f"{m[1]}t still counts against {m[2]} quota, as it was scored before "
+                                       "(its earlier result stays)", message)
 
 
 def fault_hold(name: str) -> None:
@@ -136,7 +149,7 @@ def do_fail(submission: Submission | int, kind: str, message: str, *, attempt: i
         current = Submission.objects.select_for_update().get(pk=pk)
         quota = quota_after_failure(current, kind)
         failed = do_transition(pk, Status.FAILED, attempt=attempt, allow=allow, failure_kind=kind,
-                               status_detail=message[:5000], quota=quota)
+                               status_detail=quota_note(message, quota)[:5000], quota=quota)
         if failed is not None:
             transaction.on_commit(lambda: broker.forget_attempt(pk))
             if notify:
@@ -423,7 +436,8 @@ def record_failure(*, submission_id: int, attempt: int, kind: str, message: str)
     """
     failed = do_fail(submission_id, kind, message, attempt=attempt, notify=True)
     if failed is not None and failed.failure_kind == Kind.PLATFORM_ERROR:
-        log.error("Submission %s attempt %s failed as a platform error: %s", submission_id, attempt, message)
+        log.error("Submission %s attempt %s failed as a platform error: %s", submission_id, attempt,
+                  failed.status_detail)
     return failed
 
 

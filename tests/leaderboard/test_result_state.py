@@ -196,6 +196,7 @@ def test_new_labels_leave_rows_on_the_board_awaiting_rescore_never_ranked_tested
     assert "re-score failed</span>" in client.get("/benchmarks/sqa3d/?split=test").content.decode()
     to_owner = next(m for m in mailoutbox if m.to == ["alice@example.org"])
     assert "question_id 7: expected an answer" in to_owner.body and '"re-score failed"' in to_owner.body
+    assert "still counts against your quota" in to_owner.body
     to_maintainers = next(m for m in mailoutbox if "mallory@example.org" in m.to)
     assert "Re-score failed" in to_maintainers.subject and "question_id 7: expected an answer" in to_maintainers.body
     assert "alice@example.org" not in to_maintainers.to
