@@ -42,7 +42,7 @@ from leaderboard.moderation.models import AuditEntry
 from leaderboard.rankings.models import LeaderboardEntry
 from leaderboard.rankings.services import do_load_paper_rows, do_refresh_split, paper_row_fields
 from leaderboard.submissions.models import SplitLimit, Submission
-from leaderboard.submissions.result_state import do_new_labels
+from leaderboard.submissions.new_labels import do_new_labels
 
 SPLIT_FIELDS = ("description", "is_default", "accepting_submissions", "results_visible_after", "labels_public",
                 "starts_at", "freeze_at", "deadline", "reveal_at_deadline")

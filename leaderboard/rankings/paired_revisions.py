@@ -4,9 +4,9 @@ A test is sent with the two results' revisions, which it keeps (``PairedTest.rev
 ``revision_b``, written by ``paired_tests.do_send_test``). Its findings are shown only while both are
 still the results' revisions (``status``). Every bump of a result's revision
 (``submissions.result_state.do_bump_revisions``) invalidates the tests of that result here: the answer
-is cleared, pages say "being recomputed", and the test is sent again once the transaction commits,
-unless one of its results is no longer current on the split's labels (then it waits for the re-score,
-whose bump sends it).
+is cleared and pages say "being recomputed"; the bump sends them again once its transaction commits,
+unless one of their results is no longer current on the split's labels (then a test waits for the
+re-score, whose bump sends it: ``paired_tests.do_send_test``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -33,9 +32,7 @@ def status(computed: bool, invalidated: bool, revisions: tuple[Any, Any], curren
 
 
 def do_invalidate_tests(result_ids: Iterable[int]) -> list[int]:
-    """Clear the answers of every stored test of ``result_ids`` and send them again on commit; returns their ids."""
-    from leaderboard.rankings.paired_tests import send_all
-
+    """Clear the answers of every stored test of ``result_ids`` (to be asked again); returns their ids."""
     ids = list(result_ids)
     tests = PairedTest.objects.filter(Q(result_a_id__in=ids) | Q(result_b_id__in=ids))
     found = list(tests.values_list("pk", "result_a__submission__split__benchmark__track"))
@@ -45,6 +42,4 @@ def do_invalidate_tests(result_ids: Iterable[int]) -> list[int]:
         findings={}, resamples=0, error="", computed_at=None, sent_at=None, invalidated_at=timezone.now())
     for track in {track for _, track in found}:
         bump(track)  # cached pages showing the old answers move on
-    invalid = [pk for pk, _ in found]
-    transaction.on_commit(lambda: send_all(invalid), robust=True)
-    return invalid
+    return [pk for pk, _ in found]

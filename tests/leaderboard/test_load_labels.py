@@ -152,3 +152,21 @@ def test_new_labels_under_published_results_follow_the_bundles_rule(owner, sqa3d
     assert f"Loaded labels {new} for sqa3d/test (300 items); 1 submission queued to be re-scored" in out.getvalue()
     [request] = sent_tasks
     assert request["kwargs"]["submission_id"] == submission.pk and request["queue"].endswith("-bulk")
+
+
+def test_labels_whose_rescore_cannot_be_queued_leave_nothing_behind(db, sqa3d_files, settings, tmp_path, monkeypatch):
+    from leaderboard.benchmarks.management.commands import load_labels
+
+    call_command("load_labels", "--track", "sqa3d", "--split", "test", str(sqa3d_files["labels"]))
+    kept = LabelSet.objects.get()
+
+    def broken(split, previous):
+        raise RuntimeError("the database went away")
+
+    monkeypatch.setattr(load_labels, "do_new_labels", broken)
+    changed = changed_copy(sqa3d_files["labels"], tmp_path / "labels")
+    with pytest.raises(RuntimeError):
+        call_command("load_labels", "--track", "sqa3d", "--split", "test", str(changed))
+    assert list(LabelSet.objects.values_list("pk", "is_active")) == [(kept.pk, True)]
+    assert (settings.LABELS_DIR / kept.storage_key).is_dir()
+    assert not (settings.LABELS_DIR / "sqa3d" / "test" / sha256_tree(changed)).exists()

@@ -6,8 +6,8 @@ from django.db import transaction
 from evaluation_workers.errors import LabelsError
 from leaderboard.benchmarks.bundle_apply import published_results
 from leaderboard.benchmarks.models import Split
-from leaderboard.benchmarks.services import do_load_labels, labels_checksum
-from leaderboard.submissions.result_state import do_new_labels
+from leaderboard.benchmarks.services import discard_labels, do_load_labels, labels_checksum
+from leaderboard.submissions.new_labels import do_new_labels
 
 
 class Command(BaseCommand):
@@ -44,10 +44,16 @@ class Command(BaseCommand):
             if shown and (sha := labels_checksum(split_obj, source, partition)) != previous.sha256:
                 raise CommandError(f"{split_obj}: refused: new labels {sha[:12]} would re-score {shown} (load them "
                                    "again with --allow-rescore to replace the labels and re-score the split)")
-            with transaction.atomic():
-                label_set, created = do_load_labels(split_obj, source, loaded_by="manage.py load_labels",
-                                                    partition=partition)
-                queued = do_new_labels(split_obj, previous)
+            stored: list[str] = []
+            try:
+                with transaction.atomic():
+                    label_set, created = do_load_labels(split_obj, source, loaded_by="manage.py load_labels",
+                                                        partition=partition)
+                    stored = [label_set.storage_key] if created else []
+                    queued = do_new_labels(split_obj, previous)
+            except BaseException:
+                discard_labels(stored)  # its row went with the transaction: no version left behind
+                raise
         except (LabelsError, FileNotFoundError) as exc:
             raise CommandError(str(exc)) from exc
         verb = "Loaded" if created else "Re-activated"
