@@ -271,7 +271,8 @@ def record_paired_test(*, test_id: int, revision_a: int, revision_b: int, findin
         if row.computed_at is not None:
             return  # answered already (a second answer to one request)
         PairedTest.objects.filter(pk=test_id).update(findings=kept, resamples=int(resamples), error=str(error)[:200],
-                                                     computed_at=timezone.now(), invalidated_at=None)
+                                                     computed_at=timezone.now(), invalidated_at=None,
+                                                     revision_a=revision_a, revision_b=revision_b)
         bump(row.result_a.submission.split.benchmark.track)
 
 

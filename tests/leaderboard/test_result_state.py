@@ -49,8 +49,11 @@ def pair(owner, sqa3d_split, sqa3d_files, sent_tasks, capture):
 
 
 def answer(capture, test: PairedTest, found: dict[str, Any]) -> None:
+    """A worker's answer computed on the two results as they are now."""
+    a, b = (Result.objects.get(pk=pk).revision for pk in (test.result_a_id, test.result_b_id))
     with capture():
-        paired_tests.record_paired_test(test_id=test.pk, findings=found, resamples=1000, error="")
+        paired_tests.record_paired_test(test_id=test.pk, revision_a=a, revision_b=b, findings=found,
+                                        resamples=1000, error="")
 
 
 def sent(sent_tasks: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
@@ -113,7 +116,7 @@ def test_late_intervals_and_intervals_given_up_bump_the_revision(client, pair, s
     Result.objects.filter(pk=upper.result_id).update(bootstrap={"deferred": True})
     sent_tasks.clear()
     with capture():
-        assert lifecycle.record_intervals(submission_id=upper.submission_id, scorer_version=upper.scorer_version,
+        assert lifecycle.record_intervals(submission_id=upper.submission_id, result_id=upper.result_id, revision=1,
                                           intervals={"EM": [0.5, 0.7]}, bootstrap={"unit": "scene"})
     assert Result.objects.get(pk=upper.result_id).revision == 2
     assert PairedTest.objects.get().computed_at is None and len(sent(sent_tasks, contracts.PAIRED_TEST)) == 1
@@ -121,7 +124,7 @@ def test_late_intervals_and_intervals_given_up_bump_the_revision(client, pair, s
     settings.INTERVALS_MAX_TRIES = 1
     Result.objects.filter(pk=upper.result_id).update(bootstrap={"deferred": True})
     with capture():
-        lifecycle.record_intervals(submission_id=upper.submission_id, scorer_version=upper.scorer_version,
+        lifecycle.record_intervals(submission_id=upper.submission_id, result_id=upper.result_id, revision=2,
                                    intervals={}, bootstrap={}, error="outcomes unreadable")
     assert Result.objects.get(pk=upper.result_id).revision == 3, "its warnings changed"
 
