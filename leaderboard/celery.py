@@ -65,10 +65,17 @@ class SigningCelery(Celery):
     """Signs every message the site sends: score requests, paired tests, Celery beat's own tasks."""
 
     def send_task(self, name: str, args: Any = None, kwargs: Any = None, **options: Any) -> Any:
+        """In a web request, waits for the broker at most what is left of the request's time for Redis
+        (``redis_budget.bounded``: a send's retries to a hung broker each wait out a socket timeout); the
+        caller then leaves the work unsent for the sweeper, as when the broker is down."""
         from django.conf import settings
 
+        from leaderboard.lib import redis_budget
+
         options["headers"] = {**(options.get("headers") or {}), contracts.SENT_AT_HEADER: time.time()}
-        return super().send_task(name, args, signing.signed(name, kwargs, settings.RESULTS_SIGNING_KEYS), **options)
+        signed = signing.signed(name, kwargs, settings.RESULTS_SIGNING_KEYS)
+        return redis_budget.bounded(lambda: super(SigningCelery, self).send_task(name, args, signed, **options),
+                                    f"sending {name}")
 
 
 app = SigningCelery("leaderboard", task_cls=SignedTask)

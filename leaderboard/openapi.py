@@ -90,8 +90,10 @@ VIEW = [SPLIT,
         _param("order", "query", "desc (default) or asc", {"enum": ["desc", "asc"]}),
         _param("paper", "query", "0 hides rows reported in papers", {"enum": ["0", "1"]}),
         _param("extra", "query", "Training-data filter", {"enum": ["any", "no", "only"]}),
-        _param("protocol", "query", "Only the rows of this scoring protocol (a key of the track's 'protocols'; "
-               "a row that declares none counts as this service's, the first)"),
+        _param("protocol", "query", "Absent: rows of this service's protocol ranked, the other protocols' paper "
+               "rows listed apart ('apart'); 'all': every protocol ranked together; a key of the track's "
+               "'protocols': only that protocol's rows (a row that declares none counts as this service's, "
+               "the first). On a split with synthetic labels paper rows are always apart"),
         _param("iou", "query", "MMScan: the metric and sort column at this IoU threshold (0.25 or 0.5)"),
         _param("page", "query", "Page number (50 rows a page)", {"type": "integer", "minimum": 1})]
 SUBMISSION_ID = _param("id", "path", "Submission id", {"type": "integer"})

@@ -91,6 +91,24 @@ SIGNIFICANCE = _obj({
     "not_computed": {"type": "integer", "description": "Of them, not answered yet (counted as p = 1)"},
     "level": NUM}, description="How the p-values shown together were adjusted for multiplicity")
 
+LABELS = _obj({
+    "loaded": {"type": "boolean", "description": "Labels are loaded on the split (the rest is null until then)"},
+    "synthetic": {"type": "boolean", "description": "The labels are synthetic (a demo's) or a subset standing in "
+                                                   "for the real split: the scored rows' numbers say nothing of "
+                                                   "the real split, and paper rows are not ranked with them"},
+    "unit": {"type": "string", "description": "What one unit is (question, prompt, scene, description)"},
+    "units": {**nullable(INT), "description": "How many units the loaded labels hold (not the real split's count)"},
+    "scenes": {**nullable(INT), "description": "How many scenes they are in"},
+    "checksum": {**nullable(STR), "description": "The loaded labels' sha256: a result scored on them carries it"}},
+    description="What the split's numbers are scored on: the labels loaded now")
+METHOD_PAPER = nullable(_obj({
+    "authors": {"type": "string", "description": "As cited: 'Chen et al.'"}, "title": STR, "venue": STR,
+    "year": INT, "url": STR,
+    "none": {"type": "string", "description": "Instead of the rest: why the method has no paper of its own"}}, [],
+    description="Paper rows: the method's own paper (not the source of the numbers: paper_url, venue, note); "
+                "null for a scored row, or where the benchmark gives none"))
+
+
 def _manifest_name(track: str) -> str:
     """``mmscan-vg`` -> ``MmscanVgManifest``."""
     return "".join(part.capitalize() for part in track.split("-")) + "Manifest"
@@ -134,10 +152,15 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "reference": {"type": "boolean", "description": "A point of reference from a paper (human performance, an "
                                                         "oracle, an upper bound): listed under 'references', never "
                                                         "ranked (rank null)"},
-        "note": STR,
+        "listed_apart": {"type": "boolean", "description": "A paper row listed under 'apart', not ranked (rank "
+                                                           "null): another protocol than this service's, or any "
+                                                           "paper row on a split with synthetic labels"},
+        "note": {"type": "string", "description": "Paper rows: where the numbers were copied from (paper, table)"},
         "paper_url": {"type": "string", "description": "Paper rows: the publication the numbers come from"},
-        "venue": STR, "protocol": {"type": "string", "description": "The track's scoring protocol that produced "
-                                                                    "the row (GET /api/v1/tracks lists them)"},
+        "venue": {"type": "string", "description": "Paper rows: where that publication appeared"},
+        "method_paper": METHOD_PAPER,
+        "protocol": {"type": "string", "description": "The track's scoring protocol that produced "
+                                                      "the row (GET /api/v1/tracks lists them)"},
         "uses_extra_data": BOOL, "verified": BOOL, "scorer_version": STR, "submission_id": nullable(INT),
         "published_at": {"type": "string", "format": "date-time",
                          "description": "Published here; for a paper row, the paper's publication date"},
@@ -156,18 +179,30 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "scorer_version": STR, "page": INT, "pages": INT, "count": INT, "results_embargoed": BOOL, **PHASE,
         "scores_of": {"type": "string", "enum": ["all", "public", "private"],
                       "description": "The units the rows' scores cover"},
+        "labels": LABELS,
+        "protocol": {**nullable(STR), "description": "The protocol parameter: null (this service's protocol "
+                                                     "ranked, the others' paper rows under 'apart'), 'all' (every "
+                                                     "protocol ranked together) or one protocol's key"},
+        "apart_reason": {**nullable({"type": "string", "enum": ["other_protocols", "synthetic_labels"]}),
+                         "description": "Why paper rows are under 'apart'; null when none is"},
         "significance": nullable(SIGNIFICANCE),
         "rows": {"type": "array", "items": ref("LeaderboardRow"), "description": "The ranked rows of the page"},
+        "apart": {"type": "array", "items": ref("LeaderboardRow"),
+                  "description": "Every paper row the filters keep that is not ranked with the rows (rank null): "
+                                 "see apart_reason; not paged"},
         "references": {"type": "array", "items": ref("LeaderboardRow"),
                        "description": "Every reference row the filters keep (rank null), not paged"},
         "not_current": {"type": "array", "items": ref("LeaderboardRow"),
                         "description": "Every row the filters keep whose scores are from the split's earlier "
                                        "labels (state awaiting_rescore or rescore_failed; rank null), not paged"}}),
     "Compare": _obj({"track": STR, "split": STR, "columns": {"type": "array", "items": STR}, "metric": STR,
-                     "entries": {"type": "array", "items": _obj({"entry_id": INT, "method": STR,
-                                                                 "reported_in_paper": BOOL, "state": STATE,
-                                                                 "scores": SCORES,
-                                                                 "intervals": INTERVALS})},
+                     "labels": LABELS,
+                     "entries": {"type": "array", "items": _obj({
+                         "entry_id": INT, "method": STR, "reported_in_paper": BOOL, "reference": BOOL,
+                         "protocol": STR,
+                         "other_protocol": {"type": "boolean", "description": "Produced under another protocol "
+                                                                              "than this service's"},
+                         "state": STATE, "scores": SCORES, "intervals": INTERVALS})},
                      "tests": {"type": "array", "items": PAIRED_TEST}, "significance": SIGNIFICANCE,
                      "notice": {"type": "string", "description": "Why some pairs were not asked for (the "
                                                                  "hourly bound of a signed-in user); empty "
@@ -183,7 +218,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "paper_url": STR, "code_url": STR, "authors": {"type": "string", "description": "'' while anonymous, as "
                                                                                         "paper_url and code_url"},
         "uses_extra_data": nullable(BOOL), "url": STR,
-        "results": {"type": "array", "items": _obj({"track": STR, "split": STR, "scores": SCORES,
+        "results": {"type": "array", "items": _obj({"track": STR, "split": STR, "labels": LABELS, "scores": SCORES,
                                                      "intervals": INTERVALS, "scorer_version": STR,
                                                      "verified": BOOL, "protocol": STR, "state": STATE})}}),
     "Method": _obj({
@@ -203,7 +238,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "protocols": {"type": "array", "description": "How rows' numbers were produced, this service's first; "
                                                       "empty when there is only one",
                       "items": _obj({"key": STR, "label": STR, "description": STR})},
-        "splits": {"type": "array", "items": _obj({"name": STR, "default": BOOL, **PHASE})}}),
+        "splits": {"type": "array", "items": _obj({"name": STR, "default": BOOL, "labels": LABELS, **PHASE})}}),
     "TrackList": _obj({"tracks": {"type": "array", "items": ref("Track")}}),
     "Manifest": _obj({
         "track": STR, "split": STR,

@@ -49,6 +49,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: every call of a request to Redis (page cache, broker) shares REDIS_REQUEST_TIMEOUT seconds.
+    "leaderboard.lib.redis_budget.RequestBudgetMiddleware",
     # First: /healthz, /readyz and /metrics, whatever the Host, with no session or cache lookup.
     "leaderboard.ops.probes.ProbeMiddleware",
     # First: every answer under /api/ leaves as {"error": {"code", "message"}}, Django's own 404/500 too.
@@ -261,6 +263,11 @@ CELERY_BROKER_CONNECTION_TIMEOUT = 3
 # A request that queues a submission waits at most about a second for the
 # broker; past that the submission stays queued and the sweeper sends it.
 SEND_RETRY_POLICY = {"max_retries": 2, "interval_start": 0, "interval_step": 0.3, "interval_max": 0.5}
+# Every call of one web request to Redis (the page cache's reads and invalidations, the broker's notes
+# and sends with their retries) waits this many seconds in all; past it the request goes on without
+# Redis: pages render uncached, an upload stays queued and the sweeper sends it (leaderboard.lib.redis_budget).
+# 0: no common limit (each call keeps its own socket timeouts).
+REDIS_REQUEST_TIMEOUT = envfloat("REDIS_REQUEST_TIMEOUT", 2.0)
 SITE_QUEUE = env("SITE_QUEUE", "site")
 # The keys that sign every message between the site and the scoring workers (the workers'
 # EVAL_RESULTS_SIGNING_KEYS, the same ones; evaluation_workers/signing.py): reports not signed with one
@@ -400,10 +407,30 @@ UNAVAILABLE_RETRY_AFTER = envint("UNAVAILABLE_RETRY_AFTER", 30)
 # DATABASE_CONNECT_TIMEOUT seconds (a request then answers 503 instead of hanging).
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 if DATABASES["default"]["ENGINE"].endswith(("postgresql", "postgis")):
-    DATABASES["default"].setdefault("OPTIONS", {}).setdefault("connect_timeout",
-                                                              envint("DATABASE_CONNECT_TIMEOUT", 5))
-# /readyz (leaderboard.ops.probes) fails its storage check below this much free space for uploads.
-READYZ_MIN_FREE_BYTES = envint("READYZ_MIN_FREE_BYTES", 256 * 2**20)
+    _options = DATABASES["default"].setdefault("OPTIONS", {})
+    _options.setdefault("connect_timeout", envint("DATABASE_CONNECT_TIMEOUT", 5))
+    # A peer gone from the network (a host that died, a partition): TCP keepalives notice an idle
+    # connection's loss within about a minute, tcp_user_timeout a request whose bytes go unacknowledged.
+    for _name, _value in (("keepalives", 1), ("keepalives_idle", 30), ("keepalives_interval", 10),
+                          ("keepalives_count", 3), ("tcp_user_timeout", 30_000)):
+        _options.setdefault(_name, _value)
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Django's backend, with a deadline measured here on every wait of a web request
+    # (leaderboard.lib.postgres.waits): a server that stops answering costs a 503, not a thread.
+    DATABASES["default"]["ENGINE"] = "leaderboard.lib.postgres"
+# In a web process (leaderboard.wsgi): every wait on PostgreSQL gives up after DATABASE_QUERY_TIMEOUT
+# seconds (the connection is closed, the request answers 503), the server cancels a statement a little
+# earlier (statement_timeout), and at most WEB_THREADS - 1 threads of a process wait on it at once,
+# the others answering 503 at once while it does not answer. 0 turns the deadline off. Workers,
+# migrations and management commands wait as long as their work takes.
+DATABASE_QUERY_TIMEOUT = envfloat("DATABASE_QUERY_TIMEOUT", 5.0)
+WEB_THREADS = max(1, envint("WEB_THREADS", 4))  # deploy/gunicorn.conf.py's threads per web process
+# /readyz (leaderboard.ops.health) answers within READYZ_TIMEOUT seconds whatever hangs; it fails (503) only
+# when the database cannot serve, and reports a broker or storage that fails as "degraded" (200). Its storage
+# check wants room for the largest upload a split accepts (the track's limit, or UPLOAD_MAX_BYTES), or
+# READYZ_MIN_FREE_BYTES when that is set above 0.
+READYZ_TIMEOUT = envfloat("READYZ_TIMEOUT", 2.0)
+READYZ_MIN_FREE_BYTES = envint("READYZ_MIN_FREE_BYTES", 0)
 # /metrics answers a scraper that sends "Authorization: Bearer <METRICS_TOKEN>" (METRICS_TOKEN or
 # METRICS_TOKEN_FILE), or that connects from an address in METRICS_ALLOWED_IPS (addresses or
 # networks, "10.0.0.0/8,127.0.0.1"; the connecting address: behind a proxy on the same host that

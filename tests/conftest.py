@@ -80,6 +80,14 @@ def django_db_setup(django_db_setup: None, django_db_blocker: Any) -> Iterator[N
                            "WHERE datname = %s AND pid <> pg_backend_pid()", [ours])
 
 
+@pytest.fixture(scope="session")
+def private_postgres() -> Iterator[Any]:
+    """A PostgreSQL server of this session's own (tests/faults/postgres.py), for tests that stop it."""
+    from tests.faults.postgres import private_postgres as server
+
+    yield from server()
+
+
 # A real Redis for every test that needs one: REDIS_URL when it answers, else one started here.
 
 

@@ -43,12 +43,16 @@ def no_progress(fraction: float, message: str = "") -> None:
     """The progress callback for callers that do not show progress."""
 
 
-def _size(n: int) -> str:
-    """``4,096 MiB``, ``2.5 MiB``, ``900 bytes``: a file's size as refusals say it."""
+def size_text(n: int) -> str:
+    """``4,096 MiB``, ``2.5 MiB``, ``900 bytes``: a file's size as refusals, forms and pages say it (one
+    unit for sizes everywhere: bytes below a MiB, MiB above)."""
     if n < 2**20:
         return f"{n:,} bytes"
     mib = n / 2**20
     return f"{mib:,.0f} MiB" if mib >= 100 or mib == int(mib) else f"{mib:,.1f} MiB"
+
+
+_size = size_text
 
 
 @dataclass(frozen=True)
@@ -136,6 +140,8 @@ class Track:
         samples: form -> ``Sample``, the files the format page offers, in order.
         write_demo: ``(folder, split) -> (labels, predictions)``: small synthetic labels
             and a predictions file for a demo split (a bundle's ``synthetic`` labels).
+        counts: ``(manifest) -> (units, scenes)``: how many units (``unit``) and scenes a labels
+            version holds, as pages show it; None for the common manifest (``label_counts``).
     """
 
     name: str
@@ -171,6 +177,7 @@ class Track:
     manifest_schema: Mapping[str, Any] | None = None
     samples: Mapping[str, Sample] = field(default_factory=dict)
     write_demo: Callable[[Path, str], tuple[Path, Path]] | None = None
+    counts: Callable[[Manifest], tuple[int | None, int | None]] | None = None
 
     def name_refusal(self, file_name: str) -> str | None:
         """Why a predictions file called ``file_name`` is refused for its name, or None.
@@ -191,6 +198,20 @@ class Track:
             return None
         got = f", but got {_size(size)}" if size is not None else ""
         return f"{file_name}: expected at most {_size(limit)} for {self.title}{got}."
+
+    def label_counts(self, manifest: Manifest) -> tuple[int | None, int | None]:
+        """(units, scenes) of a labels version from its public manifest: the units its scores are over
+        (questions, prompts, descriptions; the scenes where the unit is the scene) and the scenes they
+        are in. The common manifest says ``count`` and lists ``scenes`` (a list, or a mapping keyed by
+        scene); a track whose manifest says it otherwise gives ``counts``. None where it does not say."""
+        if self.counts is not None:
+            return self.counts(manifest)
+        scenes = manifest.get("scenes")
+        n_scenes = len(scenes) if isinstance(scenes, (list, dict)) else None
+        units = manifest.get("count")
+        if not isinstance(units, int) or isinstance(units, bool):
+            units = n_scenes if self.unit == "scene" else None
+        return units, n_scenes
 
     def protocol(self, key: str) -> ScoringProtocol | None:
         """The declared protocol called ``key`` (None for an unknown or empty key)."""

@@ -1,6 +1,7 @@
 from django.contrib import admin
 
 from leaderboard.benchmarks.models import Benchmark, LabelSet, Split
+from leaderboard.benchmarks.services import do_note_active_labels
 from leaderboard.moderation.admin_audit import AuditedAdmin
 
 
@@ -23,6 +24,10 @@ class BenchmarkAdmin(AuditedAdmin):
 
 @admin.register(LabelSet)
 class LabelSetAdmin(AuditedAdmin):
-    list_display = ("split", "sha256", "is_active", "has_partition", "loaded_at", "loaded_by")
+    list_display = ("split", "sha256", "is_active", "synthetic", "has_partition", "loaded_at", "loaded_by")
     # The manifest is public; the labels themselves (and the public subset's ids) never reach the database.
     readonly_fields = ("split", "sha256", "storage_key", "manifest", "has_partition", "loaded_at", "loaded_by")
+
+    def save_model(self, request, obj, form, change) -> None:
+        super().save_model(request, obj, form, change)
+        do_note_active_labels(obj.split)  # the split's pages say what its active labels are

@@ -249,10 +249,10 @@ def _load_source(ctx: Context, bundle: Bundle, spec: SplitSpec, replaces: bool) 
 def _load_synthetic(ctx: Context, track: str, name: str) -> None:
     split = _split(track, name)
     labels, predictions = demo_writer(track)(Path(settings.DATA_DIR) / "demo" / track, name)
-    label_set, created = do_load_labels(split, labels, loaded_by=ctx.actor_name)
+    label_set, created = do_load_labels(split, labels, loaded_by=ctx.actor_name, synthetic=True)
     if created:
         ctx.stored.append(label_set.storage_key)
-    ctx.notes.append(f"{split}: demo labels {label_set.sha256[:12]}; try uploading {predictions}")
+    ctx.notes.append(f"{split}: synthetic demo labels {label_set.sha256[:12]}; try uploading {predictions}")
 
 
 def _plan_labels(plan: Plan, split: Split | None, spec: SplitSpec, synthetic: bool) -> None:

@@ -117,6 +117,10 @@ def _schema_problem(reader: Reader, error: Any) -> None:
     if error.validator == "oneOf" and path and path[-1] == "labels":
         reader.problem(path, "expected exactly one of pending: true, synthetic: true or source: <path>")
         return
+    if error.validator == "oneOf" and path and path[-1] == "method_paper":
+        reader.problem(path, "expected the method's own paper (authors, venue, year and url; a title if you "
+                             f"have it) or none: <why it has none>, but got {error.instance!r}")
+        return
     moment_schema = schema()["$defs"]["moment"]
     if error.schema == moment_schema or (error.validator == "oneOf" and {"$ref": "#/$defs/moment"} in error.validator_value):
         reader.problem(path, f"expected an ISO 8601 date or moment (2026-03-01, 2026-03-01T12:00:00Z), "

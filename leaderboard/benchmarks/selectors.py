@@ -44,5 +44,16 @@ def get_split(track: str, name: str | None) -> Split:
 
 def upload_limit(split: Split) -> int:
     """The largest file accepted on ``split``: the track's limit, or less by ``UPLOAD_MAX_BYTES``."""
-    spec = split.benchmark.spec
+    return _track_upload_limit(split.benchmark)
+
+
+def _track_upload_limit(benchmark: Benchmark) -> int:
+    spec = benchmark.spec
     return min(spec.max_upload_bytes, settings.UPLOAD_MAX_BYTES.get(spec.name, spec.max_upload_bytes))
+
+
+def largest_upload_limit() -> int:
+    """The largest file a split of an active benchmark accepts (0 without any): what storage must hold
+    for one more upload."""
+    benchmarks = Benchmark.objects.filter(is_active=True, splits__isnull=False).distinct()
+    return max((_track_upload_limit(b) for b in benchmarks), default=0)

@@ -99,8 +99,22 @@ def labels_checksum(split: Split, source: Path, partition: Path | None = None) -
         return sha256_tree(staging)
 
 
+def do_note_active_labels(split: Split) -> Split:
+    """Write on ``split`` what its active labels are (synthetic or not, their units, scenes and
+    checksum), or clear it when none is active: pages and answers read it from the split."""
+    labels = split.label_sets.filter(is_active=True).first()
+    units, scenes = split.benchmark.spec.label_counts(labels.manifest) if labels else (None, None)
+    facts = {"labels_synthetic": bool(labels and labels.synthetic), "labels_units": units,
+             "labels_scenes": scenes, "labels_sha256": labels.sha256 if labels else ""}
+    Split.objects.filter(pk=split.pk).update(**facts)
+    for name, value in facts.items():
+        setattr(split, name, value)
+    bump(split.benchmark.track)
+    return split
+
+
 def do_load_labels(split: Split, source: Path, loaded_by: str = "",
-                   partition: Path | None = None) -> tuple[LabelSet, bool]:
+                   partition: Path | None = None, synthetic: bool = False) -> tuple[LabelSet, bool]:
     """Copy a labels folder (or file) into the worker-only labels store and activate it.
 
     The store is ``LABELS_DIR`` or, with ``LABELS_S3_BUCKET``, the labels bucket
@@ -108,6 +122,10 @@ def do_load_labels(split: Split, source: Path, loaded_by: str = "",
     ``partition``: a file of the public subset's scene ids, one a line
     (``evaluation_workers.partitions``); it is stored with the labels, where
     only workers read it, and is part of the version's checksum.
+
+    ``synthetic``: the labels are synthetic (a demo's) or a subset standing in for the real
+    split; pages then say so wherever the split's numbers appear (a version once loaded as
+    synthetic stays synthetic).
 
     Returns the label set and whether it is new. The same labels loaded again
     (same checksum) re-activate the existing version; results scored on older
@@ -141,6 +159,8 @@ def do_load_labels(split: Split, source: Path, loaded_by: str = "",
     with transaction.atomic():
         LabelSet.objects.filter(split=split, is_active=True).update(is_active=False)
         existing.is_active = True
+        existing.synthetic = existing.synthetic or synthetic
         existing.save()
-        bump(split.benchmark.track)  # the leaderboard page says whether a public subset is scored
+        # Pages say whether a public subset is scored, and what the labels are (do_note_active_labels bumps).
+        do_note_active_labels(split)
     return existing, created

@@ -3,6 +3,7 @@ from django.shortcuts import get_object_or_404, render
 
 from evaluation_workers.tracks import all_tracks
 from leaderboard.benchmarks import docs
+from leaderboard.benchmarks.disclosure import labels_json
 from leaderboard.benchmarks.models import Benchmark
 from leaderboard.benchmarks.permissions import results_embargoed
 from leaderboard.benchmarks.phases import next_change, phase_json
@@ -40,7 +41,7 @@ def api_tracks(request: HttpRequest) -> JsonResponse:
                        "protocols": [{"key": p.key, "label": p.label, "description": p.description}
                                      for p in spec.protocols],
                        "splits": [{"name": s.name, "default": s.is_default, "public_subset": s.has_partition,
-                                   **phase_json(s)} for s in benchmark.splits.all()]})
+                                   "labels": labels_json(s), **phase_json(s)} for s in benchmark.splits.all()]})
     return JsonResponse({"tracks": tracks})
 
 

@@ -13,4 +13,8 @@ REDIS_SCHEMES = ("redis://", "rediss://", "redis+socket://")
 def client(url: str) -> Any:
     import redis
 
-    return redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
+    from leaderboard.lib import redis_budget
+
+    # In a web request, its calls spend the request's time for Redis (redis_budget).
+    return redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2, retry=redis_budget.NO_RETRY,
+                                connection_class=redis_budget.connection_class(url))

@@ -60,6 +60,7 @@ from django.utils.cache import (
 )
 from prometheus_client import Counter
 
+from leaderboard.lib import redis_budget
 from leaderboard.lib.counters import COUNTED
 
 log = logging.getLogger(__name__)
@@ -94,11 +95,23 @@ CacheErrors = (redis.RedisError, OSError)
 
 class _ReusingClient(RedisCacheClient):
     """Django's client builds a ``redis.Redis`` per operation (a dict of ~80 response
-    callbacks each time: a third of a cache hit's CPU); build one per pool instead."""
+    callbacks each time: a third of a cache hit's CPU); build one per pool instead.
+
+    Its connections spend the request's time for Redis (``redis_budget``), and do not retry (as
+    redis-py's connections by default): a cache that does not answer within it is skipped."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._clients: dict[int, Any] = {}
+        self._pool_options.setdefault("retry", redis_budget.NO_RETRY)
+
+    def _get_connection_pool(self, write: bool) -> Any:
+        index = self._get_connection_pool_index(write)
+        if index not in self._pools:
+            url = self._servers[index]
+            self._pools[index] = self._pool_class.from_url(
+                url, **{"connection_class": redis_budget.connection_class(url), **self._pool_options})
+        return self._pools[index]
 
     def get_client(self, key: Any = None, *, write: bool = False) -> Any:
         index = self._get_connection_pool_index(write)

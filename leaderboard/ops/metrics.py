@@ -28,7 +28,8 @@ Read when scraped, so every host and process agrees:
   that is not current), counted in the broker.
 - ``leaderboard_scoring_workers``: scoring workers announcing themselves.
 - ``leaderboard_ready{check}`` and ``leaderboard_ready_latency_seconds{check}``:
-  the ``/readyz`` checks.
+  the ``/readyz`` checks; ``leaderboard_readiness{state}``: 1 for what ``/readyz``
+  answers (``ok``, ``degraded``: the broker or storage fails, ``fail``: the database).
 
 A part whose service is down (``outages.outage``) is left out of the scrape
 (and logged); the rest is still served. The scoring workers serve their own metrics
@@ -169,9 +170,14 @@ class StateCollector(Collector):
                                     value=len(workers))
 
     def _readiness(self) -> Iterator[Any]:
-        from leaderboard.ops.health import readiness
+        from leaderboard.ops.health import DEGRADED, FAIL, OK, readiness, verdict
 
         checks = readiness()
+        state = GaugeMetricFamily("leaderboard_readiness", "What /readyz answers: ok, degraded (the broker or "
+                                  "storage fails; still serving) or fail (the database fails; 503)", labels=["state"])
+        for name in (OK, DEGRADED, FAIL):
+            state.add_metric([name], 1.0 if verdict(checks) == name else 0.0)
+        yield state
         up = GaugeMetricFamily("leaderboard_ready", "Whether each /readyz check passes (1) or fails (0)",
                                labels=["check"])
         latency = GaugeMetricFamily("leaderboard_ready_latency_seconds", "How long each /readyz check took",

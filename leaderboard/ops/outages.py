@@ -13,12 +13,17 @@ bug (a missing table, a wrong key, a permission) stays a 500 with its traceback:
   ``EIO``/``EROFS``;
 - the disk being full: ``ENOSPC``/``EDQUOT``, SQLite's ``SQLITE_FULL``,
   PostgreSQL's ``53100``, Redis's ``MISCONF`` (it cannot persist).
+
+``Streak`` logs the failures of a periodic job while a service is down: the
+traceback once, then one line with the count each time, then that it works again.
 """
 
 from __future__ import annotations
 
 import errno
+import logging
 import sqlite3
+import time
 
 from django.db import utils as db
 
@@ -50,8 +55,10 @@ def _database(exc: BaseException) -> str | None:
         return _SQLITE_DOWN.get((getattr(cause, "sqlite_errorcode", 0) or 0) & 0xFF)
     sqlstate = getattr(cause, "sqlstate", None) or getattr(cause, "pgcode", None)
     if sqlstate is None:
-        # No answer from a server at all: refused, reset, timed out, closed under us.
-        return DATABASE if cause is not None and type(cause).__module__.startswith("psycopg") else None
+        # No answer from a server at all: refused, reset, timed out, closed under us, or not within our
+        # deadline (leaderboard.lib.postgres.waits: subclasses of psycopg's errors).
+        return DATABASE if cause is not None and any(
+            klass.__module__.startswith("psycopg") for klass in type(cause).__mro__) else None
     if sqlstate == "53100":
         return DISK_FULL
     return DATABASE if sqlstate[:2] in _POSTGRES_DOWN else None
@@ -104,3 +111,37 @@ def outage(exc: BaseException) -> str | None:
             break
         seen = seen.__cause__
     return found
+
+
+class Streak:
+    """The failures in a row of a periodic job (the sweep, every few seconds) while a service is down.
+
+    The first is logged with its traceback, each next one as one line with the count so far, and the
+    first success after them once; a failure that is no outage (a bug) is left to the caller to raise.
+    """
+
+    def __init__(self, log: logging.Logger, job: str) -> None:
+        self.log, self.job = log, job
+        self.failures, self.since = 0, 0.0
+
+    def failed(self, exc: BaseException) -> bool:
+        """Log ``exc`` if a service failed under it (True); False for a bug, which the caller raises."""
+        cause = outage(exc)
+        if cause is None:
+            return False
+        self.failures += 1
+        if self.failures == 1:
+            self.since = time.monotonic()
+            self.log.error("%s failed: %s; one line per failure from now on until it works again", self.job,
+                           WHAT[cause], exc_info=exc)
+        else:
+            self.log.warning("%s failed again (%d in a row over %.0f s): %s (%s: %s)", self.job, self.failures,
+                             time.monotonic() - self.since, WHAT[cause], type(exc).__name__,
+                             " ".join(str(exc).split())[:200])
+        return True
+
+    def succeeded(self) -> None:
+        if self.failures:
+            self.log.warning("%s works again after %d failures in a row over %.0f s", self.job, self.failures,
+                             time.monotonic() - self.since)
+        self.failures = 0

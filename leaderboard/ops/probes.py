@@ -2,8 +2,10 @@
 
 - ``/healthz``: the process is alive and answering; no I/O at all (a liveness probe).
 - ``/readyz``: the checks of ``health.readiness`` as JSON, each with its status
-  and latency; 200 when all pass, 503 with ``Retry-After`` when one fails (a
-  readiness probe, a load balancer's health check).
+  and latency, within ``READYZ_TIMEOUT`` seconds whatever hangs; 200 when all
+  pass (``ok``) or only the broker or storage fail (``degraded``: pages and
+  uploads still work, uploads wait queued), 503 with ``Retry-After`` when the
+  database fails (``fail``): a readiness probe, a load balancer's health check.
 - ``/metrics``: Prometheus metrics (``metrics.registry``), only to a scraper that
   sends ``Authorization: Bearer <METRICS_TOKEN>`` or connects from an address in
   ``METRICS_ALLOWED_IPS``; with neither set, to no one.
@@ -23,7 +25,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from leaderboard.ops import metrics
-from leaderboard.ops.health import readiness
+from leaderboard.ops.health import FAIL, readiness, verdict
 
 
 def healthz(request: HttpRequest) -> HttpResponse:
@@ -32,11 +34,10 @@ def healthz(request: HttpRequest) -> HttpResponse:
 
 def readyz(request: HttpRequest) -> HttpResponse:
     checks = readiness()
-    ready = all(c.ok for c in checks.values())
-    response = JsonResponse({"status": "ok" if ready else "fail",
-                             "checks": {name: check.as_json() for name, check in checks.items()}},
-                            status=200 if ready else 503)
-    if not ready:
+    status = verdict(checks)
+    response = JsonResponse({"status": status, "checks": {name: check.as_json() for name, check in checks.items()}},
+                            status=503 if status == FAIL else 200)
+    if status == FAIL:
         response["Retry-After"] = str(settings.UNAVAILABLE_RETRY_AFTER)
     return response
 

@@ -28,17 +28,18 @@ from leaderboard.ops.outages import WHAT, outage
 log = logging.getLogger(__name__)
 
 
-def unavailable_response(request: HttpRequest, cause: str) -> HttpResponse:
-    """The 503 of ``cause``: the API's error under /api/, the styled page elsewhere; both with Retry-After."""
+def unavailable_response(request: HttpRequest, cause: str, detail: str = "") -> HttpResponse:
+    """The 503 of ``cause``: the API's error under /api/, the styled page elsewhere; both with Retry-After.
+    ``detail`` says what became of the request (an upload not stored, nothing counted)."""
     seconds = int(settings.UNAVAILABLE_RETRY_AFTER)
-    message = f"{WHAT[cause]}; the request was not completed. Try again in {seconds} seconds."
+    message = f"{WHAT[cause]}; {detail or 'the request was not completed.'} Try again in {seconds} seconds."
     response: HttpResponse
     if request.path.startswith(API_PREFIX):
         response = api_error(message, 503, "unavailable", timezone.now() + timedelta(seconds=seconds))
     else:
         # Rendered without a request context: no context processor may reach the database.
-        response = HttpResponse(loader.get_template("503.html").render({"what": WHAT[cause], "seconds": seconds}),
-                                status=503)
+        response = HttpResponse(loader.get_template("503.html").render(
+            {"what": WHAT[cause], "detail": detail, "seconds": seconds}), status=503)
     response["Retry-After"] = str(seconds)  # exactly, not the seconds left after rendering
     response["Cache-Control"] = "no-store"
     metrics.UNAVAILABLE.labels(cause).inc()
@@ -51,7 +52,7 @@ def _answer(request: HttpRequest, exc: BaseException) -> HttpResponse | None:
         return None
     log.warning("503 for %s %s: %s (%s: %s)", request.method, request.path, WHAT[cause], type(exc).__name__,
                 str(exc)[:300])
-    return unavailable_response(request, cause)
+    return unavailable_response(request, cause, getattr(exc, "detail", ""))
 
 
 class UnavailableMiddleware:

@@ -73,7 +73,7 @@ class LeaderboardEntry(models.Model):
     an undefined value is an absent key (never a JSON null, which SQLite would
     sort as 0). ``state``: whether the row's result is current on the split's
     labels (``ResultState``); a row that is not is listed apart, never ranked
-    or tested (``selectors.listed_apart``).
+    or tested (``selectors.unranked_entries``).
 
     The submission and result a row shows cannot be deleted under it (RESTRICT:
     a maintainer withdraws, hides or disqualifies the submission first); deleting
@@ -98,6 +98,9 @@ class LeaderboardEntry(models.Model):
     paper_url = models.URLField(max_length=300, blank=True)
     venue = models.CharField(max_length=100, blank=True)
     protocol = models.CharField(max_length=40, blank=True)
+    # Paper rows: the method's own paper (``paper_url``/``venue`` are the source of the numbers):
+    # {"authors", "title", "venue", "year", "url"}, or {"none": why it has none}; {} when not given.
+    method_paper = models.JSONField(default=dict, blank=True)
     primary_score = models.FloatField(null=True)
     scores = models.JSONField(default=dict)
     # 95 % bootstrap intervals of ``scores`` ({"<key>": [lo, hi]}); empty for paper rows.
@@ -123,6 +126,12 @@ class LeaderboardEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} on {self.split}"
+
+    @property
+    def method_citation(self) -> str:
+        """The method's own paper as cited ("Chen et al., ECCV 2020"); "" when it has none or none is given."""
+        paper = self.method_paper or {}
+        return f"{paper['authors']}, {paper['venue']} {paper['year']}" if paper.get("authors") else ""
 
     def save(self, *args: Any, **kwargs: Any) -> None:
         self.scores = {k: v for k, v in self.scores.items() if v is not None}

@@ -14,11 +14,13 @@ competition ranks (1, 2, 2, 4) over the sort column: equal values share a rank.
 Reference rows (``is_reference``: human performance, oracles, upper bounds copied
 from papers) are not contestants: the filters choose them like any row, but they
 are listed apart (``reference_entries``), never ranked, never a chart's best or
-median, and drawn on charts as lines.
+median, and drawn on charts as lines. Paper rows of another protocol, and every paper
+row on a split with synthetic labels, are listed apart too (``apart_entries``; the rule:
+``like_with_like``).
 
 Rows whose result predates the split's current labels (``state`` "awaiting re-score" or "re-score
 failed": ``submissions.result_state``) are not contestants either: they stay on the board, listed
-apart and marked (``listed_apart``), never ranked, tested, a chart's best or median, or a record.
+apart and marked (``unranked_entries``), never ranked, tested, a chart's best or median, or a record.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from django.db.models.functions import Cast
 
 from leaderboard.benchmarks.models import Split
 from leaderboard.lib.thresholds import metric_at, threshold_of, thresholds
+from leaderboard.rankings.like_with_like import ALL_PROTOCOLS, apart_reason, apart_rows, is_other_protocol
 from leaderboard.rankings.models import (
     ANONYMOUS_LABEL,
     TAG_LENGTH,
@@ -61,8 +64,10 @@ class LeaderboardView:
     column key, default the primary metric), ``order`` (``desc``|``asc``),
     ``paper`` (``0`` hides paper-reported rows), ``extra`` (``no`` hides
     methods using extra training data, ``only`` keeps only those), ``protocol``
-    (one of the track's protocol keys: only the rows it produced; a row that
-    declares none counts as this service's, the first), ``iou`` (MMScan: the same
+    (absent: this service's protocol ranked, the other protocols' paper rows listed
+    apart; ``all``: every protocol ranked together; one of the track's protocol keys:
+    only the rows it produced; a row that declares none counts as this service's,
+    the first), ``iou`` (MMScan: the same
     metric and sort column at this IoU threshold), ``ci`` (``1`` shows each
     score's 95 % interval as ±), ``page``.
     """
@@ -93,8 +98,8 @@ class LeaderboardView:
         if query.get("iou") in thresholds(spec):
             metric, sort = (metric_at(metric, query["iou"]), metric_at(sort, query["iou"]))
             columns = [metric] + [f"{g}/{metric}" for g in groups]
-        protocol = query.get("protocol", "") if len(spec.protocols) > 1 and spec.protocol(
-            query.get("protocol", "")) else ""
+        wanted = query.get("protocol", "")
+        protocol = wanted if len(spec.protocols) > 1 and (wanted == ALL_PROTOCOLS or spec.protocol(wanted)) else ""
         try:
             page = max(1, int(query.get("page", 1)))
         except ValueError:
@@ -109,6 +114,16 @@ class LeaderboardView:
     def iou(self) -> str | None:
         """The IoU threshold of the view's metric, where the track has several (else None)."""
         return threshold_of(self.metric) if thresholds(self.split.benchmark.spec) else None
+
+    @property
+    def protocol_filter(self) -> str:
+        """The one protocol whose rows the view keeps ("" when it keeps every protocol's)."""
+        return "" if self.protocol == ALL_PROTOCOLS else self.protocol
+
+    @property
+    def apart_reason(self) -> str:
+        """Why paper rows are listed apart on this view (``like_with_like.apart_reason``), or ""."""
+        return apart_reason(self.split, self.protocol)
 
     @property
     def all_columns(self) -> list[str]:
@@ -141,27 +156,40 @@ def filtered_entries(view: LeaderboardView) -> QuerySet[LeaderboardEntry]:
         entries = entries.filter(uses_extra_data=False)
     elif view.extra == "only":
         entries = entries.filter(uses_extra_data=True)
-    if view.protocol:
-        ours = view.protocol == view.split.benchmark.spec.protocols[0].key
-        entries = entries.filter(Q(protocol=view.protocol) | Q(protocol="")) if ours else \
-            entries.filter(protocol=view.protocol)
+    if view.protocol_filter:
+        ours = view.protocol_filter == view.split.benchmark.spec.protocols[0].key
+        entries = entries.filter(Q(protocol=view.protocol_filter) | Q(protocol="")) if ours else \
+            entries.filter(protocol=view.protocol_filter)
     return entries
 
 
 def contestants(view: LeaderboardView) -> QuerySet[LeaderboardEntry]:
-    """The view's rows that are ranked: every row but the references and the rows not current."""
-    return filtered_entries(view).filter(is_reference=False, state=ResultState.CURRENT)
+    """The view's rows that are ranked: every row but the references, the rows listed apart and the
+    rows not current."""
+    apart = apart_rows(view.split, view.protocol)
+    entries = filtered_entries(view).filter(is_reference=False, state=ResultState.CURRENT)
+    return entries if apart is None else entries.exclude(apart)
 
 
-def listed_apart(view: LeaderboardView) -> tuple[list[LeaderboardEntry], list[LeaderboardEntry]]:
-    """The view's rows listed apart from the ranking, in one query: its reference rows
-    (``reference_entries``), and its rows whose result predates the split's current labels
-    (awaiting re-score, or re-score failed), each best first on the sort column (their earlier
-    values for the latter; missing values last), never ranked."""
+def apart_entries(view: LeaderboardView) -> list[LeaderboardEntry]:
+    """The view's paper rows listed apart, not ranked (``like_with_like``): best first on its sort
+    column (missing values last), then by name."""
+    return unranked_entries(view)[0]
+
+
+def unranked_entries(view: LeaderboardView) -> tuple[list[LeaderboardEntry], list[LeaderboardEntry],
+                                                     list[LeaderboardEntry]]:
+    """The view's rows that are not ranked, in one query: the paper rows listed apart, the references,
+    and the rows whose result predates the split's current labels (awaiting re-score, or re-score
+    failed: their earlier scores), each best first on its sort column (missing values last), then by name."""
+    apart = apart_rows(view.split, view.protocol)
     value = score_expression(view.sort)
-    rows = list(filtered_entries(view).filter(Q(is_reference=True) | ~Q(state=ResultState.CURRENT))
-                .annotate(sort_value=value).order_by(value.desc(nulls_last=True), "name"))
-    return [e for e in rows if e.is_reference], [e for e in rows if not e.is_reference]
+    chosen = Q(is_reference=True) | ~Q(state=ResultState.CURRENT)
+    rows = list(filtered_entries(view).filter(chosen if apart is None else chosen | apart).annotate(sort_value=value)
+                .order_by(value.desc(nulls_last=True), "name"))
+    stale = [e for e in rows if not e.is_reference and e.state != ResultState.CURRENT]
+    return ([e for e in rows if not e.is_reference and e.state == ResultState.CURRENT],
+            [e for e in rows if e.is_reference], stale)
 
 
 def reference_entries(view: LeaderboardView) -> list[LeaderboardEntry]:
@@ -197,7 +225,8 @@ def with_units(entries: QuerySet[LeaderboardEntry]) -> QuerySet[LeaderboardEntry
 class RankedRow:
     """``cells``: the view's columns' values; ``bounds``: their intervals ([lo, hi] or None);
     ``versus_above``: the paired test against the row just above on the sorted column (None:
-    the page's first row, or a pair that is not tested), ``above_id`` that row's entry id."""
+    the page's first row, or a pair that is not tested), ``above_id`` that row's entry id;
+    ``apart``: a paper row listed apart, not ranked (``like_with_like``)."""
 
     rank: int | None
     entry: LeaderboardEntry
@@ -206,6 +235,7 @@ class RankedRow:
     versus_above: Verdict | None = None
     above_id: int | None = None
     headers: list[str] = field(default_factory=list)
+    apart: bool = False
 
     @property
     def labelled(self) -> list[tuple[str, Any, Any]]:
@@ -274,8 +304,10 @@ def entry_as_json(row: RankedRow, columns: list[str]) -> dict[str, Any]:
     e = row.entry
     return {"rank": row.rank, "entry_id": e.pk, "method": e.name, "method_id": e.method_id,
             "team": None if e.is_anonymous else e.team_name, "anonymous": e.is_anonymous,
-            "reported_in_paper": e.is_paper, "reference": e.is_reference, "note": e.paper_note,
-            "paper_url": e.paper_url, "venue": e.venue, "protocol": e.protocol, "uses_extra_data": e.uses_extra_data,
+            "reported_in_paper": e.is_paper, "reference": e.is_reference, "listed_apart": row.apart,
+            "note": e.paper_note,
+            "paper_url": e.paper_url, "venue": e.venue, "method_paper": e.method_paper or None,
+            "protocol": e.protocol, "uses_extra_data": e.uses_extra_data,
             "verified": e.is_verified, "scorer_version": e.scorer_version, "submission_id": e.submission_id,
             "published_at": e.published_at.isoformat(), "state": e.state,
             "scores": {c: e.scores.get(c) for c in columns},
@@ -314,29 +346,39 @@ class PublicMethod:
 
 @dataclass
 class TrackSummary:
-    """What the home page shows of a track's default split: its leaders and how many rows it has."""
+    """What the home page shows of a track's default split: its leaders (each with its rank on the
+    board, ties alike, and its protocol where it is another than this service's), how many rows it
+    has, and the view they come from."""
 
     split: Split
-    leaders: list[LeaderboardEntry]
+    leaders: list[tuple[int, LeaderboardEntry, Any]]
     scored: int
     paper: int
+    view: LeaderboardView | None = None
 
 
 def track_summary(split: Split, embargoed: bool, top: int = 3) -> TrackSummary:
-    """The ``top`` rows of the split's default view, and its counts of scored and paper rows."""
+    """The ``top`` ranked rows of the split's default view with their board ranks (competition
+    ranks: a tie is numbered alike), and its counts of scored and paper rows."""
     view = LeaderboardView.from_query(split, {}, embargoed=embargoed)
     entries = filtered_entries(view)
-    return TrackSummary(split=split, leaders=list(ordered_entries(view).filter(primary_score__isnull=False)[:top]),
-                        scored=entries.filter(is_paper=False).count(), paper=entries.filter(is_paper=True).count())
+    leaders: list[tuple[int, LeaderboardEntry, Any]] = []
+    protocols = {p.key: p for p in split.benchmark.spec.protocols}
+    for i, entry in enumerate(ordered_entries(view).filter(sort_value__isnull=False)[:top]):
+        tied = leaders and leaders[-1][1].sort_value == entry.sort_value
+        other = protocols.get(entry.protocol) if is_other_protocol(split, entry.protocol) else None
+        leaders.append((leaders[-1][0] if tied else i + 1, entry, other))
+    return TrackSummary(split=split, leaders=leaders, scored=entries.filter(is_paper=False).count(),
+                        paper=entries.filter(is_paper=True).count(), view=view)
 
 
 EXPORT_FIELDS = ("id", "name", "method_id", "team_name", "is_anonymous", "is_paper", "is_reference", "paper_note",
-                 "paper_url", "venue", "protocol", "uses_extra_data", "is_verified", "scorer_version", "submission_id",
-                 "published_at", "state")
+                 "paper_url", "venue", "method_paper", "protocol", "uses_extra_data", "is_verified", "scorer_version",
+                 "submission_id", "published_at", "state")
 # Their names in exports and the API (entry_as_json).
 EXPORT_KEYS = ("entry_id", "method", "method_id", "team", "anonymous", "reported_in_paper", "reference", "note",
-               "paper_url", "venue", "protocol", "uses_extra_data", "verified", "scorer_version", "submission_id",
-               "published_at", "state")
+               "paper_url", "venue", "method_paper", "protocol", "uses_extra_data", "verified", "scorer_version",
+               "submission_id", "published_at", "state")
 _RANKED_KEYS = ("rank", *EXPORT_KEYS)
 
 
@@ -353,8 +395,9 @@ class ExportRow:
 
 def export_rows(view: LeaderboardView, limit: int, fmt: str) -> tuple[list[ExportRow], Family]:
     """Every ranked row of the view (up to ``limit``), ranked as ``leaderboard_page`` ranks them,
-    then its reference rows (``"reference": True``, rank None, untested), then its rows that are not
-    current (``"state"`` not "current", rank None, untested), with their scores as
+    then the paper rows listed apart (``"listed_apart": True``, rank None, untested), then its
+    reference rows (``"reference": True``, rank None, untested), then its rows that are not current
+    (``"state"`` not "current", rank None, untested), with their scores as
     stored for ``fmt`` ("json" or "csv"), and each ranked row's paired test against the row
     above, adjusted over the adjacent pairs of the export's rows.
 
@@ -372,8 +415,9 @@ def export_rows(view: LeaderboardView, limit: int, fmt: str) -> tuple[list[Expor
     rungs: list[Rung] = []
     stale: dict[int, ExportRow] = {}
 
-    def add(rank: int | None, fields: list[Any]) -> None:
-        row = dict(zip(_RANKED_KEYS, (rank, *fields)))
+    def add(rank: int | None, fields: list[Any], apart: bool = False) -> None:
+        row = dict(zip(_RANKED_KEYS, (rank, *fields)), listed_apart=apart)
+        row["method_paper"] = row["method_paper"] or None
         if row["anonymous"]:
             row["team"] = None
         text = texts.get(row["entry_id"], "")  # "": published in between
@@ -393,12 +437,14 @@ def export_rows(view: LeaderboardView, limit: int, fmt: str) -> tuple[list[Expor
         previous = value
         add(rank, fields)
     ranked = len(rows)
-    for fields in (filtered_entries(view).filter(is_reference=True)
-                   .order_by(score_expression(view.sort).desc(nulls_last=True), "name").values_list(*EXPORT_FIELDS)):
-        add(None, list(fields))
-    for fields in (filtered_entries(view).filter(is_reference=False).exclude(state=ResultState.CURRENT)
-                   .order_by(score_expression(view.sort).desc(nulls_last=True), "name").values_list(*EXPORT_FIELDS)):
-        add(None, list(fields))
+    apart = apart_rows(view.split, view.protocol)
+    unranked = [(True, filtered_entries(view).filter(apart, is_reference=False))] if apart is not None else []
+    stale_rows = filtered_entries(view).filter(is_reference=False).exclude(state=ResultState.CURRENT)
+    for listed_apart, entries in [*unranked, (False, filtered_entries(view).filter(is_reference=True)),
+                                  (False, stale_rows)]:
+        for fields in entries.order_by(score_expression(view.sort).desc(nulls_last=True), "name").values_list(
+                *EXPORT_FIELDS):
+            add(None, list(fields), listed_apart)
     for pk, scores, bounds in (LeaderboardEntry.objects.filter(pk__in=stale).values_list("pk", "scores", "intervals")
                                if stale else ()):
         stale[pk].scores = export_texts(scores, columns, bounds)[fmt == "csv"][TAG_LENGTH:]
@@ -411,12 +457,13 @@ def export_rows(view: LeaderboardView, limit: int, fmt: str) -> tuple[list[Expor
 
 
 def group_profile(split: Split, metric: str) -> dict[str, dict[str, float | None]]:
-    """Per group: the best value and the median over the split's ranked entries (for charts;
-    references are neither)."""
+    """Per group: the best value and the median over the rows the split's default board ranks (for
+    charts; references and the rows listed apart are neither)."""
     spec = split.benchmark.spec
     values: dict[str, list[float]] = {g: [] for g in spec.groups}
-    for scores in (LeaderboardEntry.objects.filter(split=split, is_reference=False, state=ResultState.CURRENT)
-                   .values_list("scores", flat=True)):
+    ranked = LeaderboardEntry.objects.filter(split=split, is_reference=False, state=ResultState.CURRENT)
+    apart = apart_rows(split, "")
+    for scores in (ranked if apart is None else ranked.exclude(apart)).values_list("scores", flat=True):
         for g in spec.groups:
             v = scores.get(f"{g}/{metric}")
             if v is not None:

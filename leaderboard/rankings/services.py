@@ -168,7 +168,7 @@ def paper_row_fields(split: Split, data: dict[str, Any], row: dict[str, Any], wh
     for key, value in row["scores"].items():
         if refusal := score_refusal(spec, key, value):
             raise ValueError(f"{where}: {row['method']}: scores.{key}: {refusal}")
-    return {"paper_note": row.get("note") or data.get("source", ""),
+    return {"paper_note": row.get("note") or data.get("source", ""), "method_paper": row.get("method_paper", {}),
             "scores": row["scores"], "primary_score": row["scores"].get(spec.primary_metric),
             "uses_extra_data": row.get("uses_extra_data", False),
             "is_reference": reference_flag(where, row), **metadata}
@@ -179,7 +179,9 @@ def do_load_paper_rows(split: Split, data: dict[str, Any], where: str = "") -> i
     (idempotent: rows loaded before get the block's scores, citation and ``reference`` again).
 
     Block: ``{"split": ..., "source": ..., "paper": {"url", "venue", "published"}, "protocol": ...,
-    "rows": [{"method", "note", "scores"[, "paper"][, "protocol"][, "uses_extra_data"][, "reference"]}]}``,
+    "rows": [{"method", "note", "scores"[, "paper"][, "method_paper"][, "protocol"][, "uses_extra_data"]
+    [, "reference"]}]}``; ``paper`` is where the numbers were copied from, ``method_paper`` the
+    method's own paper (``{"authors", "title", "venue", "year", "url"}`` or ``{"none": why}``),
     scores flat as in ``flatten_scores``, as fractions; ``protocol`` one of the track's
     ``Track.protocols`` keys (absent: scored the way this service scores); ``reference: true``
     for a point of reference that is not a contestant (human performance, an oracle, an

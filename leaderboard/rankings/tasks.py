@@ -3,19 +3,31 @@ from the scoring workers (queue SITE_QUEUE)."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from celery import shared_task
 from django.db import DatabaseError, InterfaceError
 
 from evaluation_workers import contracts
+from leaderboard.ops.outages import Streak
 from leaderboard.rankings import paired_tests, services
+
+_reveals_failing = Streak(logging.getLogger(__name__), "Revealing the boards due")
 
 
 @shared_task(name="rankings.reveal_due", ignore_result=True)
 def reveal_due() -> int:
-    """Reveal the boards of splits whose deadline passed (``CELERY_BEAT_SCHEDULE``, every minute)."""
-    return services.do_reveal_due()
+    """Reveal the boards of splits whose deadline passed (``CELERY_BEAT_SCHEDULE``, every minute); while the
+    database is down, one line of the log a minute (the first with its traceback)."""
+    try:
+        revealed = services.do_reveal_due()
+    except Exception as exc:
+        if not _reveals_failing.failed(exc):
+            raise
+        return 0
+    _reveals_failing.succeeded()
+    return revealed
 
 
 @shared_task(name=contracts.RECORD_PAIRED_TEST, autoretry_for=(DatabaseError, InterfaceError), retry_backoff=1,

@@ -10,4 +10,5 @@ urlpatterns = [
     path("methods/<int:pk>/", views.method_detail, name="method"),
     path("methods/<int:pk>/bibtex", views.bibtex, name="bibtex"),
     path("entries/<int:pk>/", views.entry_detail, name="entry"),
+    path("entries/<int:pk>/bibtex", views.entry_bibtex, name="entry_bibtex"),
 ]

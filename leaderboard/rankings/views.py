@@ -16,6 +16,7 @@ from django.urls import reverse
 from leaderboard.accounts.auth import api_auth
 from leaderboard.api_errors import api_error
 from leaderboard.benchmarks import phases
+from leaderboard.benchmarks.disclosure import labels_cell, labels_json
 from leaderboard.benchmarks.models import Split
 from leaderboard.benchmarks.permissions import results_embargoed
 from leaderboard.benchmarks.selectors import get_split
@@ -24,7 +25,9 @@ from leaderboard.lib.csv_cells import safe_cell
 from leaderboard.lib.pagecache import cache_until, cached_page
 from leaderboard.participation.selectors import banners
 from leaderboard.rankings import charts, paired_tests
+from leaderboard.rankings.bibtex import paper_row_bibtex
 from leaderboard.rankings.drilldown import Drilldown, drilldown
+from leaderboard.rankings.like_with_like import ALL_PROTOCOLS, is_other_protocol
 from leaderboard.rankings.models import ANONYMOUS_LABEL, LeaderboardEntry, interval_columns
 from leaderboard.rankings.numbers import cleaned
 from leaderboard.rankings.selectors import (
@@ -37,11 +40,10 @@ from leaderboard.rankings.selectors import (
     group_profile,
     group_references,
     leaderboard_page,
-    listed_apart,
     missing_metric,
     ordered_entries,
-    reference_entries,
     reference_lines,
+    unranked_entries,
 )
 from leaderboard.rankings.services import reveal_if_due
 from leaderboard.submissions.models import Method, ResultState
@@ -49,6 +51,15 @@ from leaderboard.submissions.models import Method, ResultState
 MAX_EXPORT_ROWS = 10_000
 MAX_ID = 2**63 - 1  # a BigAutoField's largest value
 _csv_cell = safe_cell  # the exports' cells (leaderboard.lib.csv_cells)
+
+
+def _method_paper_cells(paper: dict[str, Any] | None) -> tuple[str, str]:
+    """The CSV's ``method_paper`` ("Chen et al., ECCV 2020", or "none: why") and ``method_paper_url``."""
+    if not paper:
+        return "", ""
+    if paper.get("none"):
+        return f"none: {paper['none']}", ""
+    return f"{paper['authors']}, {paper['venue']} {paper['year']}", paper["url"]
 
 
 def _significance_cells(fields: dict[str, Any]) -> tuple[Any, Any]:
@@ -84,10 +95,11 @@ def _iou_links(view: LeaderboardView) -> list[tuple[str, str, bool]]:
         metric=thresholds.metric_at(view.metric, t), sort=thresholds.metric_at(view.sort, t), page=1))
 
 
-def _reference_rows(view: LeaderboardView, references: list[LeaderboardEntry]) -> list[RankedRow]:
-    """Rows listed apart, unranked: the references, or the rows not current (``listed_apart``)."""
+def _reference_rows(view: LeaderboardView, references: list[LeaderboardEntry], apart: bool = False) -> list[RankedRow]:
+    """Unranked rows of the board (references, the rows not current, or with ``apart`` the paper rows
+    listed apart)."""
     return [RankedRow(rank=None, entry=e, cells=[e.scores.get(c) for c in view.columns],
-                      bounds=[e.intervals.get(c) for c in view.columns], headers=view.headers)
+                      bounds=[e.intervals.get(c) for c in view.columns], headers=view.headers, apart=apart)
             for e in references]
 
 
@@ -95,11 +107,11 @@ def _reference_rows(view: LeaderboardView, references: list[LeaderboardEntry]) -
 def leaderboard(request: HttpRequest, track: str) -> HttpResponse:
     view = _view(request, track)
     page = leaderboard_page(view)
-    references, stale = listed_apart(view)
+    apart, references, stale = unranked_entries(view)
     spec = view.split.benchmark.spec
     context = {"benchmark": view.split.benchmark, "split": view.split, "splits": view.split.benchmark.splits.all(),
                "view": view, "spec": spec, "page": page, "references": _reference_rows(view, references),
-               "stale": _reference_rows(view, stale),
+               "apart": _reference_rows(view, apart, apart=True), "stale": _reference_rows(view, stale),
                "sort_links": [(h, c, view.query(sort=c, order="asc" if view.sort == c and not view.ascending
                                                 else "desc", page=1))
                               for h, c in zip(view.headers, view.columns)],
@@ -113,7 +125,7 @@ def leaderboard(request: HttpRequest, track: str) -> HttpResponse:
                "phase": phases.describe(view.split), "has_partition": view.split.has_partition,
                # Each row names its protocol only where the track has several; the first is this service's.
                "protocols": {p.key: p for p in spec.protocols} if len(spec.protocols) > 1 else {},
-               "our_protocol": spec.protocols[0].key if spec.protocols else "",
+               "our_protocol": spec.protocols[0].key if spec.protocols else "", "all_protocols": ALL_PROTOCOLS,
                "announcements": _announcements(request, view.split.benchmark)}
     return render(request, "rankings/leaderboard.html", context)
 
@@ -125,14 +137,19 @@ def export(request: HttpRequest, track: str, fmt: str) -> HttpResponse:
         raise Http404("Exports are .csv or .json.")
     view = _view(request, track)
     rows, significance = export_rows(view, MAX_EXPORT_ROWS, fmt)
-    name = f"{track}-{view.split.name}-{view.metric}"
+    # A file saved from a split with synthetic labels says so in its name too.
+    name = f"{track}-{view.split.name}-{view.metric}{'-synthetic-labels' if view.split.labels_synthetic else ''}"
     if fmt == "json":
         # The rows' scores are stored as JSON text; the document is assembled around them.
         current = [r for r in rows if r.fields["state"] == ResultState.CURRENT]
-        ranked, references = ([r for r in current if r.fields["reference"] is flag] for flag in (False, True))
+        ranked = [r for r in current if not r.fields["reference"] and not r.fields["listed_apart"]]
+        apart = [r for r in rows if r.fields["listed_apart"]]
+        references = [r for r in current if r.fields["reference"]]
         not_current = [r for r in rows if r.fields["state"] != ResultState.CURRENT]
         head = json.dumps({"track": track, "split": view.split.name, "sort": view.sort,
                            "scorer_version": view.split.benchmark.spec.scorer_version,
+                           "labels": labels_json(view.split), "protocol": view.protocol or None,
+                           "apart_reason": view.apart_reason or None,
                            "columns": view.all_columns, "interval_level": 0.95,
                            "significance": significance.as_json()})
         if request.GET.get("drilldown") == "1":  # per attribute / sub-class, as the split's labels allow
@@ -143,18 +160,21 @@ def export(request: HttpRequest, track: str, fmt: str) -> HttpResponse:
                 r.fields["drilldown"] = shown.as_json() if shown else None
         # ``r.scores`` holds the members ``"scores": {..}, "intervals": {..}`` (``models.export_texts``);
         # orjson writes each row's fields (``published_at`` as ISO 8601) 5-10x faster than json.dumps.
-        body, apart, stale = (", ".join(f"{orjson.dumps(r.fields).decode()[:-1]}, {r.scores}}}" for r in part)
-                              for part in (ranked, references, not_current))
-        response = HttpResponse(f'{head[:-1]}, "rows": [{body}], "references": [{apart}], "not_current": [{stale}]}}',
+        body, aside, refs, stale = (", ".join(f"{orjson.dumps(r.fields).decode()[:-1]}, {r.scores}}}" for r in part)
+                                    for part in (ranked, apart, references, not_current))
+        response = HttpResponse(f'{head[:-1]}, "rows": [{body}], "apart": [{aside}], "references": [{refs}], '
+                                f'"not_current": [{stale}]}}',
                                 content_type="application/json")
     else:
         buffer = io.StringIO()
         csv.writer(buffer).writerow(["rank", "method", "team", "reported_in_paper", "uses_extra_data", "verified",
                                      "scorer_version", "published_at", "venue", "paper_url", "protocol",
-                                     "reference", "state", "adjusted_p_value",
-                                     "no_significant_difference_from_row_above",
+                                     "reference", "adjusted_p_value", "no_significant_difference_from_row_above",
+                                     "listed_apart", "labels", "method_paper", "method_paper_url", "state",
                                      *view.all_columns, *interval_columns(view.all_columns)])
-        # Each row's fields end in a comma, then come its stored score cells.
+        # Each row's fields end in a comma, then come its stored score cells. ``labels``: what the row
+        # was scored on (a paper row's numbers are the real split's, whatever this split holds).
+        scored_on = labels_cell(view.split)
         writer = csv.writer(buffer, lineterminator=",")
         for r in rows:
             f = r.fields
@@ -162,8 +182,10 @@ def export(request: HttpRequest, track: str, fmt: str) -> HttpResponse:
             writer.writerow([_csv_cell(v) for v in (f["rank"], f["method"], team, f["reported_in_paper"],
                                                     f["uses_extra_data"], f["verified"], f["scorer_version"],
                                                     f["published_at"].isoformat(), f["venue"], f["paper_url"],
-                                                    f["protocol"], f["reference"], f["state"],
-                                                    *_significance_cells(f))])
+                                                    f["protocol"], f["reference"], *_significance_cells(f),
+                                                    f["listed_apart"], scored_on if not f["reported_in_paper"]
+                                                    else "real", *_method_paper_cells(f["method_paper"]),
+                                                    f["state"])])
             buffer.write(r.scores)  # numbers only, stored as CSV cells when the row was written
             buffer.write("\r\n")
         response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
@@ -271,6 +293,13 @@ def bibtex(request: HttpRequest, pk: int) -> HttpResponse:
     return HttpResponse(f"@misc{{{key},\n{body}\n}}\n", content_type="application/x-bibtex; charset=utf-8")
 
 
+@cached_page()
+def entry_bibtex(request: HttpRequest, pk: int) -> HttpResponse:
+    """A paper row's BibTeX: its method's own paper and the source of its numbers."""
+    entry = get_object_or_404(LeaderboardEntry.objects.select_related("split__benchmark"), pk=pk, is_paper=True)
+    return HttpResponse(paper_row_bibtex(entry), content_type="application/x-bibtex; charset=utf-8")
+
+
 def _entry_ids(values: list[str]) -> list[int]:
     """The ``e`` parameters as entry ids; 404 for one that no row can have (not a whole number, or
     beyond the largest id a database holds: it reached the database as a 500)."""
@@ -283,9 +312,25 @@ def _entry_ids(values: list[str]) -> list[int]:
 
 
 def _compare_entries(request: HttpRequest, split: Split) -> list[LeaderboardEntry]:
+    """The rows named by ``e`` (the first four), in that order; 404 when one is not a row this viewer
+    sees on this board (unknown, on another split, or a scored row whose split's scores are not
+    visible yet): a page of fewer rows than asked would compare something else than was linked."""
     ids = _entry_ids(request.GET.getlist("e"))[:4]
     by_id = {e.pk: e for e in LeaderboardEntry.objects.filter(split=split, pk__in=ids).select_related("result")}
-    return _visible_entries(request, [by_id[i] for i in ids if i in by_id])
+    embargoed = _embargoed(request, split) if ids else False
+    for pk in ids:
+        entry = by_id.get(pk)
+        if entry is None or (embargoed and not entry.is_paper):
+            raise Http404(f"Expected e to be rows of the {split.benchmark.track} {split.name} board, but {pk} is not "
+                          f"one (unknown, on another split, or not visible yet).")
+    return [by_id[pk] for pk in ids]
+
+
+def _unlike(split: Split, a: LeaderboardEntry, b: LeaderboardEntry) -> bool:
+    """Whether ``a`` and ``b`` were not produced the same way (``like_with_like``): one of another
+    protocol than the other, or a paper's numbers beside numbers scored on synthetic labels."""
+    return (is_other_protocol(split, a.protocol) != is_other_protocol(split, b.protocol)
+            or (split.labels_synthetic and a.is_paper != b.is_paper))
 
 
 @cached_page("track")
@@ -293,27 +338,39 @@ def compare(request: HttpRequest, track: str) -> HttpResponse:
     view = _view(request, track)
     spec = view.split.benchmark.spec
     entries = _compare_entries(request, view.split)
+    unlike = [i > 0 and _unlike(view.split, entries[0], e) for i, e in enumerate(entries)]
+    # A phone shows each value under its row's name: other protocols are marked there too.
+    labels = [f"{e.name} (other protocol)" if is_other_protocol(view.split, e.protocol) else e.name for e in entries]
     rows = []
     for header, column in zip(view.headers, view.columns):
         values = [e.scores.get(column) for e in entries]
         base = values[0] if values else None
-        rows.append((header, [(entries[i].name, v, None if (i == 0 or v is None or base is None) else cleaned(v - base),
-                               entries[i].intervals.get(column)) for i, v in enumerate(values)]))
+        rows.append((header, [(labels[i], v, None if (i == 0 or v is None or base is None) else cleaned(v - base),
+                               entries[i].intervals.get(column), unlike[i]) for i, v in enumerate(values)]))
     contenders = [e for e in entries if not e.is_reference]
     chart = charts.bars(spec.groups, [(e.name, [e.scores.get(f"{g}/{view.metric}") for g in spec.groups])
                                       for e in contenders], f"{view.metric} per {spec.group_label.lower()}",
                         metric=view.metric, group_label=spec.group_label,
                         references=[(e.name, [e.scores.get(f"{g}/{view.metric}") for g in spec.groups])
                                     for e in entries if e.is_reference]) if len(entries) >= 2 else ""
-    candidates = list(ordered_entries(view)[:200]) + reference_entries(view)
+    apart, references, _ = unranked_entries(view)  # rows not current are compared only when linked
+    candidates = list(ordered_entries(view)[:200]) + apart + references
     names = {e.pk: e.name for e in entries}
     tests, family, notice = _pair_tests(request, track, entries, view.metric)
+    protocols = {p.key: p for p in spec.protocols}
     return render(request, "rankings/compare.html", {
         "benchmark": view.split.benchmark, "split": view.split, "view": view, "spec": spec, "entries": entries,
+        "entries_marked": [(e, _other_protocol(view.split, e, protocols)) for e in entries], "any_unlike": any(unlike),
+        "candidate_marks": {c.pk: _other_protocol(view.split, c, protocols) for c in candidates},
         "rows": rows, "chart": chart, "candidates": candidates, "selected": {e.pk for e in entries},
         "iou_links": _iou_links(view),
         "tests": [{**t, "a_name": names[t["a"]], "b_name": names[t["b"]]} for t in tests],
         "family": family, "notice": notice, "announcements": _announcements(request, view.split.benchmark)})
+
+
+def _other_protocol(split: Split, entry: LeaderboardEntry, protocols: dict[str, Any]) -> Any:
+    """The protocol of ``entry`` when it is another than this service's (a page marks it), else None."""
+    return protocols.get(entry.protocol) if is_other_protocol(split, entry.protocol) else None
 
 
 def _pair_tests(request: HttpRequest, track: str, entries: list[LeaderboardEntry],
@@ -335,23 +392,26 @@ def api_leaderboard(request: HttpRequest, track: str) -> JsonResponse:
         return api_error(f"Expected metric to be one of {', '.join(spec.metrics)}, "
                          f"but got {request.GET['metric']!r}.", 400)
     if request.GET.get("protocol") and request.GET["protocol"] != view.protocol:
-        keys = [p.key for p in spec.protocols] if len(spec.protocols) > 1 else []
+        keys = [ALL_PROTOCOLS, *(p.key for p in spec.protocols)] if len(spec.protocols) > 1 else []
         return api_error(f"Expected protocol to be one of {', '.join(keys) or 'nothing (one protocol)'}, "
                          f"but got {request.GET['protocol']!r}.", 400)
     if request.GET.get("iou") and request.GET["iou"] not in thresholds.thresholds(spec):
         return api_error(f"Expected iou to be one of {', '.join(thresholds.thresholds(spec)) or 'nothing'} "
                          f"(IoU thresholds of {track}), but got {request.GET['iou']!r}.", 400)
     page = leaderboard_page(view)
-    references, stale = listed_apart(view)
+    apart, references, stale = unranked_entries(view)
     return JsonResponse({"track": track, "split": view.split.name, "primary_metric": spec.primary_metric,
                          "metrics": list(spec.metrics), "groups": list(spec.groups), "sort": view.sort,
                          "order": "asc" if view.ascending else "desc", "scorer_version": spec.scorer_version,
                          "page": page.number, "pages": page.pages, "count": page.count,
                          "results_embargoed": view.embargoed, **phases.phase_json(view.split),
                          "public_subset": view.split.has_partition,
-                         "scores_of": _scores_of(view.split),
+                         "scores_of": _scores_of(view.split), "labels": labels_json(view.split),
+                         "protocol": view.protocol or None, "apart_reason": view.apart_reason or None,
                          "significance": page.significance.as_json() if page.significance else None,
                          "rows": [entry_as_json(row, view.all_columns) for row in page.rows],
+                         "apart": [entry_as_json(row, view.all_columns)
+                                   for row in _reference_rows(view, apart, apart=True)],
                          "references": [entry_as_json(row, view.all_columns)
                                         for row in _reference_rows(view, references)],
                          "not_current": [entry_as_json(row, view.all_columns)
@@ -378,8 +438,8 @@ def api_method(request: HttpRequest, pk: int) -> JsonResponse:
         "description": public.description, "paper_url": public.paper_url, "code_url": public.code_url,
         "authors": public.authors, "uses_extra_data": public.uses_extra_data,
         "url": request.build_absolute_uri(reverse("rankings:method", args=[method.pk])),
-        "results": [{"track": e.split.benchmark.track, "split": e.split.name, "scores": e.scores,
-                     "intervals": e.intervals,
+        "results": [{"track": e.split.benchmark.track, "split": e.split.name, "labels": labels_json(e.split),
+                     "scores": e.scores, "intervals": e.intervals,
                      "scorer_version": e.scorer_version, "verified": e.is_verified, "protocol": e.protocol,
                      "state": e.state,
                      "drilldown": drills[e.pk].as_json() if drills[e.pk] else None}
@@ -393,8 +453,10 @@ def api_compare(request: HttpRequest, track: str) -> JsonResponse:
     entries = _compare_entries(request, view.split)
     tests, family, notice = _pair_tests(request, track, entries, view.metric)
     return JsonResponse({"track": track, "split": view.split.name, "columns": view.all_columns,
-                         "metric": view.metric,
+                         "metric": view.metric, "labels": labels_json(view.split),
                          "entries": [{"entry_id": e.pk, "method": e.name, "reported_in_paper": e.is_paper,
+                                      "reference": e.is_reference, "protocol": e.protocol,
+                                      "other_protocol": is_other_protocol(view.split, e.protocol),
                                       "state": e.state,
                                       "scores": {c: e.scores.get(c) for c in view.all_columns},
                                       "intervals": {c: e.intervals[c] for c in view.all_columns

@@ -8,6 +8,7 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Q, QuerySet
 
+from evaluation_workers import queues
 from leaderboard.submissions import broker
 from leaderboard.submissions.models import Method, Result, Submission, shown_result
 
@@ -38,41 +39,111 @@ def submission_rows(submissions: QuerySet[Submission]) -> list[SubmissionRow]:
     return rows
 
 
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
 @dataclass(frozen=True)
 class QueuePlace:
-    """Where a queued submission waits: its position in its queue (1: next) and the workers that serve it.
+    """Where a queued submission waits: its position in line (1: next) for the scoring workers that
+    serve its queue, counted over every submission ahead of it for them (whatever their benchmark:
+    one worker may score several), the benchmarks those are on, and the workers.
 
     Only a number of the others: nobody learns whose submissions are ahead. ``workers`` None: the
-    broker cannot be read now.
+    broker cannot be read now (then, as with no worker, only its own benchmark's line is counted).
+    Pages say it in words (``text``), never with the queues' internal names.
     """
 
-    queue: str
     position: int
+    benchmark: str
+    ahead_on: tuple[str, ...]
     workers: list[dict[str, Any]] | None
 
+    @property
+    def ahead(self) -> int:
+        return self.position - 1
+
+    @property
+    def text(self) -> str:
+        if not self.ahead:
+            return "Next in line to be scored: no submission is ahead of it."
+        ahead = f"{self.ahead} submission{' is' if self.ahead == 1 else 's are'} ahead of it"
+        if not self.workers:
+            return f"{_ordinal(self.position)} in line to be scored: {ahead} on {self.benchmark}."
+        on = " and ".join([", ".join(self.ahead_on[:-1]), self.ahead_on[-1]] if len(self.ahead_on) > 1
+                          else self.ahead_on)
+        return (f"{_ordinal(self.position)} in line to be scored: {ahead} for the scoring workers that serve "
+                f"{self.benchmark} (on {on}).")
+
+    @property
+    def workers_text(self) -> str:
+        if self.workers is None:
+            return "Which scoring workers serve it is unknown right now (the broker cannot be read)."
+        if not self.workers:
+            return (f"No scoring worker serves {self.benchmark} right now: it waits until one starts, and is never "
+                    f"failed for waiting.")
+        names = ", ".join(f"{w.get('name', '')} ({w.get('device', '')})" for w in self.workers)
+        return f"Served by {len(self.workers)} scoring worker{'s' * (len(self.workers) != 1)}: {names}."
+
+    @property
+    def short(self) -> str:
+        """For a list: "3rd in line to be scored (2 submissions ahead)", "next in line to be scored"."""
+        if not self.ahead:
+            return "next in line to be scored"
+        return (f"{_ordinal(self.position)} in line to be scored ({self.ahead} submission{'s' * (self.ahead != 1)} "
+                f"ahead)")
+
     def as_json(self) -> dict[str, Any]:
-        return {"queue": self.queue, "position": self.position,
+        return {"position": self.position, "ahead": self.ahead, "text": self.text, "workers_text": self.workers_text,
                 "workers": None if self.workers is None else [
                     {"name": w.get("name", ""), "device": w.get("device", "")} for w in self.workers]}
 
 
-def queue_place(submission: Submission) -> QueuePlace | None:
-    """The place of ``submission`` in its scoring queue while it is queued; None otherwise.
+def _earlier(submission: Submission) -> Q:
+    """Queued before ``submission`` (one not stamped waits behind everything stamped)."""
+    if submission.queued_at is not None:
+        return Q(queued_at__lt=submission.queued_at) | Q(queued_at=submission.queued_at, pk__lt=submission.pk)
+    return Q(queued_at__isnull=False) | Q(pk__lt=submission.pk)
 
-    Queued submissions of one queue are scored in the order they were queued (the health page's
-    count of waiting work, per queue); the workers are those announcing that queue (``broker.serving``).
+
+def _place(submission: Submission, workers: list[dict[str, Any]] | None) -> QueuePlace:
+    serving = broker.serving(workers, submission.queue) if workers else []
+    # The queues those workers consume: a submission waiting in any of them is scored by them first.
+    shared = {submission.queue} | {q for w in serving for q in w.get("queues", [])}
+    if queues.is_bulk(submission.queue):  # whoever takes a re-scoring takes its track's new submissions first
+        shared.add(submission.queue.removesuffix(queues.BULK_SUFFIX))
+    normal = {q for q in shared if not queues.is_bulk(q)}
+    waiting = Submission.objects.filter(status=Submission.Status.QUEUED)
+    if queues.is_bulk(submission.queue):  # a worker takes every new submission before a re-scoring
+        ahead = waiting.filter(Q(queue__in=normal) | (Q(queue__in=shared - normal) & _earlier(submission)))
+    else:
+        ahead = waiting.filter(_earlier(submission), queue__in=normal)
+    on = sorted(set(ahead.values_list("split__benchmark__title", flat=True)))
+    return QueuePlace(ahead.count() + 1, submission.split.benchmark.title, tuple(on),
+                      None if workers is None else serving)
+
+
+def queue_place(submission: Submission) -> QueuePlace | None:
+    """The place of ``submission`` in line while it is queued; None otherwise.
+
+    Queued submissions of one queue are scored in the order they were queued; a worker serving
+    several queues takes new submissions of any of them before re-scorings (``queues.NormalFirstCycle``),
+    so every submission queued earlier in a queue of the workers that serve this one counts as ahead
+    (the workers are those announcing that queue: ``broker.serving``).
     """
     if submission.status != Submission.Status.QUEUED or not submission.queue:
         return None
-    waiting = Submission.objects.filter(status=Submission.Status.QUEUED, queue=submission.queue)
-    if submission.queued_at is not None:
-        waiting = waiting.filter(Q(queued_at__lt=submission.queued_at)
-                                 | Q(queued_at=submission.queued_at, pk__lt=submission.pk))
-    else:  # not stamped: behind everything stamped
-        waiting = waiting.filter(Q(queued_at__isnull=False) | Q(pk__lt=submission.pk))
+    return _place(submission, broker.workers_seen())
+
+
+def queue_places(submissions: list[Submission]) -> dict[int, QueuePlace]:
+    """``queue_place`` of each queued submission of a list, reading the workers once."""
+    queued = [s for s in submissions if s.status == Submission.Status.QUEUED and s.queue]
+    if not queued:
+        return {}
     workers = broker.workers_seen()
-    return QueuePlace(submission.queue, waiting.count() + 1,
-                      None if workers is None else broker.serving(workers, submission.queue))
+    return {s.pk: _place(s, workers) for s in queued}
 
 
 def validator_commands(submission: Submission) -> list[list[str]]:

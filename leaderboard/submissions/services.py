@@ -52,10 +52,14 @@ class SubmissionRejected(Exception):
     code: str | None = None  # the API's error code; None: the status's
 
 
-class StorageUnavailable(SubmissionRejected):
-    """The file store failed while the upload was written; nothing counts (HTTP 503)."""
+class StorageUnavailable(storage.StorageError):
+    """The file store failed while the upload was written: answered 503 like any failed service
+    (``ops.unavailable``: counted, "the disk is full" when it is, from the error it was raised from),
+    with ``detail``, what became of the upload."""
 
-    status = 503
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
 
 
 class QuotaExceeded(SubmissionRejected, quotas.QuotaExceeded):
@@ -275,10 +279,9 @@ def check_create_submission(*, user: AbstractBaseUser, track: str, split: str, m
     except storage.TooLarge:
         return do_fail(submission, Kind.INVALID_INPUT, size_message(submission, limit)) or submission
     except storage.StorageError as exc:
-        log.exception("Storing submission %s failed", submission.pk)
+        log.warning("Storing submission %s failed: %s", submission.pk, exc)
         do_fail(submission, Kind.PLATFORM_ERROR, f"The file could not be stored. {PLATFORM_REFUND_NOTE}")
-        raise StorageUnavailable("The file could not be stored (storage is unavailable); nothing was "
-                                 "counted against your quota. Please try again later.") from exc
+        raise StorageUnavailable("the file was not stored, and nothing was counted against your quota.") from exc
     submission.file_key, submission.file_size, submission.predictions_sha256 = key, size, sha
     submission.save(update_fields=["file_key", "file_size", "predictions_sha256"])
     return do_submit(submission)

@@ -11,6 +11,7 @@ and so is one the site already acted on (``evaluation_workers.replays``).
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from celery import shared_task
@@ -19,6 +20,7 @@ from django.db import DatabaseError, InterfaceError
 
 from evaluation_workers import contracts
 from leaderboard.ops import metrics
+from leaderboard.ops.outages import Streak
 from leaderboard.submissions import lifecycle, retention, sweeper
 from leaderboard.submissions.uploads import do_expire_uploads
 
@@ -58,11 +60,22 @@ def record_lost(**report: Any) -> None:
     lifecycle.record_lost(**report)
 
 
+# A database or broker down for an hour would otherwise log a traceback every SWEEP_INTERVAL seconds.
+_sweeps_failing = Streak(logging.getLogger(__name__), "The sweep")
+
+
 @shared_task(name=contracts.SWEEP, ignore_result=True)
 def sweep() -> dict[str, int]:
     """Run by Celery beat every ``SWEEP_INTERVAL`` seconds, and sent by the site worker and each scoring
-    worker when they start; ``manage.py sweep`` does the same."""
-    counts = sweeper.do_sweep()
+    worker when they start; ``manage.py sweep`` does the same. While a service it needs is down, each
+    failed sweep is one line of the log (the first with its traceback); the next beat tries again."""
+    try:
+        counts = sweeper.do_sweep()
+    except Exception as exc:
+        if not _sweeps_failing.failed(exc):
+            raise  # a bug: Celery logs it with its traceback, every time
+        return {}
+    _sweeps_failing.succeeded()
     metrics.count_sweep(counts)  # leaderboard_sweeper_actions_total on every site's /metrics
     return counts
 

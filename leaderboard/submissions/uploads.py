@@ -175,8 +175,8 @@ def check_complete_upload(upload: Upload) -> Submission:
         except storage.TooLarge:
             return do_fail(submission, Kind.INVALID_INPUT, size_message(submission, limit)) or submission
         except storage.StorageError as exc:
-            raise StorageUnavailable("The parts could not be joined (storage is unavailable); the upload stays "
-                                     "open: complete it again later.") from exc
+            raise StorageUnavailable("the parts were not joined; the upload stays open: complete it again "
+                                     "later.") from exc
         submission.file_size, submission.predictions_sha256 = size, sha
         submission.save(update_fields=["file_size", "predictions_sha256"])
     return do_submit(submission)

@@ -24,6 +24,7 @@ from leaderboard.submissions.models import Method, Submission
 from leaderboard.submissions.selectors import (
     list_submissions_for,
     queue_place,
+    queue_places,
     submission_as_json,
     submission_rows,
     validator_commands,
@@ -119,7 +120,8 @@ def reveal(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 def mine(request: HttpRequest) -> HttpResponse:
     """Your teams' submissions with their status, primary score and why a failed one failed."""
-    return render(request, "submissions/list.html", {"rows": submission_rows(list_submissions_for(request.user)),
+    rows = submission_rows(list_submissions_for(request.user))
+    return render(request, "submissions/list.html", {"rows": rows, "places": queue_places([r.submission for r in rows]),
                                                      "benchmarks": Benchmark.objects.filter(is_active=True)})
 
 

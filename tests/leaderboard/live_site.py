@@ -51,11 +51,11 @@ class Site:
     log: Path
 
     def get(self, path: str, **kwargs: object) -> requests.Response:
-        return requests.get(self.url + path, timeout=30, **kwargs)  # type: ignore[arg-type]
+        return requests.get(self.url + path, **{"timeout": 30, **kwargs})  # type: ignore[arg-type]
 
     def api(self, method: str, path: str, **kwargs: object) -> requests.Response:
         return requests.request(method, self.url + path, headers={"Authorization": f"Token {self.token}"},
-                                timeout=30, **kwargs)  # type: ignore[arg-type]
+                                **{"timeout": 30, **kwargs})  # type: ignore[arg-type]
 
     def upload(self, name: str) -> requests.Response:
         with open(self.predictions, "rb") as f:

@@ -2,7 +2,11 @@
 paper-row and compare pages, SQA3D's board with its reference row, and the moderation
 track and health pages. None scrolls sideways, not even inside a table's own wrapper
 (the widths test lets a wide table scroll in its ``.table-wrap``; these may not); chart
-text stays legible. Screenshots go to test-artifacts/boards/ for a person to look at."""
+text stays legible. Issue 35's items at both widths: SQA3D's compare page (its verdicts),
+the format page's limits and the submit page's quota fit too; a board ranks one protocol
+and lists the others apart, each paper row credited to its method's paper; a split with
+synthetic labels says so with its loaded counts wherever its numbers appear, and a real
+one never does. Screenshots go to test-artifacts/boards/ for a person to look at."""
 
 from __future__ import annotations
 
@@ -85,6 +89,10 @@ def test_boards_charts_and_moderation_pages_fit_both_widths(page, live_server, s
         ("/benchmarks/sqa3d/", "sqa3d-board", False),
         (f"/methods/{site['sqa'].method_id}/", "sqa3d-method", False),
         ("/benchmarks/openscan/", "openscan-board", False),
+        (f"/benchmarks/sqa3d/compare/?split=test&e={site['sqa_entry'].pk}&e={site['paper'].pk}", "sqa3d-compare",
+         False),
+        ("/benchmarks/mmscan-vg/format/", "mmscan-format", False),
+        ("/submissions/new/mmscan-vg/", "mmscan-submit", False),
         ("/moderation/tracks/mmscan-vg/", "moderation-track", False),
         ("/moderation/health/", "moderation-health", False),
     ]:
@@ -119,3 +127,105 @@ def test_the_reference_row_reads_apart_and_the_live_board_shows_its_scores(page,
     wrap = page.locator("table.live-board").locator("xpath=..").bounding_box()
     assert shown["x"] + shown["width"] <= wrap["x"] + wrap["width"]
     assert page.locator("table.live-board td.num").first.is_visible()
+
+
+def test_a_board_ranks_like_with_like_credits_methods_and_says_what_its_labels_are(page, live_server, site,  # noqa: F811
+                                                                                   sqa3d_files):
+    """Issue 35 at 1280 and 390 px, on one site: SQA3D's real labels, then the same labels loaded as synthetic."""
+    from leaderboard.benchmarks.models import Split
+    from leaderboard.benchmarks.services import do_load_labels
+
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    base = live_server.url
+    split = Split.objects.select_related("benchmark").get(pk=site["sqa_entry"].split_id)
+    counts = f"300 questions in {split.labels_scenes} scenes"
+    mcan = site["paper"].__class__.objects.get(split=split, name="MCAN")
+    compare = f"/benchmarks/sqa3d/compare/?e={site['sqa_entry'].pk}&e={mcan.pk}"
+    for label, (w, h) in WIDTHS.items():
+        page.set_viewport_size({"width": w, "height": h})
+        # Real labels: the loaded counts, never "synthetic"; one protocol ranked, the paper's 706-way
+        # classification apart, each row with its protocol and its method's own paper.
+        page.goto(f"{base}/benchmarks/sqa3d/")
+        assert page.locator("#labels-note").inner_text() == counts
+        assert "synthetic" not in page.content().lower()
+        assert page.locator("table.leaderboard.ranked tbody tr").count() == 1  # the scored row alone
+        row = page.locator("#apart tr", has_text="MCAN")
+        assert row.locator(".protocol.other").is_visible() and "706-way" in row.inner_text()
+        credit = row.locator("a.method-paper")
+        assert credit.is_visible() and credit.inner_text() == "Yu et al., CVPR 2019"
+        assert credit.get_attribute("href") == "https://arxiv.org/abs/1906.10770"
+        assert "ICLR 2023" in row.locator(".source").inner_text()
+        assert page.locator("#rank-all").is_visible()
+        page.screenshot(path=SHOTS / f"sqa3d-like-with-like-{label}.png", full_page=True)
+        page.goto(f"{base}/benchmarks/sqa3d/?protocol=all")
+        assert page.locator("table.leaderboard.ranked tbody tr", has_text="MCAN").locator("td.rank").inner_text() != ""
+        assert page.locator("#apart").count() == 0
+        # Compare marks the other protocol and the difference that is not like with like.
+        page.goto(base + compare)
+        assert page.locator("fieldset.picker label", has_text="MCAN").locator(".protocol.other").is_visible()
+        marked = (page.locator("table.compare thead .protocol.other") if w > 600 else
+                  page.locator("table.compare td[data-label='MCAN (other protocol)']").first)
+        assert marked.is_visible(), w
+        assert page.locator("#unlike-note").is_visible() and page.locator(".diff.unlike").first.is_visible()
+        # The paper row's page names both papers.
+        page.goto(f"{base}/entries/{mcan.pk}/")
+        assert "Yu et al." in page.inner_text("#method-paper") and "Table 3" in page.inner_text("#paper-meta")
+    # Two scored rows with a computed paired test beside a paper row: at 1280 px the verdicts are in
+    # view, nothing scrolls in its box (the Verdict column was clipped); at 390 px the tables stack.
+    beta = _second_scored_row(site, sqa3d_files)
+    three = f"/benchmarks/sqa3d/compare/?e={site['sqa_entry'].pk}&e={beta.pk}&e={mcan.pk}"
+    for label, (w, h) in WIDTHS.items():
+        page.set_viewport_size({"width": w, "height": h})
+        page.goto(base + three)
+        verdict = page.locator("table.significance td.not-signif, table.significance td.signif").first
+        assert verdict.is_visible() and "(p = 0.412)" in verdict.inner_text()
+        wrap = page.locator("table.significance").locator("xpath=..").bounding_box()
+        box = verdict.bounding_box()
+        assert box["x"] + box["width"] <= wrap["x"] + wrap["width"] + 1, (w, box, wrap)
+        fits = page.evaluate(FITS)
+        assert fits["page"] <= 0 and not fits["wraps"], (w, fits)
+        page.screenshot(path=SHOTS / f"sqa3d-compare-three-{label}.png", full_page=True)
+    # The same labels, loaded as synthetic: every page that shows the split's numbers says so.
+    do_load_labels(split, sqa3d_files["labels"], synthetic=True)
+    for label, (w, h) in WIDTHS.items():
+        page.set_viewport_size({"width": w, "height": h})
+        for url in ["/benchmarks/sqa3d/", "/", f"/methods/{site['sqa'].method_id}/", compare, f"/entries/{mcan.pk}/"]:
+            page.goto(base + url)
+            note = page.locator(".card.track[data-track=sqa3d] .labels-note" if url == "/" else ".labels-note").first
+            assert note.locator(".badge.synthetic").is_visible(), (url, w)
+            assert "synthetic labels" in note.inner_text() and counts in note.inner_text(), (url, w)
+            if url == "/benchmarks/sqa3d/":
+                apart = page.locator("#apart")
+                assert "on the real split" in apart.locator("h2").inner_text() and apart.locator("tr", has_text="MCAN").count() == 1
+                page.screenshot(path=SHOTS / f"sqa3d-synthetic-board-{label}.png", full_page=True)
+        fits = page.evaluate(FITS)
+        assert fits["page"] <= 0, (w, fits)
+
+
+def _second_scored_row(world, sqa3d_files):
+    """A second published SQA3D method with a long name, and the paired test of it with the first as a
+    scoring worker would have recorded it."""
+    import io
+
+    from django.utils import timezone
+
+    from evaluation_workers.tracks import get_track
+    from leaderboard.rankings.models import LeaderboardEntry, PairedTest
+    from leaderboard.rankings.paired_tests import pair_of
+    from leaderboard.submissions import lifecycle, services
+    from leaderboard.submissions.models import Method
+
+    user, name = world["user"], "BetaQA-also-with-a-rather-long-name"
+    predictions = sqa3d_files["predictions"]
+    sub = services.check_create_submission(user=user, track="sqa3d", split="test", method_name=name,
+                                           file=io.BytesIO(predictions.read_bytes()), file_name=predictions.name)
+    result = get_track("sqa3d").score(sqa3d_files["labels"], predictions, lambda f, m="": None)
+    lifecycle.record_result(submission_id=sub.pk, attempt=1, result=result)
+    Method.objects.filter(name=name).update(description="Another model.", authors="B. Author", uses_extra_data=False)
+    services.check_publish(user, sub)
+    beta = LeaderboardEntry.objects.get(submission=sub)
+    a, b = pair_of(world["sqa_entry"].result_id, beta.result_id)
+    finding = {"test": "paired-bootstrap-by-scene", "difference": 0.012, "p_value": 0.412, "interval": [-0.02, 0.04]}
+    PairedTest.objects.update_or_create(result_a_id=a, result_b_id=b, defaults={
+        "findings": {"EM": finding}, "resamples": 1000, "computed_at": timezone.now()})
+    return beta

@@ -107,10 +107,16 @@ def test_the_submission_pages_fit_both_widths_and_render_their_messages(page, li
     assert "gTop-1@0.25" in done.locator("td.score").inner_text()
     assert "Expected pred_scores to have one score per box" in page.locator(
         "#my-submissions tr", has_text="BrokenNet").locator("td.reason").inner_text()
+    # The queued one's place is on its row of "My submissions" too, in words, at both widths (issue 35).
+    for w, h in WIDTHS.values():
+        page.set_viewport_size({"width": w, "height": h})
+        waiting = page.locator("#my-submissions tr", has_text="WaitingNet").locator(".queue-place")
+        assert waiting.is_visible() and waiting.inner_text() == "next in line to be scored"
+    page.set_viewport_size({"width": 1280, "height": 900})
     # The queued one: its place and the workers of its queue, and no empty progress bar.
     page.goto(base + urls["queued"])
-    assert page.inner_text("#queue-position").startswith("Next in its queue")
-    assert "No scoring worker serves this queue right now" in page.inner_text("#queue-workers")
+    assert page.inner_text("#queue-position").startswith("Next in line to be scored")
+    assert "No scoring worker serves SQA3D right now" in page.inner_text("#queue-workers")
     assert not page.locator("#progress").is_visible()
 
 

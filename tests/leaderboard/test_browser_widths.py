@@ -129,6 +129,7 @@ def visits(s: dict[str, Any]) -> dict[str, list[str]]:
         "rankings:method": [f"/methods/{method}/", f"/methods/{s['mm'].method_id}/"],
         "rankings:bibtex": [f"/methods/{method}/bibtex"],
         "rankings:entry": [f"/entries/{s['paper'].pk}/"],
+        "rankings:entry_bibtex": [f"/entries/{s['paper'].pk}/bibtex"],
         "favicon": ["/favicon.ico"],
         "submissions:mine": ["/submissions/"],
         "submissions:submit": ["/submissions/new/mmscan-vg/"],
@@ -201,8 +202,8 @@ SIGNED_OUT = ["/", "/benchmarks/sqa3d/", "/accounts/login/", "/accounts/signup/"
               "/submissions/", "/nope/", "/api/"]
 
 # Files, not pages: fetched, not photographed.
-DOWNLOADS = {"rankings:export", "rankings:bibtex", "favicon", "benchmarks:format_sample", "benchmarks:bundle_schema",
-             "moderation:participants_csv"}
+DOWNLOADS = {"rankings:export", "rankings:bibtex", "rankings:entry_bibtex", "favicon", "benchmarks:format_sample",
+             "benchmarks:bundle_schema", "moderation:participants_csv"}
 # Forms post here; a GET is answered 405 without a page (the page they lead to is visited).
 POST_ONLY = {"submissions:publish", "submissions:cancel", "submissions:reveal", "accounts:revoke_token", "accounts:remove_member",
              "logout", "moderation:act"}
@@ -220,6 +221,12 @@ def _name(url: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "_", url).strip("_") or "home"
 
 
+def _says_synthetic(url: str) -> bool:
+    """Whether a page of this site may name synthetic labels: the API's answers and its description do
+    (``labels.synthetic: false``); no other page of a site with real labels may (issue 35)."""
+    return url.startswith(("/api/", "/admin/"))
+
+
 def _check(page, base: str, url: str, tag: str, problems: list[str]) -> None:  # noqa: F811
     page.set_viewport_size({"width": 1280, "height": 900})
     try:
@@ -227,6 +234,9 @@ def _check(page, base: str, url: str, tag: str, problems: list[str]) -> None:  #
     except Exception as exc:  # noqa: BLE001 - reported with the others
         problems.append(f"{url}: {exc}".splitlines()[0])
         return
+    # This site's labels are real (loaded without --synthetic): no page says "synthetic", not even hidden.
+    if not _says_synthetic(url) and "synthetic" in page.content().lower():
+        problems.append(f"{url}: says 'synthetic' on a site with real labels")
     for label, (w, h) in WIDTHS.items():
         page.set_viewport_size({"width": w, "height": h})
         measure = page.evaluate(OVERFLOW)

@@ -106,7 +106,10 @@ def test_an_empty_board_says_why_and_what_to_do(client, db):
 # Home page
 
 
-def test_home_cards_show_the_task_in_a_line_the_leaders_and_counts(client, split):  # noqa: F811
+def test_home_cards_show_the_task_in_a_line_the_leaders_and_counts(client, split,  # noqa: F811
+                                                                   django_capture_on_commit_callbacks):
+    from leaderboard.lib.pagecache import bump
+
     add(split, "second", 0.4)
     add(split, "leader", 0.6)
     add(split, "paper row", 0.5, paper=True)
@@ -117,8 +120,15 @@ def test_home_cards_show_the_task_in_a_line_the_leaders_and_counts(client, split
     about = client.get("/benchmarks/sqa3d/").content.decode()
     assert "<code>clean_answer</code>" in about and "`clean_answer`" not in about
     assert "2 scored entries · 1 reported in papers" in card
-    leaders = re.findall(r"<li><span class=\"name\">\d\. ([^<]+?)(?: <|</span>)", card)
-    assert leaders == ["leader", "paper row", "second"]
+    leaders = re.findall(r"<li><span class=\"name\"><span class=\"rank\">(\d)\.</span> ([^<]+?)(?: <|</span>)", card)
+    assert leaders == [("1", "leader"), ("2", "paper row"), ("3", "second")]
+    # A tie is numbered alike, as the board ranks it (issue 35).
+    with django_capture_on_commit_callbacks(execute=True):
+        add(split, "tied", 0.5)
+        bump()  # a row added behind the services' back: the cached home page is stale
+    card = client.get("/").content.decode().split('data-track="sqa3d"')[1].split("</section>")[0]
+    leaders = re.findall(r"<li><span class=\"name\"><span class=\"rank\">(\d)\.</span> ([^<]+?)(?: <|</span>)", card)
+    assert leaders == [("1", "leader"), ("2", "paper row"), ("2", "tied")]
 
 
 def test_descriptions_show_backticked_words_as_code():

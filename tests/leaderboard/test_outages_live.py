@@ -1,6 +1,6 @@
 """The real site (gunicorn, deploy settings) under real outages: a full disk, a database cut and back (issue 26).
 
-- A full disk: the site's DATA_DIR on a small tmpfs (needs root to mount it;
+- A full disk: the site's UPLOADS_DIR on a small tmpfs (needs root to mount it;
   skipped otherwise: tests/leaderboard/test_unavailable.py injects ENOSPC instead),
   filled to the last byte.
 - PostgreSQL (DATABASE_URL=postgres://..., as CI has; skipped on SQLite): the
@@ -29,19 +29,29 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
     yield from small_tmpfs(tmp_path / "disk", "48m")
 
 
-def test_a_full_disk_is_503_with_retry_after_and_passes_once_space_is_back(small_disk, redis_url):
-    with live_site(small_disk / "data", redis_url, READYZ_MIN_FREE_BYTES=str(2**20)) as site:
+def test_a_full_disk_is_503_with_retry_after_and_passes_once_space_is_back(small_disk, redis_url, tmp_path):
+    """The uploads' volume full (the database elsewhere): an upload is 503 saying so, counted as disk_full;
+    /readyz stays 200 ("degraded"), since everything but uploads still works; all passes once space is back."""
+    with live_site(tmp_path / "data", redis_url, UPLOADS_DIR=str(small_disk / "uploads"),
+                   READYZ_MIN_FREE_BYTES=str(2**20)) as site:
         assert site.upload("Before").status_code == 201
         filler = fill(small_disk)
         refused = site.upload("Full")
         assert refused.status_code == 503, refused.text
         assert int(refused.headers["Retry-After"]) > 0 and refused.json()["error"]["code"] == "unavailable"
+        assert refused.json()["error"]["message"].startswith("The server's disk is full; the file was not stored")
         ready = site.get("/readyz")
-        assert ready.status_code == 503 and ready.json()["checks"]["storage"]["status"] == "fail"
+        assert ready.status_code == 200 and ready.json()["status"] == "degraded", ready.text
+        assert ready.json()["checks"]["storage"]["status"] == "fail"
+        assert ready.json()["checks"]["database"]["status"] == "ok"
         assert site.get("/healthz").status_code == 200
+        counted = samples(site.metrics())
+        assert counted[("leaderboard_unavailable_responses_total", (("cause", "disk_full"),))] == 1
+        assert counted[("leaderboard_readiness", (("state", "degraded"),))] == 1
         filler.unlink()
         assert site.upload("After").status_code == 201
-        assert site.get("/readyz").status_code == 200
+        ready = site.get("/readyz")
+        assert ready.status_code == 200 and ready.json()["status"] == "ok"
 
 
 @pytest.fixture

@@ -78,10 +78,12 @@ def test_sqa3d_paper_rows_say_the_papers_protocol_and_scored_rows_this_services(
     entry = LeaderboardEntry.objects.get(name="Human (amateur)")
     paper_page = client.get(f"/entries/{entry.pk}/").content.decode()
     assert "ICLR 2023" in paper_page and "published 2022-10-14" in paper_page and "706 answer candidates" in paper_page
-    # The paper's rows share its date: the progress chart has one point there, their best (not the human one).
-    points = client.get("/api/v1/leaderboards/sqa3d/progress").json()["points"]
+    # The paper's rows share its date: ranked with every protocol, the progress chart has one point there,
+    # their best (not the human one); by default only this service's protocol is ranked (issue 35).
+    points = client.get("/api/v1/leaderboards/sqa3d/progress?protocol=all").json()["points"]
     assert points[0] == {"date": "2022-10-14T00:00:00+00:00", "best": 0.472, "method": "ScanQA + aux. task"}
     assert [p["method"] for p in points[1:]] == ["OpenNet"]  # then the scored row, better than every paper row
+    assert [p["method"] for p in client.get("/api/v1/leaderboards/sqa3d/progress").json()["points"]] == ["OpenNet"]
     tracks = {t["track"]: t for t in client.get("/api/v1/tracks").json()["tracks"]}
     assert [p["key"] for p in tracks["sqa3d"]["protocols"]] == ["open-answer-em", "answer-classification-706"]
     assert tracks["openscan"]["protocols"] == []
@@ -102,7 +104,10 @@ def test_mmscan_rows_are_the_devkit_readme_table_as_published(seeded, client):
                                           "AP_box@0.25": 0.0665, "AR@0.25": 0.8686}
     assert by_name["EmbodiedScan"].scores["gTop-1@0.5"] == 0.0882
     assert all(r.protocol == "devkit-iou" and "README" in r.paper_note for r in by_name.values())
-    rows = client.get("/api/v1/leaderboards/mmscan-vg?split=val").json()["rows"]
+    board = client.get("/api/v1/leaderboards/mmscan-vg?split=val").json()
+    # Read with the devkit's IoU, not this service's: listed apart, not ranked, until asked (issue 35).
+    assert board["rows"] == [] and [r["method"] for r in board["apart"]][:2] == ["ViL3DRef", "3D-VisTA"]
+    rows = client.get("/api/v1/leaderboards/mmscan-vg?split=val&protocol=all").json()["rows"]
     assert [r["method"] for r in rows][:2] == ["ViL3DRef", "3D-VisTA"]
     assert "devkit (pytorch3d) IoU" in client.get("/benchmarks/mmscan-vg/?split=val").content.decode()
 
@@ -149,3 +154,81 @@ def test_an_unknown_protocol_in_paper_rows_is_refused(seeded):
     split = Split.objects.select_related("benchmark").get(benchmark__track="sqa3d", name="test")
     with pytest.raises(ValueError, match="unknown protocol 'made-up'"):
         do_load_paper_rows(split, {**data, "protocol": "made-up"}, "sqa3d.yaml")
+
+
+# Credit the method (issue 35): each paper row names its method's own paper beside the source of its numbers.
+
+ALL_TRACKS = (*TRACKS, "scanrefer")
+
+
+@pytest.mark.parametrize("track", ALL_TRACKS)
+def test_every_bundled_paper_row_names_its_methods_own_paper_or_why_it_has_none(track):
+    bundle = read_bundle(BUNDLES_DIR / f"{track}.yaml")
+    for block in bundle.paper_rows:
+        for row in block["rows"]:
+            paper = row.get("method_paper")
+            assert paper, f"{track}: {row['method']} names no paper of its method"
+            if "none" in paper:
+                continue
+            assert paper["url"].startswith("https://") and 2000 <= paper["year"] <= 2025, row["method"]
+            assert paper["authors"].endswith("et al.") and paper["venue"] and paper["title"], row["method"]
+            source = {**block.get("paper", {}), **row.get("paper", {})}
+            # The source of the numbers is another field: MMScan's ScanRefer row was copied from MMScan's paper.
+            assert "venue" in source and "url" in source
+
+
+def test_the_method_papers_are_those_of_the_methods_not_of_the_benchmark(seeded):
+    def cited(track, name):
+        return LeaderboardEntry.objects.get(split__benchmark__track=track, name=name)
+
+    scanrefer = cited("mmscan-vg", "ScanRefer")
+    assert (scanrefer.method_citation, scanrefer.method_paper["url"]) == ("Chen et al., ECCV 2020",
+                                                                           "https://arxiv.org/abs/1912.08830")
+    assert scanrefer.venue == "NeurIPS 2024"  # where its numbers come from: the MMScan paper
+    assert cited("sqa3d", "MCAN").method_citation == "Yu et al., CVPR 2019"
+    assert cited("sqa3d", "ClipBERT").method_citation == "Lei et al., CVPR 2021"
+    assert cited("sqa3d", "ClipBERT").venue == "ICLR 2023"
+    assert cited("openscan", "Open3DIS").method_citation == "Nguyen et al., CVPR 2024"
+    assert "baseline of the SQA3D paper" in cited("sqa3d", "Blind test").method_paper["none"]
+
+
+def test_pages_the_api_exports_and_bibtex_show_the_methods_paper_beside_the_source(seeded, client):
+    import csv
+
+    board = client.get("/benchmarks/mmscan-vg/?split=val").content.decode()
+    row = board.split("ScanRefer</a>")[1].split("</tr>")[0]
+    assert 'class="small method-paper" href="https://arxiv.org/abs/1912.08830"' in row and "Chen et al., ECCV 2020" in row
+    assert "numbers: " in row and ">NeurIPS 2024</a>" in row
+    sqa = client.get("/benchmarks/sqa3d/").content.decode()
+    blind = sqa.split("Blind test</a>")[1].split("</tr>")[0]
+    assert "no paper of its own" in blind and ">ICLR 2023</a>" in blind
+    entry = LeaderboardEntry.objects.get(split__benchmark__track="mmscan-vg", name="ScanRefer")
+    page = client.get(f"/entries/{entry.pk}/").content.decode()
+    credits = page.split('id="credits"')[1].split("</dl>")[0]
+    assert "Chen et al., “ScanRefer: 3D Object Localization in RGB-D Scans using Natural Language”, ECCV 2020" in credits
+    assert "https://arxiv.org/abs/2406.09401" in credits and "MMScan devkit README" in credits
+    bib = client.get(f"/entries/{entry.pk}/bibtex")
+    assert bib["Content-Type"].startswith("application/x-bibtex")
+    text = bib.content.decode()
+    assert "@inproceedings{chen2020scanrefer," in text and "author = {Chen and others}" in text
+    assert "booktitle = {ECCV}" in text and "year = {2020}" in text
+    assert "@misc{" in text and "\\url{https://arxiv.org/abs/2406.09401}" in text
+    blind_entry = LeaderboardEntry.objects.get(split__benchmark__track="sqa3d", name="Blind test")
+    assert "% Blind test: no paper of its own" in client.get(f"/entries/{blind_entry.pk}/bibtex").content.decode()
+    api = client.get("/api/v1/leaderboards/mmscan-vg?split=val").json()
+    by_name = {r["method"]: r for r in api["rows"] + api["apart"]}
+    assert by_name["ScanRefer"]["method_paper"]["venue"] == "ECCV" and by_name["ScanRefer"]["venue"] == "NeurIPS 2024"
+    rows = {r["method"]: r for r in csv.DictReader(io.StringIO(
+        client.get("/benchmarks/sqa3d/export.csv").content.decode()))}
+    assert (rows["MCAN"]["method_paper"], rows["MCAN"]["method_paper_url"]) == (
+        "Yu et al., CVPR 2019", "https://arxiv.org/abs/1906.10770")
+    assert rows["Blind test"]["method_paper"].startswith("none: a baseline")
+
+
+def test_a_method_paper_without_its_year_is_refused_with_the_line_and_key(seeded):
+    path = BUNDLES_DIR / "sqa3d.yaml"
+    text = path.read_text().replace("      year: 2019\n", "", 1)
+    line = text.splitlines().index("  - method: MCAN") + 2
+    with pytest.raises(BundleError, match=rf"sqa3d.yaml:{line}: paper_rows\[0\].rows\[4\].method_paper: expected "
+                                          r"the method's own paper \(authors, venue, year and url"):
+        parse_bundle(text, path)

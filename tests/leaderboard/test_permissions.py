@@ -104,6 +104,9 @@ MATRIX: dict[str, list[Op]] = {
                                  # Its authors and paper are nobody's to see until revealed, the team's included.
                                  Op("get", lambda w: f"/methods/{w.anonymous.method_id}/bibtex", public(404))],
     "/entries/<int:pk>/": [Op("get", lambda w: f"/entries/{w.paper_entry.pk}/", public())],
+    "/entries/<int:pk>/bibtex": [Op("get", lambda w: f"/entries/{w.paper_entry.pk}/bibtex", public()),
+                                 # A paper row's only: a scored row is cited by its method's BibTeX (or not at all).
+                                 Op("get", lambda w: f"/entries/{w.entry.pk}/bibtex", public(404))],
     "/submissions/": [Op("get", lambda w: "/submissions/", signed_in())],
     "/submissions/new/<slug:track>/": [Op("get", lambda w: "/submissions/new/sqa3d/", signed_in())],
     "/submissions/methods/": [Op("get", lambda w: "/submissions/methods/", signed_in())],

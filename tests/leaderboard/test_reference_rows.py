@@ -1,7 +1,8 @@
 """Reference rows are not contestants (issue 27): human performance, oracles and upper
 bounds copied from a paper are listed apart, never ranked, never a chart's Best or Median,
-and drawn as a line; paper rows of another protocol keep their rank with the protocol in
-the row, and a filter keeps the rows scored the way this service scores."""
+and drawn as a line. Like is ranked with like (issue 35): paper rows of another protocol are
+listed apart by default, each with its protocol; ``protocol=all`` ranks every protocol
+together, and a filter keeps one protocol's rows."""
 
 from __future__ import annotations
 
@@ -75,12 +76,13 @@ def test_a_reference_that_is_not_true_or_false_is_refused(split):
 
 
 def test_a_reference_row_is_never_ranked_and_is_listed_apart(board):
-    view = LeaderboardView.from_query(board, {})
+    view = LeaderboardView.from_query(board, {"protocol": "all"})
     page = leaderboard_page(view)
     assert [(r.rank, r.entry.name) for r in page.rows] == [
         (1, "Scored high"), (2, "Paper 706"), (3, "Paper undeclared"), (4, "Scored low")]
     assert page.count == 4
     assert [e.name for e in reference_entries(view)] == ["Human"]
+    assert [e.name for e in reference_entries(LeaderboardView.from_query(board, {}))] == ["Human"]
     # Hiding paper rows hides the references copied from papers too.
     assert reference_entries(LeaderboardView.from_query(board, {"paper": "0"})) == []
 
@@ -96,23 +98,23 @@ def test_the_board_lists_references_below_the_ranked_table(client, board):
 
 
 def test_the_api_and_exports_say_reference_and_leave_its_rank_null(client, board):
-    body = client.get("/api/v1/leaderboards/sqa3d").json()
+    body = client.get("/api/v1/leaderboards/sqa3d?protocol=all").json()
     assert [r["method"] for r in body["rows"]] == ["Scored high", "Paper 706", "Paper undeclared", "Scored low"]
     assert all(r["reference"] is False for r in body["rows"])
     [human] = body["references"]
     assert (human["method"], human["rank"], human["reference"]) == ("Human", None, True)
-    exported = client.get("/benchmarks/sqa3d/export.json").json()
+    exported = client.get("/benchmarks/sqa3d/export.json?protocol=all").json()
     assert [r["method"] for r in exported["rows"]] == [r["method"] for r in body["rows"]]
     assert exported["references"] == body["references"]
-    rows = list(csv.DictReader(io.StringIO(client.get("/benchmarks/sqa3d/export.csv").content.decode())))
+    rows = list(csv.DictReader(io.StringIO(client.get("/benchmarks/sqa3d/export.csv?protocol=all").content.decode())))
     assert [(r["method"], r["rank"], r["reference"]) for r in rows] == [
         ("Scored high", "1", "False"), ("Paper 706", "2", "False"), ("Paper undeclared", "3", "False"),
         ("Scored low", "4", "False"), ("Human", "", "True")]
 
 
 def test_a_reference_is_never_the_best_or_median_of_a_chart(client, board):
-    profile = group_profile(board, "EM")
-    assert profile["What"] == {"best": 0.5, "median": pytest.approx(0.425)}
+    profile = group_profile(board, "EM")  # nor a row of another protocol (Paper 706: listed apart)
+    assert profile["What"] == {"best": 0.5, "median": pytest.approx(0.4)}
     page = client.get(f"/entries/{LeaderboardEntry.objects.get(name='Paper 706').pk}/").content.decode()
     svg = page[page.index("<svg"):]
     assert "Best, What: 50.0" in svg and "Best, What: 90.0" not in svg
@@ -121,9 +123,12 @@ def test_a_reference_is_never_the_best_or_median_of_a_chart(client, board):
 
 
 def test_the_best_over_time_leaves_references_out_and_draws_them_as_a_line(client, board):
-    view = LeaderboardView.from_query(board, {})
+    view = LeaderboardView.from_query(board, {"protocol": "all"})
     assert [name for _, _, name in best_over_time(view)] == ["Paper undeclared", "Paper 706", "Scored high"]
-    progress = client.get("/api/v1/leaderboards/sqa3d/progress").json()
+    # By default over the rows ranked: this service's protocol only.
+    assert [name for _, _, name in best_over_time(LeaderboardView.from_query(board, {}))] == [
+        "Paper undeclared", "Scored high"]
+    progress = client.get("/api/v1/leaderboards/sqa3d/progress?protocol=all").json()
     assert [p["method"] for p in progress["points"]] == ["Paper undeclared", "Paper 706", "Scored high"]
     assert progress["references"] == [{"method": "Human", "value": 0.9}]
     page = client.get("/benchmarks/sqa3d/").content.decode()
@@ -133,28 +138,60 @@ def test_the_best_over_time_leaves_references_out_and_draws_them_as_a_line(clien
 
 def test_the_seeded_sqa3d_board_ranks_no_human_first_anywhere(client, split):
     load_bundled_paper_rows("sqa3d")
-    rows = client.get("/api/v1/leaderboards/sqa3d").json()["rows"]
+    rows = client.get("/api/v1/leaderboards/sqa3d?protocol=all").json()["rows"]
     assert rows[0]["method"] == "ScanQA + aux. task" and rows[0]["rank"] == 1
     summary = track_summary(split, embargoed=False)
-    assert "Human (amateur)" not in [e.name for e in summary.leaders]
-    points = client.get("/api/v1/leaderboards/sqa3d/progress").json()["points"]
+    assert "Human (amateur)" not in [e.name for _, e, _ in summary.leaders]
+    points = client.get("/api/v1/leaderboards/sqa3d/progress?protocol=all").json()["points"]
     assert [p["method"] for p in points] == ["ScanQA + aux. task"]
 
 
 def test_a_reference_can_be_compared_and_its_chart_draws_it_as_a_line(client, board):
     high, human = (LeaderboardEntry.objects.get(name=n) for n in ("Scored high", "Human"))
     page = client.get(f"/benchmarks/sqa3d/compare/?e={high.pk}&e={human.pk}").content.decode()
-    assert "reference" in page and "(+40.0)" in page
+    # The human row was measured under the paper's protocol: its difference is marked, not plain.
+    assert "reference" in page and "(+40.0 ≠)" in page and 'id="unlike-note"' in page
     assert 'class="reference"' in page[page.index("<svg"):]
 
 
-def test_rows_of_another_protocol_keep_their_rank_and_carry_a_marker(client, board):
+def test_rows_of_another_protocol_are_listed_apart_unless_all_are_ranked_together(client, board):
+    """Issue 35: by default a board ranks one protocol, this service's; the other protocols' paper
+    rows are listed in their own section, each with its protocol; ``protocol=all`` ranks them all."""
+    view = LeaderboardView.from_query(board, {})
+    assert [(r.rank, r.entry.name) for r in leaderboard_page(view).rows] == [
+        (1, "Scored high"), (2, "Paper undeclared"), (3, "Scored low")]
     page = client.get("/benchmarks/sqa3d/").content.decode()
-    row = re.search(r'<tr[^>]*>(?:(?!</tr>).)*Paper 706.*?</tr>', page, re.S).group(0)
-    assert '<td class="rank">2' in row
+    ranked, _, rest = page.partition('id="apart"')
+    assert "Paper 706" not in ranked.split("<tbody>")[1]
+    apart = rest.split("</section>")[0]
+    row = re.search(r'<tr[^>]*>(?:(?!</tr>).)*Paper 706.*?</tr>', apart, re.S).group(0)
     assert 'class="protocol other"' in row and "706-way answer classification" in row
-    undeclared = re.search(r'<tr[^>]*>(?:(?!</tr>).)*Paper undeclared.*?</tr>', page, re.S).group(0)
+    assert '<td class="rank"><span title="Listed apart' in row
+    assert "Other protocols" in apart and 'id="rank-all"' in apart and "protocol=all" in apart
+    undeclared = re.search(r'<tr[^>]*>(?:(?!</tr>).)*Paper undeclared.*?</tr>', ranked, re.S).group(0)
     assert 'protocol other' not in undeclared  # no declared protocol: scored as this service scores
+    # The control, on the page and in the API and exports: every protocol ranked together.
+    assert 'option value="all" >all ranked together' in page.replace("  ", " ")
+    together = client.get("/benchmarks/sqa3d/?protocol=all").content.decode()
+    assert 'option value="all" selected' in together and 'id="apart"' not in together
+    row = re.search(r'<tr[^>]*>(?:(?!</tr>).)*Paper 706.*?</tr>', together, re.S).group(0)
+    assert '<td class="rank">2' in row and 'class="protocol other"' in row
+    api = client.get("/api/v1/leaderboards/sqa3d").json()
+    assert [r["method"] for r in api["rows"]] == ["Scored high", "Paper undeclared", "Scored low"]
+    assert [(r["method"], r["rank"], r["listed_apart"], r["protocol"]) for r in api["apart"]] == [
+        ("Paper 706", None, True, "answer-classification-706")]
+    assert (api["apart_reason"], api["protocol"]) == ("other_protocols", None)
+    everything = client.get("/api/v1/leaderboards/sqa3d?protocol=all").json()
+    assert len(everything["rows"]) == 4 and everything["apart"] == [] and everything["apart_reason"] is None
+    rows = list(csv.DictReader(io.StringIO(client.get("/benchmarks/sqa3d/export.csv").content.decode())))
+    assert [(r["method"], r["rank"], r["listed_apart"]) for r in rows] == [
+        ("Scored high", "1", "False"), ("Paper undeclared", "2", "False"), ("Scored low", "3", "False"),
+        ("Paper 706", "", "True"), ("Human", "", "False")]
+    exported = client.get("/benchmarks/sqa3d/export.json").json()
+    assert [r["method"] for r in exported["apart"]] == ["Paper 706"] and len(exported["rows"]) == 3
+    # The home page's leaders are this service's protocol's.
+    assert [(rank, e.name) for rank, e, _ in track_summary(board, embargoed=False).leaders] == [
+        (1, "Scored high"), (2, "Paper undeclared"), (3, "Scored low")]
 
 
 def test_the_protocol_filter_keeps_rows_scored_as_this_service_scores(client, board):

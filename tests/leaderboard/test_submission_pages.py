@@ -110,43 +110,65 @@ def test_a_publish_refusal_shows_its_command_as_code(client, owner, sqa3d_split,
 
 @pytest.fixture
 def announced(redis_url):
-    """A scoring worker announcing itself as ``evaluation_workers.worker.presence`` does, on SQA3D's queue."""
+    """A scoring worker announcing itself as ``evaluation_workers.worker.presence`` does, on SQA3D's and
+    OpenScan's queues (one worker may score several benchmarks)."""
     from evaluation_workers.worker import presence
 
-    queue = lifecycle.queue_for("sqa3d")
-    info = presence.describe("eval@test-host", [queue])
+    info = presence.describe("eval@test-host", [lifecycle.queue_for(track, bulk=bulk) for bulk in (False, True)
+                                                for track in ("sqa3d", "openscan")])
     broker.client().set(contracts.worker_key(info["name"]), json.dumps(info), ex=60)
     yield info
     broker.client().delete(contracts.worker_key(info["name"]))
 
 
-def test_a_queued_submission_shows_its_place_and_the_workers_of_its_queue(client, owner, outsider, sqa3d_split,
-                                                                          sqa3d_files, sent_tasks, announced):
+def test_a_queued_submission_shows_its_place_over_every_queue_of_its_workers(client, owner, outsider, sqa3d_split,
+                                                                             sqa3d_files, sent_tasks, announced):
+    """Issue 35: the place counts every submission ahead of it for the workers that serve its queue,
+    whatever their benchmark, and says so in words: no internal queue name on a page or in the JSON;
+    "My submissions" shows it too."""
+    from leaderboard.benchmarks.models import Split
+
     data = sqa3d_files["predictions"].read_bytes()
     others = [create(outsider, data, method=f"SecretNet{i}") for i in range(2)]
     mine = create(owner, data)
+    rescored = create(owner, data, method="RescoredNet")
     assert mine.status == "queued" and all(o.status == "queued" for o in others)
+    # The first waits for OpenScan, which the same worker scores: ahead all the same. The last is a
+    # re-scoring (a bulk queue): the worker takes every new submission first.
+    openscan = Split.objects.get(benchmark__track="openscan", name="val")
+    Submission.objects.filter(pk=others[0].pk).update(split=openscan, queue=lifecycle.queue_for("openscan"))
+    Submission.objects.filter(pk=rescored.pk).update(queue=lifecycle.queue_for("sqa3d", bulk=True))
     client.force_login(owner)
     page = client.get(f"/submissions/{mine.pk}/").content.decode()
     place = page.split('id="queue-place"')[1].split("</div>")[0]
-    assert f"3rd in its queue, {mine.queue}: 2 submissions are ahead of it." in place
+    text = ("3rd in line to be scored: 2 submissions are ahead of it for the scoring workers that serve SQA3D "
+            "(on OpenScan and SQA3D).")
+    assert text in place
     assert f"Served by 1 scoring worker: eval@test-host ({announced['device']})." in place
     assert "SecretNet" not in page and "charlie" not in page, "only a number of the others"
+    assert mine.queue not in page and "eval-cpu" not in page, "no internal queue name"
     assert re.search(r'<progress id="progress"[^>]* hidden>', page), "no empty bar while it waits"
-    status = client.get(f"/submissions/{mine.pk}/status.json").json()
-    assert status["queue_place"] == {"queue": mine.queue, "position": 3,
-                                     "workers": [{"name": "eval@test-host", "device": announced["device"]}]}
-    lifecycle.record_progress(submission_id=others[0].pk, attempt=1, fraction=0.5)  # the first one runs
+    status = client.get(f"/submissions/{mine.pk}/status.json").json()["queue_place"]
+    assert (status["position"], status["ahead"], status["text"]) == (3, 2, text)
+    assert status["workers"] == [{"name": "eval@test-host", "device": announced["device"]}]
+    assert "eval-cpu" not in json.dumps(status)
+    listed = client.get("/submissions/").content.decode()
+    row = re.search(rf'<tr class="submission"[^>]*><td data-label="#"><a href="/submissions/{mine.pk}/".*?</tr>',
+                    listed, re.S).group(0)
+    assert "3rd in line to be scored (2 submissions ahead)" in row and "eval-cpu" not in listed
+    # The re-scoring waits behind every new submission.
+    assert client.get(f"/submissions/{rescored.pk}/status.json").json()["queue_place"]["position"] == 4
     client.force_login(outsider)
+    lifecycle.record_progress(submission_id=others[0].pk, attempt=1, fraction=0.5)  # the first one runs
     assert client.get(f"/submissions/{others[1].pk}/status.json").json()["queue_place"]["position"] == 1
-    assert "Next in its queue" in client.get(f"/submissions/{others[1].pk}/").content.decode()
+    assert "Next in line to be scored" in client.get(f"/submissions/{others[1].pk}/").content.decode()
 
 
 def test_a_queue_no_worker_serves_says_so(client, owner, sqa3d_split, sqa3d_files, sent_tasks):
     mine = create(owner, sqa3d_files["predictions"].read_bytes())
     client.force_login(owner)
     place = client.get(f"/submissions/{mine.pk}/").content.decode().split('id="queue-place"')[1].split("</div>")[0]
-    assert "Next in its queue" in place and "No scoring worker serves this queue right now" in place
+    assert "Next in line to be scored" in place and "No scoring worker serves SQA3D right now" in place
 
 
 def test_a_running_submission_shows_its_progress_and_no_place(client, owner, sqa3d_split, sqa3d_files, sent_tasks):

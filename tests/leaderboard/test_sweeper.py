@@ -250,3 +250,36 @@ def test_the_retention_tells_each_tracks_workers_which_outcomes_rows_still_need(
     assert sqa3d["kwargs"]["written_before"] == pytest.approx((now - timedelta(days=30)).timestamp())
     assert sqa3d["queue"].endswith(f"-sqa3d-v{get_track('sqa3d').scorer_version}-bulk")
     assert asks["openscan"]["kwargs"]["keep"] == []
+
+
+def test_a_sweep_while_the_database_is_down_logs_its_traceback_once_then_a_line_each_until_it_works(
+        monkeypatch, caplog):
+    """Celery beat sweeps every SWEEP_INTERVAL s: a database down for an hour used to log 720 tracebacks.
+    The error is a real driver's (PostgreSQL refusing), as Django hands it on; a bug is raised as before."""
+    import logging
+
+    from leaderboard.submissions import tasks
+    from tests.leaderboard.test_unavailable import django_error, postgres_refused
+
+    down = django_error(postgres_refused)
+    outcomes: list[Any] = [down, down, down, {"sent": 0}, KeyError("a bug")]
+
+    def do_sweep() -> dict[str, int]:
+        outcome = outcomes.pop(0)
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+    monkeypatch.setattr(sweeper, "do_sweep", do_sweep)
+    monkeypatch.setattr(tasks.metrics, "count_sweep", lambda counts: None)
+    with caplog.at_level(logging.WARNING, logger="leaderboard.submissions.tasks"):
+        for _ in range(4):
+            tasks.sweep.run()  # the task body (its __call__ runs signed messages only)
+    records = [r for r in caplog.records if r.name == "leaderboard.submissions.tasks"]
+    assert [bool(r.exc_info) for r in records] == [True, False, False, False]
+    assert records[0].levelname == "ERROR" and "The database is unavailable" in records[0].getMessage()
+    assert "3 in a row" in records[2].getMessage() and "The database is unavailable" in records[2].getMessage()
+    assert "\n" not in records[1].getMessage() + records[2].getMessage()
+    assert "The sweep works again after 3 failures in a row" in records[3].getMessage()
+    with pytest.raises(KeyError):
+        tasks.sweep.run()

@@ -170,7 +170,8 @@ def test_a_failure_outside_the_view_is_503_too(db, tmp_path, settings):
 
 def test_an_upload_onto_a_full_disk_is_503_with_retry_after(client, owner, sqa3d_split, sqa3d_files, settings,
                                                             monkeypatch):
-    """The API's upload: the store's ENOSPC (injected at the write) is refunded and answered 503, retry later."""
+    """The API's upload and the form's: the store's ENOSPC (injected at the write) is refunded and answered
+    503 saying the disk is full, retry later; each is counted with its cause, as every other 503."""
     from leaderboard.accounts.services import do_create_token
     from leaderboard.submissions.models import Submission
 
@@ -179,12 +180,27 @@ def test_an_upload_onto_a_full_disk_is_503_with_retry_after(client, owner, sqa3d
     def full(*args: object, **kwargs: object) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
+    def counted() -> float:
+        return metrics.COUNTED.get_sample_value("leaderboard_unavailable_responses_total",
+                                                {"cause": outages.DISK_FULL}) or 0
+
     monkeypatch.setattr(storage, "open_private", full)
+    before = counted()
     response = client.post("/api/v1/submissions", {
         "track": "sqa3d", "split": "test", "method_name": "Full",
         "file": SimpleUploadedFile("p.json", sqa3d_files["predictions"].read_bytes())},
         HTTP_AUTHORIZATION=f"Token {key}")
     assert response.status_code == 503 and response["Retry-After"] == str(settings.UNAVAILABLE_RETRY_AFTER)
-    assert response.json()["error"]["code"] == "unavailable"
+    error = response.json()["error"]
+    assert error["code"] == "unavailable" and error["retry_at"]
+    assert error["message"] == ("The server's disk is full; the file was not stored, and nothing was counted "
+                                f"against your quota. Try again in {settings.UNAVAILABLE_RETRY_AFTER} seconds.")
     submission = Submission.objects.get(method__name="Full")
     assert submission.status == "failed" and submission.quota == "refunded"
+    client.force_login(owner)
+    page = client.post("/submissions/new/sqa3d/", {
+        "split": "test", "method_name": "Full form",
+        "file": SimpleUploadedFile("p.json", sqa3d_files["predictions"].read_bytes())})
+    assert page.status_code == 503 and page["Retry-After"] == str(settings.UNAVAILABLE_RETRY_AFTER)
+    assert "The server&#x27;s disk is full" in page.content.decode() and "nothing was counted" in page.content.decode()
+    assert counted() == before + 2

@@ -190,6 +190,13 @@ MANIFEST_SCHEMA = {
 }
 
 
+def label_counts(manifest: Manifest) -> tuple[int | None, int | None]:
+    """(prompts, scenes) of a labels version: the prompts that are scored (those with a ground-truth
+    box) and the scenes they are in (``manifest`` lists only those)."""
+    scored, scenes = manifest.get("scored_samples"), manifest.get("scenes")
+    return (scored if isinstance(scored, int) else None), (len(scenes) if isinstance(scenes, list) else None)
+
+
 def write_demo(folder: Path, split: str) -> tuple[Path, Path]:
     """Small synthetic labels and predictions for a demo split (``evaluation_workers.synthetic``)."""
     from evaluation_workers.synthetic import mmscan_vg as synthetic
@@ -234,4 +241,5 @@ TRACK = Track(
     manifest_schema=MANIFEST_SCHEMA,
     samples=samples_of("mmscan-vg"),
     write_demo=write_demo,
+    counts=label_counts,
 )

@@ -57,7 +57,7 @@ TRACK = Track(
     manifest=labels.manifest,
     wants_gpu=True,
     description=(
-        "Generalized open-vocabulary 3D instance segmentation on ScanNet200 val (312 scenes): "
+        "Generalized open-vocabulary 3D instance segmentation on ScanNet200 val: "
         "8 linguistic aspects, 341 attributes. ScanNet's instance AP per aspect; semantic "
         "mIoU/mAcc when per-vertex predictions are given."
     ),

@@ -175,7 +175,7 @@ def score(labels: Path, predictions: Path, progress: Progress, outcomes: dict[st
 
 
 DESCRIPTION = """\
-Situated question answering in ScanNet scenes (SQA3D, test split: 3,519 questions). Each answer is \
+Situated question answering in ScanNet scenes (SQA3D). Each answer is \
 cleaned exactly as LEO's `clean_answer` does (lower-case; punctuation removed; common typos fixed; \
 numbers 0-20 and 23 written as words; 'a', 'an', 'the' dropped before a word) and compared with \
 the cleaned ground truth. EM counts exact matches; EM_R (refined) also accepts an answer that \

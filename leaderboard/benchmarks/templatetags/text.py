@@ -1,4 +1,4 @@
-"""Plain text of track descriptions, for templates."""
+"""Plain text of track descriptions and of sizes, for templates."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import re
 from django import template
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
+
+from evaluation_workers.tracks.base import size_text
 
 register = template.Library()
 _CODE = re.compile(r"`([^`\n]+)`")
@@ -24,3 +26,10 @@ def inline_code(text: str) -> SafeString:
 def first_sentence(text: str) -> str:
     """The first sentence of ``text`` (the one-line task description)."""
     return _SENTENCE_END.split((text or "").strip(), maxsplit=1)[0]
+
+
+@register.filter
+def size(n: int | None) -> str:
+    """A size in bytes as every page and refusal writes it: ``4,096 MiB``, ``29,612 bytes`` (never Django's
+    ``filesizeformat``, whose "4.0 GB" is the same limit in another unit)."""
+    return "—" if n is None else size_text(int(n))

@@ -5,6 +5,7 @@ from django.db import transaction
 
 from evaluation_workers.errors import LabelsError
 from leaderboard.benchmarks.bundle_apply import published_results
+from leaderboard.benchmarks.disclosure import counts_text
 from leaderboard.benchmarks.models import Split
 from leaderboard.benchmarks.services import discard_labels, do_load_labels, labels_checksum
 from leaderboard.submissions.new_labels import do_new_labels
@@ -27,12 +28,16 @@ class Command(BaseCommand):
                                  "submission is then scored on it (shown during the challenge) and on the "
                                  "private rest (revealed at the deadline). Stored with the labels, for workers "
                                  "only.")
+        parser.add_argument("--synthetic", action="store_true",
+                            help="The labels are synthetic, or a subset standing in for the real split: every "
+                                 "page and answer that shows the split's numbers then says 'synthetic labels', "
+                                 "with these labels' counts.")
         parser.add_argument("--allow-rescore", action="store_true",
                             help="Replace the labels of a split with published results: their rows show "
                                  "'awaiting re-score' until each is re-scored on the new labels (queued here); "
                                  "refused otherwise.")
 
-    def handle(self, track, split, source, partition=None, allow_rescore=False, **options):
+    def handle(self, track, split, source, partition=None, synthetic=False, allow_rescore=False, **options):
         split_obj = Split.objects.filter(benchmark__track=track, name=split).select_related("benchmark").first()
         if split_obj is None:
             known = ", ".join(str(s) for s in Split.objects.select_related("benchmark"))
@@ -48,7 +53,7 @@ class Command(BaseCommand):
             try:
                 with transaction.atomic():
                     label_set, created = do_load_labels(split_obj, source, loaded_by="manage.py load_labels",
-                                                        partition=partition)
+                                                        partition=partition, synthetic=synthetic)
                     stored = [label_set.storage_key] if created else []
                     queued = do_new_labels(split_obj, previous)
             except BaseException:
@@ -63,5 +68,6 @@ class Command(BaseCommand):
         rescored = (f"; {queued} submission{'s' * (queued != 1)} queued to be {'re-' * replaced}scored on them"
                     + (" (published rows show 'awaiting re-score' until theirs is done)" if replaced else "")
                     ) if replaced or queued else ""
-        self.stdout.write(f"{verb} labels {label_set.sha256} for {split_obj}{subset} "
-                          f"({label_set.manifest.get('count', '?')} items){rescored}.")
+        kind = "synthetic labels" if label_set.synthetic else "labels"
+        self.stdout.write(f"{verb} {kind} {label_set.sha256} for {split_obj}{subset} "
+                          f"({counts_text(split_obj) or 'no counts in its manifest'}){rescored}.")

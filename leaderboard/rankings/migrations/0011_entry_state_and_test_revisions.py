@@ -34,7 +34,7 @@ def mark_rows_not_current(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('rankings', '0009_entry_is_reference'),
+        ('rankings', '0010_entry_method_paper'),
         ('submissions', '0012_result_labels'),
     ]
 

@@ -1,0 +1,136 @@
+"""The deadline on every wait for PostgreSQL, and the limit on threads waiting at once (leaderboard.lib.postgres).
+
+Against a real server of the session's own (``private_postgres``): a statement
+that runs longer than the deadline (``pg_sleep``) is, to the client, a server
+that does not answer. The whole site with the server stopped (SIGSTOP) is in
+tests/faults/test_hung_database.py.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from django.db import utils as dbutils
+
+from leaderboard.lib.postgres import waits
+from leaderboard.ops import outages
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def policy():
+    yield lambda timeout, waiters: waits.enable(timeout, waiters)
+    waits.disable()
+
+
+def sleep_on(url: str, seconds: float, results: list, index: int) -> None:
+    try:
+        with waits.DeadlineConnection.connect(url, autocommit=True) as conn:
+            conn.execute("SELECT pg_sleep(%s)", [seconds])
+        results[index] = "answered"
+    except Exception as exc:  # noqa: BLE001 - the test looks at which
+        results[index] = exc
+
+
+def test_it_closes_a_connection_whose_answer_is_late_and_raises_an_outage(private_postgres, policy):
+    url = private_postgres.url()
+    with waits.DeadlineConnection.connect(url, autocommit=True) as conn:
+        conn.execute("SELECT pg_sleep(0.6)")  # no policy (a worker, a migration): as long as it takes
+        policy(0.3, 3)
+        started = time.monotonic()
+        with pytest.raises(waits.QueryDeadline, match=r"did not answer within 0\.3 s \(DATABASE_QUERY_TIMEOUT\)"):
+            conn.execute("SELECT pg_sleep(5)")
+        took = time.monotonic() - started
+        assert 0.3 <= took < 1.5, took
+        assert conn.closed
+    # What Django makes of it (django.db.utils wraps the driver's error): a database outage, a 503.
+    wrapped = dbutils.OperationalError(*waits.QueryDeadline("x").args)
+    wrapped.__cause__ = waits.QueryDeadline("x")
+    assert outages.outage(wrapped) == outages.DATABASE
+    with waits.DeadlineConnection.connect(url, autocommit=True) as conn:  # the server itself is fine
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_at_most_the_limit_of_threads_wait_and_the_rest_are_refused_until_an_answer(private_postgres, policy):
+    url = private_postgres.url()
+    gate = policy(3, 2).gate
+    results: list = [None] * 3
+    slow = [threading.Thread(target=sleep_on, args=(url, 1.0, results, i)) for i in range(2)]
+    for t in slow:
+        t.start()
+    deadline = time.monotonic() + 5
+    while gate.waiting < 2:  # both connected and inside their statement
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    time.sleep(0.1)
+    started = time.monotonic()
+    sleep_on(url, 0, results, 2)  # a third thread: waits the grace for a slot, then is refused
+    assert isinstance(results[2], waits.DatabaseBusy), results[2]
+    assert gate.grace <= time.monotonic() - started < gate.grace + 1
+    started = time.monotonic()
+    sleep_on(url, 0, results, 2)  # the database is known not to answer: refused at once
+    assert isinstance(results[2], waits.DatabaseBusy) and time.monotonic() - started < gate.grace
+    for t in slow:
+        t.join(10)
+    assert results[:2] == ["answered", "answered"]
+    assert not gate.stalled and gate.waiting == 0
+    sleep_on(url, 0, results, 2)
+    assert results[2] == "answered"
+
+
+def test_a_busy_but_answering_database_refuses_no_one(private_postgres, policy):
+    """More threads than slots, each with a short statement: the grace lets each have its turn."""
+    url = private_postgres.url()
+    policy(3, 2)
+    results: list = [None] * 6
+    threads = [threading.Thread(target=sleep_on, args=(url, 0.02, results, i)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert results == ["answered"] * 6
+
+
+PROBE = """
+import django, json
+django.setup()
+from django.conf import settings
+from django.db import connection
+from leaderboard.lib.postgres import waits
+options = settings.DATABASES["default"]["OPTIONS"]
+out = {"engine": settings.DATABASES["default"]["ENGINE"], "keepalives": options.get("keepalives"),
+       "tcp_user_timeout": options.get("tcp_user_timeout"), "connect_timeout": options.get("connect_timeout")}
+waits.enable(settings.DATABASE_QUERY_TIMEOUT, settings.WEB_THREADS - 1)
+with connection.cursor() as cursor:
+    cursor.execute("SHOW statement_timeout")
+    out["statement_timeout"] = cursor.fetchone()[0]
+out["connection"] = type(connection.connection).__name__
+out["limit"] = waits.current().gate.limit
+print(json.dumps(out))
+"""
+
+
+def test_the_settings_give_postgresql_the_deadline_backend_and_sqlite_its_own(private_postgres, tmp_path):
+    import json
+
+    env = {**{k: v for k, v in os.environ.items() if k != "DATABASE_URL"}, "DJANGO_SETTINGS_MODULE": "leaderboard.settings",
+           "DATABASE_URL": private_postgres.url(), "DATABASE_QUERY_TIMEOUT": "3", "WEB_THREADS": "6",
+           "SECRET_KEY": "x", "DATA_DIR": str(tmp_path)}
+    run = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    assert out == {"engine": "leaderboard.lib.postgres", "keepalives": 1, "tcp_user_timeout": 30000,
+                   "connect_timeout": 5, "statement_timeout": "2s",
+                   "connection": "DeadlineConnection", "limit": 5}
+    env.pop("DATABASE_URL")
+    sqlite = subprocess.run([sys.executable, "-c", "import django; django.setup(); from django.conf import settings; "
+                             "print(settings.DATABASES['default']['ENGINE'])"], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=60)
+    assert sqlite.stdout.strip() == "django.db.backends.sqlite3", sqlite.stderr
