@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.test import Client
 
@@ -62,7 +64,8 @@ def test_editing_a_rows_score_is_audited_with_the_fields_not_the_values(root, pu
     """A paper row's (a scored row is read-only here: ``test_board_rows``)."""
     row = LeaderboardEntry.objects.filter(split=published.split, is_paper=True).first()
     page = root.get(f"/admin/rankings/leaderboardentry/{row.pk}/change/")
-    form = {k: v for k, v in page.context["adminform"].form.initial.items() if v is not None}
+    form = {k: json.dumps(v) if isinstance(v, dict | list) else v
+            for k, v in page.context["adminform"].form.initial.items() if v is not None}
     form.update({"split": row.split_id, "scores": '{"EM": 0.99}', "intervals": "{}",
                  "primary_score": "0.99", "published_at_0": row.published_at.date().isoformat(),
                  "published_at_1": row.published_at.time().strftime("%H:%M:%S")})

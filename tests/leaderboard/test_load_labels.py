@@ -149,7 +149,8 @@ def test_new_labels_under_published_results_follow_the_bundles_rule(owner, sqa3d
         call_command("load_labels", "--track", "sqa3d", "--split", "test", str(changed), "--allow-rescore",
                      stdout=out)
     assert LabelSet.objects.get(split=sqa3d_split, is_active=True).sha256 == new
-    assert f"Loaded labels {new} for sqa3d/test (300 items); 1 submission queued to be re-scored" in out.getvalue()
+    assert out.getvalue().startswith(f"Loaded labels {new} for sqa3d/test (300 questions in ")
+    assert "; 1 submission queued to be re-scored on them (published rows show 'awaiting re-score'" in out.getvalue()
     [request] = sent_tasks
     assert request["kwargs"]["submission_id"] == submission.pk and request["queue"].endswith("-bulk")
 
