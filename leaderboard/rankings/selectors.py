@@ -17,6 +17,10 @@ are listed apart (``reference_entries``), never ranked, never a chart's best or
 median, and drawn on charts as lines. Paper rows of another protocol, and every paper
 row on a split with synthetic labels, are listed apart too (``apart_entries``; the rule:
 ``like_with_like``).
+
+Rows whose result predates the split's current labels (``state`` "awaiting re-score" or "re-score
+failed": ``submissions.result_state``) are not contestants either: they stay on the board, listed
+apart and marked (``unranked_entries``), never ranked, tested, a chart's best or median, or a record.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from leaderboard.rankings.models import (
     export_texts,
 )
 from leaderboard.rankings.paired_tests import Family, Rung, Verdict, board_verdicts, testable_units
+from leaderboard.submissions.models import ResultState
 
 PAGE_SIZE = 50
 
@@ -159,9 +164,10 @@ def filtered_entries(view: LeaderboardView) -> QuerySet[LeaderboardEntry]:
 
 
 def contestants(view: LeaderboardView) -> QuerySet[LeaderboardEntry]:
-    """The view's rows that are ranked: every row but the references and the rows listed apart."""
+    """The view's rows that are ranked: every row but the references, the rows listed apart and the
+    rows not current."""
     apart = apart_rows(view.split, view.protocol)
-    entries = filtered_entries(view).filter(is_reference=False)
+    entries = filtered_entries(view).filter(is_reference=False, state=ResultState.CURRENT)
     return entries if apart is None else entries.exclude(apart)
 
 
@@ -171,15 +177,19 @@ def apart_entries(view: LeaderboardView) -> list[LeaderboardEntry]:
     return unranked_entries(view)[0]
 
 
-def unranked_entries(view: LeaderboardView) -> tuple[list[LeaderboardEntry], list[LeaderboardEntry]]:
-    """The view's rows that are not ranked, in one query: the paper rows listed apart and the
-    references, each best first on its sort column (missing values last), then by name."""
+def unranked_entries(view: LeaderboardView) -> tuple[list[LeaderboardEntry], list[LeaderboardEntry],
+                                                     list[LeaderboardEntry]]:
+    """The view's rows that are not ranked, in one query: the paper rows listed apart, the references,
+    and the rows whose result predates the split's current labels (awaiting re-score, or re-score
+    failed: their earlier scores), each best first on its sort column (missing values last), then by name."""
     apart = apart_rows(view.split, view.protocol)
     value = score_expression(view.sort)
-    chosen = Q(is_reference=True) if apart is None else Q(is_reference=True) | apart
-    rows = list(filtered_entries(view).filter(chosen).annotate(sort_value=value)
+    chosen = Q(is_reference=True) | ~Q(state=ResultState.CURRENT)
+    rows = list(filtered_entries(view).filter(chosen if apart is None else chosen | apart).annotate(sort_value=value)
                 .order_by(value.desc(nulls_last=True), "name"))
-    return [e for e in rows if not e.is_reference], [e for e in rows if e.is_reference]
+    stale = [e for e in rows if not e.is_reference and e.state != ResultState.CURRENT]
+    return ([e for e in rows if not e.is_reference and e.state == ResultState.CURRENT],
+            [e for e in rows if e.is_reference], stale)
 
 
 def reference_entries(view: LeaderboardView) -> list[LeaderboardEntry]:
@@ -299,7 +309,8 @@ def entry_as_json(row: RankedRow, columns: list[str]) -> dict[str, Any]:
             "paper_url": e.paper_url, "venue": e.venue, "method_paper": e.method_paper or None,
             "protocol": e.protocol, "uses_extra_data": e.uses_extra_data,
             "verified": e.is_verified, "scorer_version": e.scorer_version, "submission_id": e.submission_id,
-            "published_at": e.published_at.isoformat(), "scores": {c: e.scores.get(c) for c in columns},
+            "published_at": e.published_at.isoformat(), "state": e.state,
+            "scores": {c: e.scores.get(c) for c in columns},
             "intervals": {c: e.intervals[c] for c in columns if e.intervals.get(c) is not None},
             **significance_json(row.versus_above, row.above_id)}
 
@@ -363,11 +374,11 @@ def track_summary(split: Split, embargoed: bool, top: int = 3) -> TrackSummary:
 
 EXPORT_FIELDS = ("id", "name", "method_id", "team_name", "is_anonymous", "is_paper", "is_reference", "paper_note",
                  "paper_url", "venue", "method_paper", "protocol", "uses_extra_data", "is_verified", "scorer_version",
-                 "submission_id", "published_at")
+                 "submission_id", "published_at", "state")
 # Their names in exports and the API (entry_as_json).
 EXPORT_KEYS = ("entry_id", "method", "method_id", "team", "anonymous", "reported_in_paper", "reference", "note",
                "paper_url", "venue", "method_paper", "protocol", "uses_extra_data", "verified", "scorer_version",
-               "submission_id", "published_at")
+               "submission_id", "published_at", "state")
 _RANKED_KEYS = ("rank", *EXPORT_KEYS)
 
 
@@ -385,7 +396,8 @@ class ExportRow:
 def export_rows(view: LeaderboardView, limit: int, fmt: str) -> tuple[list[ExportRow], Family]:
     """Every ranked row of the view (up to ``limit``), ranked as ``leaderboard_page`` ranks them,
     then the paper rows listed apart (``"listed_apart": True``, rank None, untested), then its
-    reference rows (``"reference": True``, rank None, untested), with their scores as
+    reference rows (``"reference": True``, rank None, untested), then its rows that are not current
+    (``"state"`` not "current", rank None, untested), with their scores as
     stored for ``fmt`` ("json" or "csv"), and each ranked row's paired test against the row
     above, adjusted over the adjacent pairs of the export's rows.
 
@@ -427,7 +439,9 @@ def export_rows(view: LeaderboardView, limit: int, fmt: str) -> tuple[list[Expor
     ranked = len(rows)
     apart = apart_rows(view.split, view.protocol)
     unranked = [(True, filtered_entries(view).filter(apart, is_reference=False))] if apart is not None else []
-    for listed_apart, entries in [*unranked, (False, filtered_entries(view).filter(is_reference=True))]:
+    stale_rows = filtered_entries(view).filter(is_reference=False).exclude(state=ResultState.CURRENT)
+    for listed_apart, entries in [*unranked, (False, filtered_entries(view).filter(is_reference=True)),
+                                  (False, stale_rows)]:
         for fields in entries.order_by(score_expression(view.sort).desc(nulls_last=True), "name").values_list(
                 *EXPORT_FIELDS):
             add(None, list(fields), listed_apart)
@@ -447,7 +461,7 @@ def group_profile(split: Split, metric: str) -> dict[str, dict[str, float | None
     charts; references and the rows listed apart are neither)."""
     spec = split.benchmark.spec
     values: dict[str, list[float]] = {g: [] for g in spec.groups}
-    ranked = LeaderboardEntry.objects.filter(split=split, is_reference=False)
+    ranked = LeaderboardEntry.objects.filter(split=split, is_reference=False, state=ResultState.CURRENT)
     apart = apart_rows(split, "")
     for scores in (ranked if apart is None else ranked.exclude(apart)).values_list("scores", flat=True):
         for g in spec.groups:

@@ -46,7 +46,7 @@ from leaderboard.rankings.selectors import (
     unranked_entries,
 )
 from leaderboard.rankings.services import reveal_if_due
-from leaderboard.submissions.models import Method
+from leaderboard.submissions.models import Method, ResultState
 
 MAX_EXPORT_ROWS = 10_000
 MAX_ID = 2**63 - 1  # a BigAutoField's largest value
@@ -96,7 +96,8 @@ def _iou_links(view: LeaderboardView) -> list[tuple[str, str, bool]]:
 
 
 def _reference_rows(view: LeaderboardView, references: list[LeaderboardEntry], apart: bool = False) -> list[RankedRow]:
-    """Unranked rows of the board (references, or with ``apart`` the paper rows listed apart)."""
+    """Unranked rows of the board (references, the rows not current, or with ``apart`` the paper rows
+    listed apart)."""
     return [RankedRow(rank=None, entry=e, cells=[e.scores.get(c) for c in view.columns],
                       bounds=[e.intervals.get(c) for c in view.columns], headers=view.headers, apart=apart)
             for e in references]
@@ -106,11 +107,11 @@ def _reference_rows(view: LeaderboardView, references: list[LeaderboardEntry], a
 def leaderboard(request: HttpRequest, track: str) -> HttpResponse:
     view = _view(request, track)
     page = leaderboard_page(view)
-    apart, references = unranked_entries(view)
+    apart, references, stale = unranked_entries(view)
     spec = view.split.benchmark.spec
     context = {"benchmark": view.split.benchmark, "split": view.split, "splits": view.split.benchmark.splits.all(),
                "view": view, "spec": spec, "page": page, "references": _reference_rows(view, references),
-               "apart": _reference_rows(view, apart, apart=True),
+               "apart": _reference_rows(view, apart, apart=True), "stale": _reference_rows(view, stale),
                "sort_links": [(h, c, view.query(sort=c, order="asc" if view.sort == c and not view.ascending
                                                 else "desc", page=1))
                               for h, c in zip(view.headers, view.columns)],
@@ -140,9 +141,11 @@ def export(request: HttpRequest, track: str, fmt: str) -> HttpResponse:
     name = f"{track}-{view.split.name}-{view.metric}{'-synthetic-labels' if view.split.labels_synthetic else ''}"
     if fmt == "json":
         # The rows' scores are stored as JSON text; the document is assembled around them.
-        ranked = [r for r in rows if not r.fields["reference"] and not r.fields["listed_apart"]]
+        current = [r for r in rows if r.fields["state"] == ResultState.CURRENT]
+        ranked = [r for r in current if not r.fields["reference"] and not r.fields["listed_apart"]]
         apart = [r for r in rows if r.fields["listed_apart"]]
-        references = [r for r in rows if r.fields["reference"]]
+        references = [r for r in current if r.fields["reference"]]
+        not_current = [r for r in rows if r.fields["state"] != ResultState.CURRENT]
         head = json.dumps({"track": track, "split": view.split.name, "sort": view.sort,
                            "scorer_version": view.split.benchmark.spec.scorer_version,
                            "labels": labels_json(view.split), "protocol": view.protocol or None,
@@ -157,16 +160,17 @@ def export(request: HttpRequest, track: str, fmt: str) -> HttpResponse:
                 r.fields["drilldown"] = shown.as_json() if shown else None
         # ``r.scores`` holds the members ``"scores": {..}, "intervals": {..}`` (``models.export_texts``);
         # orjson writes each row's fields (``published_at`` as ISO 8601) 5-10x faster than json.dumps.
-        body, aside, refs = (", ".join(f"{orjson.dumps(r.fields).decode()[:-1]}, {r.scores}}}" for r in part)
-                             for part in (ranked, apart, references))
-        response = HttpResponse(f'{head[:-1]}, "rows": [{body}], "apart": [{aside}], "references": [{refs}]}}',
+        body, aside, refs, stale = (", ".join(f"{orjson.dumps(r.fields).decode()[:-1]}, {r.scores}}}" for r in part)
+                                    for part in (ranked, apart, references, not_current))
+        response = HttpResponse(f'{head[:-1]}, "rows": [{body}], "apart": [{aside}], "references": [{refs}], '
+                                f'"not_current": [{stale}]}}',
                                 content_type="application/json")
     else:
         buffer = io.StringIO()
         csv.writer(buffer).writerow(["rank", "method", "team", "reported_in_paper", "uses_extra_data", "verified",
                                      "scorer_version", "published_at", "venue", "paper_url", "protocol",
                                      "reference", "adjusted_p_value", "no_significant_difference_from_row_above",
-                                     "listed_apart", "labels", "method_paper", "method_paper_url",
+                                     "listed_apart", "labels", "method_paper", "method_paper_url", "state",
                                      *view.all_columns, *interval_columns(view.all_columns)])
         # Each row's fields end in a comma, then come its stored score cells. ``labels``: what the row
         # was scored on (a paper row's numbers are the real split's, whatever this split holds).
@@ -180,7 +184,8 @@ def export(request: HttpRequest, track: str, fmt: str) -> HttpResponse:
                                                     f["published_at"].isoformat(), f["venue"], f["paper_url"],
                                                     f["protocol"], f["reference"], *_significance_cells(f),
                                                     f["listed_apart"], scored_on if not f["reported_in_paper"]
-                                                    else "real", *_method_paper_cells(f["method_paper"]))])
+                                                    else "real", *_method_paper_cells(f["method_paper"]),
+                                                    f["state"])])
             buffer.write(r.scores)  # numbers only, stored as CSV cells when the row was written
             buffer.write("\r\n")
         response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
@@ -348,7 +353,7 @@ def compare(request: HttpRequest, track: str) -> HttpResponse:
                         metric=view.metric, group_label=spec.group_label,
                         references=[(e.name, [e.scores.get(f"{g}/{view.metric}") for g in spec.groups])
                                     for e in entries if e.is_reference]) if len(entries) >= 2 else ""
-    apart, references = unranked_entries(view)
+    apart, references, _ = unranked_entries(view)  # rows not current are compared only when linked
     candidates = list(ordered_entries(view)[:200]) + apart + references
     names = {e.pk: e.name for e in entries}
     tests, family, notice = _pair_tests(request, track, entries, view.metric)
@@ -394,7 +399,7 @@ def api_leaderboard(request: HttpRequest, track: str) -> JsonResponse:
         return api_error(f"Expected iou to be one of {', '.join(thresholds.thresholds(spec)) or 'nothing'} "
                          f"(IoU thresholds of {track}), but got {request.GET['iou']!r}.", 400)
     page = leaderboard_page(view)
-    apart, references = unranked_entries(view)
+    apart, references, stale = unranked_entries(view)
     return JsonResponse({"track": track, "split": view.split.name, "primary_metric": spec.primary_metric,
                          "metrics": list(spec.metrics), "groups": list(spec.groups), "sort": view.sort,
                          "order": "asc" if view.ascending else "desc", "scorer_version": spec.scorer_version,
@@ -408,7 +413,9 @@ def api_leaderboard(request: HttpRequest, track: str) -> JsonResponse:
                          "apart": [entry_as_json(row, view.all_columns)
                                    for row in _reference_rows(view, apart, apart=True)],
                          "references": [entry_as_json(row, view.all_columns)
-                                        for row in _reference_rows(view, references)]})
+                                        for row in _reference_rows(view, references)],
+                         "not_current": [entry_as_json(row, view.all_columns)
+                                         for row in _reference_rows(view, stale)]})
 
 
 def _scores_of(split: Split) -> str:
@@ -434,6 +441,7 @@ def api_method(request: HttpRequest, pk: int) -> JsonResponse:
         "results": [{"track": e.split.benchmark.track, "split": e.split.name, "labels": labels_json(e.split),
                      "scores": e.scores, "intervals": e.intervals,
                      "scorer_version": e.scorer_version, "verified": e.is_verified, "protocol": e.protocol,
+                     "state": e.state,
                      "drilldown": drills[e.pk].as_json() if drills[e.pk] else None}
                     for e in entries]})
 
@@ -449,6 +457,7 @@ def api_compare(request: HttpRequest, track: str) -> JsonResponse:
                          "entries": [{"entry_id": e.pk, "method": e.name, "reported_in_paper": e.is_paper,
                                       "reference": e.is_reference, "protocol": e.protocol,
                                       "other_protocol": is_other_protocol(view.split, e.protocol),
+                                      "state": e.state,
                                       "scores": {c: e.scores.get(c) for c in view.all_columns},
                                       "intervals": {c: e.intervals[c] for c in view.all_columns
                                                     if e.intervals.get(c) is not None}}
