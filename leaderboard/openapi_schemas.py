@@ -92,9 +92,12 @@ INTERVALS = {"type": "object",
                             "is absent where there is none (paper rows have none)"}
 PAIRED_TEST = _obj({
     "a": INT, "b": INT, "metric": STR,
-    "status": {"type": "string", "enum": ["done", "pending", "not_requested", "unavailable"],
-               "description": "pending: a scoring worker computes it; not_requested: nobody asked yet (a signed-in "
-                              "request asks, within PAIRED_TESTS_PER_USER_HOUR; 'notice' says when it may not)"},
+    "status": {"type": "string", "enum": ["done", "pending", "recomputing", "not_requested", "unavailable"],
+               "description": "pending: a scoring worker computes it; recomputing: one of the two results changed "
+                              "since it was computed (a re-score, new labels, late intervals), so its earlier answer "
+                              "is not given and a worker computes it again; not_requested: nobody asked yet (a "
+                              "signed-in request asks, within PAIRED_TESTS_PER_USER_HOUR; 'notice' says when it may "
+                              "not)"},
     "reason": STR,
     "test": {"type": "string", "description": "How it was computed (paired-bootstrap-by-scene); empty unless done"},
     "difference": nullable(NUM),
@@ -104,6 +107,10 @@ PAIRED_TEST = _obj({
     "significant": {**nullable(BOOL), "description": "adjusted_p_value below the level; false means no "
                                                      "significant difference, not equality"}},
     description="Entry a against entry b (a - b) on the metric, paired on the split's units; only aggregates")
+STATE = {"type": "string", "enum": ["current", "awaiting_rescore", "rescore_failed"],
+         "description": "current: scored on the split's current labels; awaiting_rescore: its scores are from the "
+                        "split's earlier labels and a re-score on the current ones is due; rescore_failed: that "
+                        "re-score failed. A row that is not current is listed apart (never ranked or tested)"}
 SIGNIFICANCE = _obj({
     "adjustment": {"type": "string", "enum": ["holm"]},
     "key": {"type": "string", "description": "The score key tested: the sorted column, or the compared metric"},
@@ -188,7 +195,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "fields": FIELD_ANSWERS, "after_challenge": {
             "type": "boolean", "description": "Sent after the end of the challenge this split was a phase of: "
                                               "not on its archived final board"},
-        "scores": SCORES, "intervals": INTERVALS,
+        "state": STATE, "scores": SCORES, "intervals": INTERVALS,
         "no_significant_difference_from_entry_id": {
             **nullable(INT), "description": "The row above, when the paired test of the two on the sorted column "
                                             "finds no significant difference (adjusted_p_value at least the level); "
@@ -216,7 +223,10 @@ SCHEMAS: dict[str, dict[str, Any]] = {
                   "description": "Every paper row the filters keep that is not ranked with the rows (rank null): "
                                  "see apart_reason; not paged"},
         "references": {"type": "array", "items": ref("LeaderboardRow"),
-                       "description": "Every reference row the filters keep (rank null), not paged"}}),
+                       "description": "Every reference row the filters keep (rank null), not paged"},
+        "not_current": {"type": "array", "items": ref("LeaderboardRow"),
+                        "description": "Every row the filters keep whose scores are from the split's earlier "
+                                       "labels (state awaiting_rescore or rescore_failed; rank null), not paged"}}),
     "Compare": _obj({"track": STR, "split": STR, "columns": {"type": "array", "items": STR}, "metric": STR,
                      "labels": LABELS,
                      "entries": {"type": "array", "items": _obj({
@@ -224,7 +234,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
                          "protocol": STR,
                          "other_protocol": {"type": "boolean", "description": "Produced under another protocol "
                                                                               "than this service's"},
-                         "scores": SCORES, "intervals": INTERVALS})},
+                         "state": STATE, "scores": SCORES, "intervals": INTERVALS})},
                      "tests": {"type": "array", "items": PAIRED_TEST}, "significance": SIGNIFICANCE,
                      "notice": {"type": "string", "description": "Why some pairs were not asked for (the "
                                                                  "hourly bound of a signed-in user); empty "
@@ -243,7 +253,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "results": {"type": "array", "items": _obj({"track": STR, "split": STR, "labels": LABELS, "scores": SCORES,
                                                      "intervals": INTERVALS, "scorer_version": STR,
                                                      "verified": BOOL, "protocol": STR,
-                                                     "fields": FIELD_ANSWERS})}}),
+                                                     "fields": FIELD_ANSWERS, "state": STATE})}}),
     "Method": _obj({
         "id": INT, "name": STR, "team": {"type": "string", "description": "Team slug"}, "description": STR,
         "authors": STR, "paper_url": STR, "code_url": STR, "uses_extra_data": nullable(BOOL), "details": STR,
@@ -300,7 +310,8 @@ SCHEMAS: dict[str, dict[str, Any]] = {
                                                    "metric_specs, method_fields, scorer_version, phases"},
         "rows": {"type": "array", "items": {"type": "object"}, "description": "Ranked as they were; 'top': the "
                                                                               "place among the entries, or null"},
-        "references": {"type": "array", "items": {"type": "object"}}}))})]},
+        "unranked": {"type": "array", "items": {"type": "object"},
+                     "description": "References, paper rows listed apart, rows awaiting a re-score"}}))})]},
     "Manifest": _obj({
         "track": STR, "split": STR,
         "labels_sha256": {"type": "string", "description": "The active labels' version: a result scored against "

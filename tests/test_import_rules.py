@@ -48,7 +48,7 @@ _MATCH_ORDER = ("entry points", "models", "lib", "base", "accounts", "participat
 
 # The imports allowed to run up a floor (at most three), each with its reason.
 ALLOWED_UP: dict[tuple[str, str], str] = {
-    ("leaderboard.benchmarks.bundle_apply", "leaderboard.submissions.lifecycle"):
+    ("leaderboard.benchmarks.bundle_apply", "leaderboard.submissions.new_labels"):
         "a bundle's new labels queue its split's submissions to be re-scored (--allow-rescore)",
 }
 

@@ -44,6 +44,7 @@ from leaderboard.moderation.models import AuditEntry
 from leaderboard.rankings.models import LeaderboardEntry
 from leaderboard.rankings.services import do_load_paper_rows, do_refresh_split, paper_row_fields
 from leaderboard.submissions.models import SplitLimit, Submission
+from leaderboard.submissions.new_labels import do_new_labels
 
 SPLIT_FIELDS = ("description", "is_default", "accepting_submissions", "results_visible_after", "labels_public",
                 "starts_at", "freeze_at", "deadline", "reveal_at_deadline", "board_hidden", "max_published_per_team")
@@ -247,15 +248,6 @@ def _plan_limits(plan: Plan, split: Split | None, spec: SplitSpec) -> None:
                         lambda ctx, pk=old.pk: SplitLimit.objects.filter(pk=pk).delete())
 
 
-def _rescore(split: Split) -> int:
-    """Queue every finished or failed submission of ``split`` that still has its file (bulk queue)."""
-    from leaderboard.submissions import lifecycle
-
-    ids = (Submission.objects.filter(split=split, status__in=["finished", "failed"], file_deleted_at__isnull=True)
-           .exclude(file_key="").values_list("pk", flat=True))
-    return sum(lifecycle.do_enqueue(pk, bulk=True) is not None for pk in ids)
-
-
 @contextmanager
 def _about(bundle: Bundle, key: str) -> Iterator[None]:
     """Labels a track refuses, or files that cannot be read, as one line naming the bundle and the key."""
@@ -267,13 +259,16 @@ def _about(bundle: Bundle, key: str) -> Iterator[None]:
 
 def _load_source(ctx: Context, bundle: Bundle, spec: SplitSpec, replaces: bool) -> None:
     split = _split(bundle.track, spec.name)
+    previous = split.active_labels
     with _about(bundle, f"{spec.labels.key}.source"):
         label_set, created = do_load_labels(split, spec.labels.source, loaded_by=ctx.actor_name,
                                             partition=spec.labels.public_subset)
     if created:
         ctx.stored.append(label_set.storage_key)
+    # Results on the earlier labels: revisions bumped, rows "awaiting re-score", re-scores queued.
+    queued = do_new_labels(split, previous)
     if replaces:
-        ctx.notes.append(f"{split}: labels {label_set.sha256[:12]} active; {_rescore(split)} submissions queued "
+        ctx.notes.append(f"{split}: labels {label_set.sha256[:12]} active; {queued} submissions queued "
                          f"to be re-scored")
 
 

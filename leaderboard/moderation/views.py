@@ -107,6 +107,9 @@ def done_message(sub: Submission, action: str, on: bool = True) -> str:
         return f"{what} is queued to be scored again: its earlier results stay, the new one carries its scorer " \
                "version."
     if action == "cancel":
+        if sub.results.exists():  # lifecycle.do_cancel keeps it counted: its scores were seen
+            return f"{what} is cancelled: scoring stopped; it was scored before, so it still counts against the " \
+                   "team's quota and its earlier results stay."
         return f"{what} is cancelled: scoring stopped and it does not count against the team's quota."
     if action == "publish":
         return (f"{what} is published on the team's behalf: it is its method's row on {sub.split} now." if on else

@@ -24,7 +24,7 @@ from leaderboard.benchmarks.models import Challenge, Split
 from leaderboard.lib.method_fields import declared
 from leaderboard.lib.pagecache import bump
 from leaderboard.rankings.models import ChallengeArchive, LeaderboardEntry
-from leaderboard.rankings.selectors import LeaderboardView, best_first, filtered_entries, ordered_entries
+from leaderboard.rankings.selectors import LeaderboardView, ordered_entries, unranked_entries
 from leaderboard.rankings.services import do_refresh_split, reveal_if_due
 
 MAX_ROWS = 10_000  # as a board's exports
@@ -55,13 +55,14 @@ def _row(entry: LeaderboardEntry, rank: int | None, columns: list[str]) -> dict[
             "published_at": entry.published_at.isoformat(), "fields": dict(entry.fields or {}),
             "scores": {c: entry.scores.get(c) for c in columns if entry.scores.get(c) is not None},
             "intervals": {c: entry.intervals[c] for c in columns if entry.intervals.get(c) is not None},
-            "top": None}
+            "listed_apart": False, "state": entry.state, "top": None}
 
 
 def board_rows(view: LeaderboardView, top: int) -> list[dict[str, Any]]:
     """Every row of ``view``, ranked as its page ranks them (competition ranks over the sort column),
-    then its references (rank None); the first ``top`` places among the challenge's entries (scored
-    rows, not rows copied from papers) marked ``top`` (ties share a place)."""
+    then its unranked rows (rank None: the paper rows listed apart, the references, the rows awaiting a
+    re-score); the first ``top`` places among the challenge's entries (scored rows, not rows copied
+    from papers) marked ``top`` (ties share a place)."""
     columns = view.all_columns
     rows: list[dict[str, Any]] = []
     previous, rank = None, None
@@ -79,8 +80,11 @@ def board_rows(view: LeaderboardView, top: int) -> list[dict[str, Any]]:
             entries, place_value = entries + 1, value
             row["top"] = place if place <= top else None
         rows.append(row)
-    references = filtered_entries(view).filter(is_reference=True).order_by(best_first(view), "name")
-    return rows + [_row(entry, None, columns) for entry in references]
+    apart, references, stale = unranked_entries(view)
+    unranked = [_row(entry, None, columns) for entry in [*apart, *references, *stale]]
+    for row in unranked[:len(apart)]:
+        row["listed_apart"] = True
+    return rows + unranked
 
 
 def _board(view: LeaderboardView, challenge: Challenge) -> dict[str, Any]:

@@ -140,12 +140,18 @@ def archived_rows(archive: ChallengeArchive) -> tuple[list[ArchivedRow], list[Ar
         return ArchivedRow(row, [(row["scores"].get(c), specs.get(c.rpartition("/")[2], default)) for c in columns],
                            [(f.label, f.shown(row["fields"].get(f.name))) for f in fields if f.column])
 
-    ranked = [one(r) for r in archive.rows if not r["reference"]]
-    return ranked, [one(r) for r in archive.rows if r["reference"]]
+    ranked = [one(r) for r in archive.rows if r["rank"] is not None or not _unranked(r)]
+    return ranked, [one(r) for r in archive.rows if r["rank"] is None and _unranked(r)]
 
 
-CSV_HEAD = ["rank", "top", "method", "team", "reported_in_paper", "reference", "uses_extra_data", "verified",
-            "scorer_version", "published_at", "venue", "paper_url", "protocol"]
+def _unranked(row: dict[str, Any]) -> bool:
+    """A row the board listed apart from its ranking: a reference, a paper row of another protocol, a
+    row awaiting its re-score."""
+    return bool(row["reference"] or row.get("listed_apart") or row.get("state", "current") != "current")
+
+
+CSV_HEAD = ["rank", "top", "method", "team", "reported_in_paper", "reference", "listed_apart", "state",
+            "uses_extra_data", "verified", "scorer_version", "published_at", "venue", "paper_url", "protocol"]
 
 
 def archive_csv(archive: ChallengeArchive) -> str:
@@ -159,7 +165,8 @@ def archive_csv(archive: ChallengeArchive) -> str:
         bounds = [r["intervals"].get(c) for c in columns]
         writer.writerow([csv_cell(v) for v in (
             "" if r["rank"] is None else r["rank"], "" if r["top"] is None else r["top"], r["method"], team,
-            r["reported_in_paper"], r["reference"], r["uses_extra_data"], r["verified"], r["scorer_version"],
+            r["reported_in_paper"], r["reference"], r.get("listed_apart", False), r.get("state", "current"),
+            r["uses_extra_data"], r["verified"], r["scorer_version"],
             r["published_at"], r["venue"], r["paper_url"], r["protocol"],
             *(f.shown(r["fields"].get(f.name)) for f in fields),
             *("" if r["scores"].get(c) is None else r["scores"][c] for c in columns),
@@ -172,8 +179,8 @@ def archive_json(archive: ChallengeArchive, links: dict[str, str]) -> dict[str, 
     return {"track": archive.track, "challenge": archive.challenge.name, "title": archive.title,
             "split": archive.split_name, "ended_at": archive.ended_at.isoformat(),
             "archived_at": archive.archived_at.isoformat(), "board": archive.board, **links,
-            "rows": [r for r in archive.rows if not r["reference"]],
-            "references": [r for r in archive.rows if r["reference"]]}
+            "rows": [r for r in archive.rows if r["rank"] is not None or not _unranked(r)],
+            "unranked": [r for r in archive.rows if r["rank"] is None and _unranked(r)]}
 
 
 def archive_bibtex(archive: ChallengeArchive, url: str) -> str:

@@ -36,6 +36,7 @@ from leaderboard.rankings.selectors import (
     significance_json,
     with_units,
 )
+from leaderboard.submissions.models import ResultState
 
 csv_cell = safe_cell  # the exports' cells (leaderboard.lib.csv_cells)
 
@@ -51,11 +52,11 @@ def _method_paper_cells(paper: dict[str, Any] | None) -> tuple[str, str]:
 
 EXPORT_FIELDS = ("id", "name", "method_id", "team_name", "is_anonymous", "is_paper", "is_reference", "paper_note",
                  "paper_url", "venue", "method_paper", "protocol", "uses_extra_data", "is_verified", "scorer_version",
-                 "submission_id", "published_at", "fields", "after_challenge")
+                 "submission_id", "published_at", "state", "fields", "after_challenge")
 # Their names in exports and the API (entry_as_json).
 EXPORT_KEYS = ("entry_id", "method", "method_id", "team", "anonymous", "reported_in_paper", "reference", "note",
                "paper_url", "venue", "method_paper", "protocol", "uses_extra_data", "verified", "scorer_version",
-               "submission_id", "published_at", "fields", "after_challenge")
+               "submission_id", "published_at", "state", "fields", "after_challenge")
 _RANKED_KEYS = ("rank", *EXPORT_KEYS)
 
 
@@ -73,7 +74,8 @@ class ExportRow:
 def export_rows(view: LeaderboardView, limit: int, fmt: str) -> tuple[list[ExportRow], Family]:
     """Every ranked row of the view (up to ``limit``), ranked as ``leaderboard_page`` ranks them,
     then the paper rows listed apart (``"listed_apart": True``, rank None, untested), then its
-    reference rows (``"reference": True``, rank None, untested), with their scores as
+    reference rows (``"reference": True``, rank None, untested), then its rows that are not current
+    (``"state"`` not "current", rank None, untested), with their scores as
     stored for ``fmt`` ("json" or "csv"), and each ranked row's paired test against the row
     above, adjusted over the adjacent pairs of the export's rows.
 
@@ -115,7 +117,9 @@ def export_rows(view: LeaderboardView, limit: int, fmt: str) -> tuple[list[Expor
     ranked = len(rows)
     apart = apart_rows(view.split, view.protocol)
     unranked = [(True, filtered_entries(view).filter(apart, is_reference=False))] if apart is not None else []
-    for listed_apart, entries in [*unranked, (False, filtered_entries(view).filter(is_reference=True))]:
+    stale_rows = filtered_entries(view).filter(is_reference=False).exclude(state=ResultState.CURRENT)
+    for listed_apart, entries in [*unranked, (False, filtered_entries(view).filter(is_reference=True)),
+                                  (False, stale_rows)]:
         for fields in entries.order_by(best_first(view), "name").values_list(*EXPORT_FIELDS):
             add(None, list(fields), listed_apart)
     for pk, scores, bounds in (LeaderboardEntry.objects.filter(pk__in=stale).values_list("pk", "scores", "intervals")
@@ -135,7 +139,7 @@ def export_rows(view: LeaderboardView, limit: int, fmt: str) -> tuple[list[Expor
 CSV_HEAD = ["rank", "method", "team", "reported_in_paper", "uses_extra_data", "verified", "scorer_version",
             "published_at", "venue", "paper_url", "protocol", "reference", "adjusted_p_value",
             "no_significant_difference_from_row_above", "listed_apart", "labels", "method_paper", "method_paper_url",
-            "after_challenge"]
+            "state", "after_challenge"]
 
 
 def csv_header(columns: list[str], fields: list[MethodField]) -> list[str]:
@@ -166,7 +170,8 @@ def csv_text(view: LeaderboardView, rows: list[ExportRow], fields: list[MethodFi
                                                f["published_at"].isoformat(), f["venue"], f["paper_url"],
                                                f["protocol"], f["reference"], *_significance_cells(f),
                                                f["listed_apart"], scored_on if not f["reported_in_paper"] else "real",
-                                               *_method_paper_cells(f["method_paper"]), f["after_challenge"],
+                                               *_method_paper_cells(f["method_paper"]), f["state"],
+                                               f["after_challenge"],
                                                *(field.shown(answers.get(field.name)) for field in fields))])
         buffer.write(r.scores)  # numbers only, stored as CSV cells when the row was written
         buffer.write("\r\n")
@@ -174,13 +179,16 @@ def csv_text(view: LeaderboardView, rows: list[ExportRow], fields: list[MethodFi
 
 
 def json_text(head: dict[str, Any], rows: list[ExportRow]) -> str:
-    """The JSON export: ``head``, then the ranked rows, the paper rows listed apart and the references,
-    each row's stored scores joined to its fields."""
-    ranked = [r for r in rows if not r.fields["reference"] and not r.fields["listed_apart"]]
+    """The JSON export: ``head``, then the ranked rows, the paper rows listed apart, the references and
+    the rows that are not current, each row's stored scores joined to its fields."""
+    current = [r for r in rows if r.fields["state"] == ResultState.CURRENT]
+    ranked = [r for r in current if not r.fields["reference"] and not r.fields["listed_apart"]]
     apart = [r for r in rows if r.fields["listed_apart"]]
-    references = [r for r in rows if r.fields["reference"]]
+    references = [r for r in current if r.fields["reference"]]
+    not_current = [r for r in rows if r.fields["state"] != ResultState.CURRENT]
     # ``r.scores`` holds the members ``"scores": {..}, "intervals": {..}`` (``models.export_texts``);
     # orjson writes each row's fields (``published_at`` as ISO 8601) 5-10x faster than json.dumps.
-    body, aside, refs = (", ".join(f"{orjson.dumps(r.fields).decode()[:-1]}, {r.scores}}}" for r in part)
-                         for part in (ranked, apart, references))
-    return f'{json.dumps(head)[:-1]}, "rows": [{body}], "apart": [{aside}], "references": [{refs}]}}'
+    body, aside, refs, stale = (", ".join(f"{orjson.dumps(r.fields).decode()[:-1]}, {r.scores}}}" for r in part)
+                                for part in (ranked, apart, references, not_current))
+    return (f'{json.dumps(head)[:-1]}, "rows": [{body}], "apart": [{aside}], "references": [{refs}], '
+            f'"not_current": [{stale}]}}')

@@ -10,7 +10,7 @@ from django.db import models
 from django.utils import timezone
 
 from leaderboard.benchmarks.models import Challenge, Split
-from leaderboard.submissions.models import Method, Result, Submission
+from leaderboard.submissions.models import Method, Result, ResultState, Submission
 
 ANONYMOUS_LABEL = "Anonymous (under review)"
 
@@ -71,15 +71,22 @@ class LeaderboardEntry(models.Model):
     (``is_anonymous``) has an empty ``team_name``: the copy never holds the team.
     ``scores`` is flat: ``"<metric>"`` overall, ``"<group>/<metric>"`` per group;
     an undefined value is an absent key (never a JSON null, which SQLite would
-    sort as 0).
+    sort as 0). ``state``: whether the row's result is current on the split's
+    labels (``ResultState``); a row that is not is listed apart, never ranked
+    or tested (``selectors.unranked_entries``).
+
+    The submission and result a row shows cannot be deleted under it (RESTRICT:
+    a maintainer withdraws, hides or disqualifies the submission first); deleting
+    its method or team takes the row with them.
     """
 
     split = models.ForeignKey(Split, on_delete=models.CASCADE, related_name="entries")
     method = models.ForeignKey(Method, on_delete=models.CASCADE, null=True, blank=True,
                                related_name="entries")
-    submission = models.ForeignKey(Submission, on_delete=models.SET_NULL, null=True, blank=True,
+    submission = models.ForeignKey(Submission, on_delete=models.RESTRICT, null=True, blank=True,
                                    related_name="+")
-    result = models.ForeignKey(Result, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    result = models.ForeignKey(Result, on_delete=models.RESTRICT, null=True, blank=True, related_name="+")
+    state = models.CharField(max_length=16, choices=ResultState.choices, default=ResultState.CURRENT, blank=True)
     name = models.CharField(max_length=200)
     team_name = models.CharField(max_length=100, blank=True)
     is_paper = models.BooleanField(default=False)
@@ -153,6 +160,12 @@ class PairedTest(models.Model):
     each pair is asked once. ``requested_by``: the user whose compare page
     asked for it (counted against their hourly bound), None when a board
     change did; ``sent_at``: when it was last handed to the broker.
+
+    ``revision_a`` and ``revision_b``: the ``Result.revision`` of each result
+    when the test was last sent. Findings are shown only while both still are
+    the results' revisions; a bump makes the test invalid and asks it again
+    (``paired_revisions.do_invalidate_tests``), and until the new answer
+    ``invalidated_at`` says it is being recomputed.
     """
 
     result_a = models.ForeignKey(Result, on_delete=models.CASCADE, related_name="+")
@@ -165,6 +178,9 @@ class PairedTest(models.Model):
     requested_at = models.DateTimeField(default=timezone.now)
     sent_at = models.DateTimeField(null=True, blank=True)
     computed_at = models.DateTimeField(null=True, blank=True)
+    revision_a = models.PositiveIntegerField(default=1)
+    revision_b = models.PositiveIntegerField(default=1)
+    invalidated_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["result_a", "result_b"], name="one_paired_test_per_pair")]

@@ -18,6 +18,10 @@ Who asks:
 
 Reading a page never asks: a visitor sees what is computed and which pairs are not yet.
 
+A test belongs to the two results' revisions it was sent with (``paired_revisions``): once either
+result changes, its answer is not shown ("being recomputed") and it is asked again. Rows whose
+result predates the split's labels (awaiting re-score, re-score failed) are never tested.
+
 What pages say (``board_verdicts``, ``compare_verdicts``): p-values shown
 together are Holm-adjusted over a named family (``multiplicity``): on a board,
 the adjacent pairs of the rows shown, on the sorted column; on the compare
@@ -38,7 +42,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
-from django.db.models import FloatField, Q
+from django.db.models import F, FloatField, Q
 from django.db.models.fields.json import KeyTextTransform, KeyTransform
 from django.db.models.functions import Cast
 from django.utils import timezone
@@ -48,7 +52,8 @@ from leaderboard.benchmarks.models import Split
 from leaderboard.lib.pagecache import bump
 from leaderboard.rankings.models import LeaderboardEntry, PairedTest, export_columns
 from leaderboard.rankings.multiplicity import LEVEL, holm
-from leaderboard.submissions.models import Result
+from leaderboard.rankings.paired_revisions import DONE, PENDING, RECOMPUTING, status
+from leaderboard.submissions.models import Result, ResultState
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +110,8 @@ def list_board_pairs(split: Split) -> set[Pair]:
     primary_sign = 1 if split.benchmark.metric_spec(primary).lower_is_better else -1
     rows = [(pk, result_id, testable_units(labels, scorer, partition), scores, published_at, extra)
             for pk, result_id, labels, scorer, partition, scores, published_at, extra in
-            LeaderboardEntry.objects.filter(split=split, is_paper=False, result__isnull=False).values_list(
+            LeaderboardEntry.objects.filter(split=split, is_paper=False, result__isnull=False,
+                                            state=ResultState.CURRENT).values_list(
                 "pk", "result_id", "result__labels_sha256", "result__scorer_version", "result__partition",
                 "scores", "published_at", "uses_extra_data")]
     rows = [r for r in rows if r[2] is not None]
@@ -149,11 +155,12 @@ def _ask(pairs: Iterable[Pair], requested_by: Any) -> list[int]:
             if created:
                 ids.append(test.pk)
         if ids:
-            transaction.on_commit(lambda: _send_all(ids), robust=True)
+            transaction.on_commit(lambda: send_all(ids), robust=True)
     return ids
 
 
-def _send_all(ids: list[int]) -> None:
+def send_all(ids: list[int]) -> None:
+    """Send the requests of the tests ``ids`` (after the transaction that asked them commits)."""
     # The first refusal stops the round: with the broker down each send waits for its retries, and a
     # new row may bring dozens of pairs. What is left unsent goes at the next change of the split.
     for pk in ids:
@@ -196,6 +203,8 @@ def do_send_test(test_id: int) -> bool:
             .filter(pk=test_id, computed_at__isnull=True).first())
     if test is None:  # answered or gone meanwhile: nothing to send
         return True
+    if not _testable_now(test.result_a, test.result_b):  # its re-score's bump sends it again
+        return True
     track = test.result_a.submission.split.benchmark.track
     request = contracts.PairedTestRequest(
         schema=contracts.SCHEMA_VERSION, test_id=test.pk, revision_a=test.result_a.revision,
@@ -209,8 +218,19 @@ def do_send_test(test_id: int) -> bool:
     except Exception as exc:  # the broker's errors are many; the test stays unsent
         log.warning("Could not send paired test %s (%s)", test.pk, exc)
         return False
-    PairedTest.objects.filter(pk=test.pk).update(sent_at=timezone.now())
+    PairedTest.objects.filter(pk=test.pk).update(sent_at=timezone.now(), revision_a=test.result_a.revision,
+                                                 revision_b=test.result_b.revision)
     return True
+
+
+def _testable_now(a: Result, b: Result) -> bool:
+    """Whether two results can be tested now: the same labels and scorer, and both scored on their
+    split's active labels (a result awaiting its re-score is never tested)."""
+    units = testable_units(a.labels_sha256, a.scorer_version, a.partition)
+    if units is None or units != testable_units(b.labels_sha256, b.scorer_version, b.partition):
+        return False
+    active = a.submission.split.active_labels
+    return active is None or all(r.labels_id in (None, active.pk) for r in (a, b))
 
 
 def _outcomes_key(track: str, result: Result) -> str:
@@ -252,7 +272,8 @@ def record_paired_test(*, test_id: int, revision_a: int, revision_b: int, findin
         if row.computed_at is not None:
             return  # answered already (a second answer to one request)
         PairedTest.objects.filter(pk=test_id).update(findings=kept, resamples=int(resamples), error=str(error)[:200],
-                                                     computed_at=timezone.now())
+                                                     computed_at=timezone.now(), invalidated_at=None,
+                                                     revision_a=revision_a, revision_b=revision_b)
         bump(row.result_a.submission.split.benchmark.track)
 
 
@@ -276,7 +297,8 @@ def _finding(found: dict[str, Any]) -> dict[str, Any]:
 @dataclass
 class Verdict:
     """One pair's test on one key as a page shows it (x - y): ``status`` "done", "pending" (asked,
-    not answered), "not_requested" or "unavailable" (``reason`` says why); ``p_value`` raw,
+    not answered), "recomputing" (one of the two results changed since its answer, which is not
+    shown), "not_requested" or "unavailable" (``reason`` says why); ``p_value`` raw,
     ``adjusted_p_value`` Holm's over the page's family; ``significant`` when that is below LEVEL."""
 
     status: str
@@ -311,7 +333,7 @@ class Family:
 def _adjust(verdicts: Sequence[Verdict | None]) -> tuple[int, int]:
     """Holm over the verdicts that are tests (done with a p-value, pending or not asked yet):
     fills ``adjusted_p_value`` and ``significant`` of the done ones; returns (tests, not computed)."""
-    family = [v for v in verdicts if v is not None and v.status in ("done", "pending", "not_requested")]
+    family = [v for v in verdicts if v is not None and v.status in (DONE, PENDING, RECOMPUTING, "not_requested")]
     adjusted = holm([v.p_value if v.status == "done" and v.p_value is not None else 1.0 for v in family])
     for verdict, p in zip(family, adjusted):
         if verdict.status == "done":
@@ -319,9 +341,9 @@ def _adjust(verdicts: Sequence[Verdict | None]) -> tuple[int, int]:
     return len(family), sum(v.status != "done" for v in family)
 
 
-def _p_values(pairs: set[Pair], key: str, split_id: int) -> dict[Pair, tuple[bool, str, float | None]]:
-    """(computed, error, raw p-value on ``key``) of each of ``pairs`` that was asked, reading the one
-    number from each stored test (a board's export may span thousands of tests)."""
+def _p_values(pairs: set[Pair], key: str, split_id: int) -> dict[Pair, tuple[str, str, float | None]]:
+    """(``paired_revisions.status``, error, raw p-value on ``key``) of each of ``pairs`` that was asked,
+    reading the one number from each stored test (a board's export may span thousands of tests)."""
     if not pairs:
         return {}
     p_value = Cast(KeyTextTransform("p_value", KeyTransform(key, "findings")), FloatField())
@@ -333,9 +355,11 @@ def _p_values(pairs: set[Pair], key: str, split_id: int) -> dict[Pair, tuple[boo
         tests = tests.filter(named)
     else:
         tests = tests.filter(result_a__submission__split_id=split_id)
-    return {(a, b): (computed_at is not None, error, p)
-            for a, b, computed_at, error, p in tests.values_list("result_a_id", "result_b_id", "computed_at",
-                                                                   "error", "p") if (a, b) in pairs}
+    fields = ("result_a_id", "result_b_id", "computed_at", "invalidated_at", "revision_a", "revision_b",
+              "result_a__revision", "result_b__revision", "error", "p")
+    return {(a, b): (status(computed_at is not None, invalidated_at is not None, (ra, rb), (now_a, now_b)), error, p)
+            for a, b, computed_at, invalidated_at, ra, rb, now_a, now_b, error, p in tests.values_list(*fields)
+            if (a, b) in pairs}
 
 
 def board_verdicts(rungs: Sequence[Rung], key: str, split_id: int, over: str) -> tuple[list[Verdict | None], Family]:
@@ -349,11 +373,11 @@ def board_verdicts(rungs: Sequence[Rung], key: str, split_id: int, over: str) ->
         if pair is None:
             verdicts.append(None)
             continue
-        computed, error, p = found.get(pair, (False, "", None))
+        state, error, p = found.get(pair, (PENDING, "", None))
         if pair not in found:
             verdicts.append(Verdict("not_requested"))
-        elif not computed:
-            verdicts.append(Verdict("pending"))
+        elif state != DONE:
+            verdicts.append(Verdict(state))
         elif error or p is None:
             verdicts.append(Verdict("unavailable", reason=error or "undefined on these results"))
         else:
@@ -394,13 +418,17 @@ def _named_tests(pairs: set[Pair]) -> list[PairedTest]:
     named = Q()
     for a, b in pairs:
         named |= Q(result_a_id=a, result_b_id=b)
-    return list(PairedTest.objects.filter(named))
+    return list(PairedTest.objects.filter(named).annotate(now_a=F("result_a__revision"), now_b=F("result_b__revision")))
 
 
 def _compare_pair(x: LeaderboardEntry, y: LeaderboardEntry) -> tuple[Pair | None, str]:
     """The pair of results to test, or None and why not."""
     if x.result is None or y.result is None:
         return None, "reported in a paper: no per-unit results to test"
+    stale = [e for e in (x, y) if e.state != ResultState.CURRENT]
+    if stale:
+        return None, "; ".join(f"{e.name} is {e.get_state_display()}: its scores are from the split's earlier "
+                               "labels" for e in stale)
     if x.result.partition or y.result.partition:
         return None, "scored on a public subset or its private remainder: no paired test yet"
     units = [testable_units(r.labels_sha256, r.scorer_version, r.partition) for r in (x.result, y.result)]
@@ -412,8 +440,10 @@ def _compare_pair(x: LeaderboardEntry, y: LeaderboardEntry) -> tuple[Pair | None
 def _compare_verdict(x: LeaderboardEntry, test: PairedTest | None, key: str, reason: str) -> Verdict:
     if test is None:
         return Verdict("not_requested")
-    if test.computed_at is None:
-        return Verdict("pending")
+    state = status(test.computed_at is not None, test.invalidated_at is not None,
+                   (test.revision_a, test.revision_b), (test.now_a, test.now_b))  # type: ignore[attr-defined]
+    if state != DONE:
+        return Verdict(state)
     found = test.findings.get(key)
     if test.error or not found or found.get("p_value") is None:
         return Verdict("unavailable", reason=test.error or "undefined on these results")

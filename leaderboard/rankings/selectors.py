@@ -17,6 +17,10 @@ are listed apart (``reference_entries``), never ranked, never a chart's best or
 median, and drawn on charts as lines. Paper rows of another protocol, and every paper
 row on a split with synthetic labels, are listed apart too (``apart_entries``; the rule:
 ``like_with_like``).
+
+Rows whose result predates the split's current labels (``state`` "awaiting re-score" or "re-score
+failed": ``submissions.result_state``) are not contestants either: they stay on the board, listed
+apart and marked (``unranked_entries``), never ranked, tested, a chart's best or median, or a record.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from leaderboard.rankings.models import (
 )
 from leaderboard.rankings.numbers import best, is_better
 from leaderboard.rankings.paired_tests import Family, Rung, Verdict, board_verdicts, testable_units
+from leaderboard.submissions.models import ResultState
 
 PAGE_SIZE = 50
 
@@ -208,9 +213,10 @@ def filtered_entries(view: LeaderboardView) -> QuerySet[LeaderboardEntry]:
 
 
 def contestants(view: LeaderboardView) -> QuerySet[LeaderboardEntry]:
-    """The view's rows that are ranked: every row but the references and the rows listed apart."""
+    """The view's rows that are ranked: every row but the references, the rows listed apart and the
+    rows not current."""
     apart = apart_rows(view.split, view.protocol)
-    entries = filtered_entries(view).filter(is_reference=False)
+    entries = filtered_entries(view).filter(is_reference=False, state=ResultState.CURRENT)
     return entries if apart is None else entries.exclude(apart)
 
 
@@ -220,15 +226,19 @@ def apart_entries(view: LeaderboardView) -> list[LeaderboardEntry]:
     return unranked_entries(view)[0]
 
 
-def unranked_entries(view: LeaderboardView) -> tuple[list[LeaderboardEntry], list[LeaderboardEntry]]:
-    """The view's rows that are not ranked, in one query: the paper rows listed apart and the
-    references, each best first on its sort column (missing values last), then by name."""
+def unranked_entries(view: LeaderboardView) -> tuple[list[LeaderboardEntry], list[LeaderboardEntry],
+                                                     list[LeaderboardEntry]]:
+    """The view's rows that are not ranked, in one query: the paper rows listed apart, the references,
+    and the rows whose result predates the split's current labels (awaiting re-score, or re-score
+    failed: their earlier scores), each best first on its sort column (missing values last), then by name."""
     apart = apart_rows(view.split, view.protocol)
     value = score_expression(view.sort)
-    chosen = Q(is_reference=True) if apart is None else Q(is_reference=True) | apart
-    rows = list(filtered_entries(view).filter(chosen).annotate(sort_value=value)
-                .order_by(value.desc(nulls_last=True), "name"))
-    return [e for e in rows if not e.is_reference], [e for e in rows if e.is_reference]
+    chosen = Q(is_reference=True) | ~Q(state=ResultState.CURRENT)
+    rows = list(filtered_entries(view).filter(chosen if apart is None else chosen | apart).annotate(sort_value=value)
+                .order_by(best_first(view), "name"))
+    stale = [e for e in rows if not e.is_reference and e.state != ResultState.CURRENT]
+    return ([e for e in rows if not e.is_reference and e.state == ResultState.CURRENT],
+            [e for e in rows if e.is_reference], stale)
 
 
 def best_first(view: LeaderboardView) -> Any:
@@ -369,6 +379,7 @@ def entry_as_json(row: RankedRow, columns: list[str]) -> dict[str, Any]:
             "protocol": e.protocol, "uses_extra_data": e.uses_extra_data,
             "verified": e.is_verified, "scorer_version": e.scorer_version, "submission_id": e.submission_id,
             "published_at": e.published_at.isoformat(), "fields": e.fields, "after_challenge": e.after_challenge,
+            "state": e.state,
             "scores": {c: e.scores.get(c) for c in columns},
             "intervals": {c: e.intervals[c] for c in columns if e.intervals.get(c) is not None},
             **significance_json(row.versus_above, row.above_id)}
@@ -439,7 +450,7 @@ def group_profile(split: Split, metric: str) -> dict[str, dict[str, float | None
     spec = split.benchmark.spec
     metric_spec = split.benchmark.metric_spec(metric)
     values: dict[str, list[float]] = {g: [] for g in spec.groups}
-    ranked = LeaderboardEntry.objects.filter(split=split, is_reference=False)
+    ranked = LeaderboardEntry.objects.filter(split=split, is_reference=False, state=ResultState.CURRENT)
     apart = apart_rows(split, "")
     for scores in (ranked if apart is None else ranked.exclude(apart)).values_list("scores", flat=True):
         for g in spec.groups:

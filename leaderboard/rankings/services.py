@@ -39,8 +39,13 @@ def refresh_entry(method: Any, split: Split, *, ask_tests: bool = True) -> Leade
     A row whose submission was uploaded by a user banned from the benchmark (or everywhere) is
     dropped too (``participation``). Once it commits, the paired tests the split's boards now show are asked
     (``paired_tests.do_ask_board_tests``) unless ``ask_tests`` is off (the caller asks once for many rows).
+
+    The row carries its result's state (``result_state``): a result scored on labels other than the
+    split's active ones is "awaiting re-score", or "re-score failed" once its re-score on them failed;
+    such a row stays on the board, listed apart, never ranked or tested. The freeze holds scores, not
+    that: a held row's state follows the labels too.
     """
-    from leaderboard.submissions.models import Result, Submission, shown_result
+    from leaderboard.submissions.models import Result, Submission, result_state, shown_result
 
     with transaction.atomic():
         # Every branch below changes (or may change) the row; cached pages move on commit.
@@ -55,11 +60,15 @@ def refresh_entry(method: Any, split: Split, *, ask_tests: bool = True) -> Leade
             LeaderboardEntry.objects.filter(method=method, split=split).delete()
             return None
         anonymous = type(method).objects.filter(pk=method.pk, is_anonymous=True).exists()
+        active = split.label_sets.filter(is_active=True).values_list("pk", flat=True).first()
         if phases.board_is_held(split):
             # The freeze holds a row's scores, not who it is: a method revealed meanwhile names its team now.
             held = LeaderboardEntry.objects.filter(method=method, split=split)
             if not anonymous:
                 held.filter(is_anonymous=True).update(team_name=published.team.name, is_anonymous=False)
+            row = held.select_related("result").first()
+            if row is not None and row.result is not None:
+                held.update(state=result_state(row.result, published, active))
             return held.first()
         scores = flatten_scores(result.metrics, result.breakdown)
         spec = split.benchmark.spec
@@ -76,6 +85,7 @@ def refresh_entry(method: Any, split: Split, *, ask_tests: bool = True) -> Leade
                       "primary_score": scores.get(spec.primary_metric), "scores": scores,
                       "intervals": {k: v for k, v in result.scene_intervals.items() if v is not None},
                       "scorer_version": result.scorer_version, "is_paper": False,
+                      "state": result_state(result, published, active),
                       "protocol": spec.protocols[0].key if spec.protocols else ""})
         if created:
             row_published.send(sender=LeaderboardEntry, entry=entry)

@@ -76,7 +76,8 @@ def _iou_links(view: LeaderboardView) -> list[tuple[str, str, bool]]:
 
 
 def _reference_rows(view: LeaderboardView, references: list[LeaderboardEntry], apart: bool = False) -> list[RankedRow]:
-    """Unranked rows of the board (references, or with ``apart`` the paper rows listed apart)."""
+    """Unranked rows of the board (references, the rows not current, or with ``apart`` the paper rows
+    listed apart)."""
     specs = view.column_specs
     return [RankedRow(rank=None, entry=e, cells=[e.scores.get(c) for c in view.columns],
                       bounds=[e.intervals.get(c) for c in view.columns], headers=view.headers, apart=apart,
@@ -88,14 +89,14 @@ def _reference_rows(view: LeaderboardView, references: list[LeaderboardEntry], a
 def leaderboard(request: HttpRequest, track: str) -> HttpResponse:
     view = _view(request, track)
     page = leaderboard_page(view)
-    apart, references = unranked_entries(view)
+    apart, references, stale = unranked_entries(view)
     spec = view.split.benchmark.spec
     challenges = challenge_states(view.split.benchmark)
     context = {"benchmark": view.split.benchmark, "split": view.split, "splits": view.split.benchmark.splits.all(),
                "tabs": host_pages.tabs(view.split.benchmark), "challenges": challenges,
                "archives": [c for c in challenges if c.archive is not None],
                "view": view, "spec": spec, "page": page, "references": _reference_rows(view, references),
-               "apart": _reference_rows(view, apart, apart=True),
+               "apart": _reference_rows(view, apart, apart=True), "stale": _reference_rows(view, stale),
                "sort_links": [(h, c, view.sort_query(c)) for h, c in zip(view.headers, view.columns)],
                "metric_spec": view.spec_of(view.metric), "sort_spec": view.spec_of(view.sort),
                "progress_chart": charts.progress(best_over_time(view), f"Best {view.metric} over time",
@@ -316,7 +317,7 @@ def compare(request: HttpRequest, track: str) -> HttpResponse:
                         metric=view.metric, group_label=spec.group_label,
                         references=[(e.name, [e.scores.get(f"{g}/{view.metric}") for g in spec.groups])
                                     for e in entries if e.is_reference], spec=metric_spec) if len(entries) >= 2 else ""
-    apart, references = unranked_entries(view)
+    apart, references, _ = unranked_entries(view)  # rows not current are compared only when linked
     candidates = list(ordered_entries(view)[:200]) + apart + references
     names = {e.pk: e.name for e in entries}
     tests, family, notice = _pair_tests(request, track, entries, view.metric)
@@ -390,7 +391,7 @@ def api_leaderboard(request: HttpRequest, track: str) -> JsonResponse:
         return api_error(f"Expected iou to be one of {', '.join(thresholds.thresholds(spec)) or 'nothing'} "
                          f"(IoU thresholds of {track}), but got {request.GET['iou']!r}.", 400)
     page = leaderboard_page(view)
-    apart, references = unranked_entries(view)
+    apart, references, stale = unranked_entries(view)
     return JsonResponse({"track": track, "split": view.split.name, "primary_metric": spec.primary_metric,
                          "metrics": list(spec.metrics), "metric_specs": metric_specs_json(view.split.benchmark),
                          "method_fields": [f.as_json() for f in view.method_fields],
@@ -406,7 +407,9 @@ def api_leaderboard(request: HttpRequest, track: str) -> JsonResponse:
                          "apart": [entry_as_json(row, view.all_columns)
                                    for row in _reference_rows(view, apart, apart=True)],
                          "references": [entry_as_json(row, view.all_columns)
-                                        for row in _reference_rows(view, references)]})
+                                        for row in _reference_rows(view, references)],
+                         "not_current": [entry_as_json(row, view.all_columns)
+                                         for row in _reference_rows(view, stale)]})
 
 
 def _scores_of(split: Split) -> str:
@@ -433,6 +436,7 @@ def api_method(request: HttpRequest, pk: int) -> JsonResponse:
                      "scores": e.scores, "intervals": e.intervals,
                      "scorer_version": e.scorer_version, "verified": e.is_verified, "protocol": e.protocol,
                      "fields": e.fields,
+                     "state": e.state,
                      "drilldown": drills[e.pk].as_json() if drills[e.pk] else None}
                     for e in entries]})
 
@@ -448,6 +452,7 @@ def api_compare(request: HttpRequest, track: str) -> JsonResponse:
                          "entries": [{"entry_id": e.pk, "method": e.name, "reported_in_paper": e.is_paper,
                                       "reference": e.is_reference, "protocol": e.protocol,
                                       "other_protocol": is_other_protocol(view.split, e.protocol),
+                                      "state": e.state,
                                       "scores": {c: e.scores.get(c) for c in view.all_columns},
                                       "intervals": {c: e.intervals[c] for c in view.all_columns
                                                     if e.intervals.get(c) is not None}}

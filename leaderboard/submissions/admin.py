@@ -1,3 +1,5 @@
+from typing import Any
+
 from django.contrib import admin
 
 from leaderboard.moderation.admin_audit import AuditedAdmin
@@ -33,6 +35,25 @@ class SubmissionAdmin(AuditedAdmin):
     readonly_fields = ("status", "failure_kind", "quota", "status_detail", "progress", "attempt", "file_key",
                        "predictions_sha256", "labels", "queued_at", "started_at", "finished_at", "is_published")
     inlines = [ResultInline]
+
+    def get_readonly_fields(self, request: Any, obj: Submission | None = None) -> Any:
+        # A published submission is its method's row on its split: moving it to another method, split or
+        # team would move the row past the rules (and the selection lock).
+        if obj is not None and obj.is_published:
+            return (*self.readonly_fields, "team", "method", "split")
+        return self.readonly_fields
+
+    def get_deleted_objects(self, objs: Any, request: Any) -> Any:
+        """A submission shown by a board row cannot be deleted under it (the row's submission is RESTRICT):
+        the page lists the row and says how to take it off the board first."""
+        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
+        from leaderboard.rankings.models import LeaderboardEntry
+
+        for row in LeaderboardEntry.objects.filter(submission__in=list(objs)).select_related("submission", "split"):
+            protected.append(f"Submission #{row.submission_id} is the published row of {row.name} on {row.split}: "
+                             "withdraw it on the moderation desk with a reason (for the team, once its selection "
+                             "is locked), or hide or disqualify it there; then it can be deleted.")
+        return deleted, counts, perms_needed, protected
 
 
 @admin.register(QuotaOverride)

@@ -30,6 +30,7 @@ Nothing is lost on the way:
 from __future__ import annotations
 
 import logging
+import re
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -46,7 +47,8 @@ from leaderboard.celery import count_refused
 from leaderboard.lib import storage
 from leaderboard.rankings.services import refresh_entry
 from leaderboard.submissions import broker, notifications
-from leaderboard.submissions.models import Result, Submission, Upload
+from leaderboard.submissions.models import Result, ResultState, Submission, Upload
+from leaderboard.submissions.result_state import do_bump_revisions
 
 log = logging.getLogger(__name__)
 Status = Submission.Status
@@ -69,6 +71,18 @@ TRANSITIONS: dict[str, set[str]] = {
 }
 
 PLATFORM_REFUND_NOTE = "It does not count against your quota."
+# What a platform failure's message says of the quota (the workers' messages say it too) when the
+# submission stays counted: it was scored before, and its earlier result stays.
+_REFUND_CLAIM = re.compile(r"\b([Ii])t does not count against (your|the) quota")
+
+
+def quota_note(message: str, quota: str) -> str:
+    """``message`` with its claim of a refund made true of ``quota``: a submission that keeps
+    counting (it had a result) is said to count, never to be refunded."""
+    if quota == Quota.REFUNDED:
+        return message
+    return _REFUND_CLAIM.sub(lambda m: f"{m[1]}t still counts against {m[2]} quota, as it was scored before "
+                                       "(its earlier result stays)", message)
 
 
 def fault_hold(name: str) -> None:
@@ -133,13 +147,26 @@ def do_fail(submission: Submission | int, kind: str, message: str, *, attempt: i
         kind = Kind.PLATFORM_ERROR
     with transaction.atomic():
         current = Submission.objects.select_for_update().get(pk=pk)
+        quota = quota_after_failure(current, kind)
         failed = do_transition(pk, Status.FAILED, attempt=attempt, allow=allow, failure_kind=kind,
-                               status_detail=message[:5000], quota=quota_after_failure(current, kind))
+                               status_detail=quota_note(message, quota)[:5000], quota=quota)
         if failed is not None:
             transaction.on_commit(lambda: broker.forget_attempt(pk))
             if notify:
                 transaction.on_commit(lambda: notifications.send_outcome(pk))
+            if failed.is_published:
+                _row_after_failure(failed)
     return failed
+
+
+def _row_after_failure(failed: Submission) -> None:
+    """A published submission failed: its row says so if the failure was its re-score on the split's
+    current labels (its scores are from earlier ones), and the maintainers are told why."""
+    entry = refresh_entry(failed.method, failed.split)
+    if entry is not None and entry.state == ResultState.RESCORE_FAILED:
+        log.error("The re-score of published submission %s (%s on %s) failed on the split's current labels: %s",
+                  failed.pk, failed.method.name, failed.split, failed.status_detail)
+        transaction.on_commit(lambda: notifications.send_rescore_failed(failed.pk))
 
 
 def do_cancel(submission_id: int, detail: str) -> Submission | None:
@@ -276,17 +303,20 @@ def record_result(*, submission_id: int, attempt: int, result: dict[str, Any], s
         if not submission.predictions_sha256:
             # Files joined by the object store were never read by the site.
             Submission.objects.filter(pk=submission.pk).update(predictions_sha256=result["predictions_sha256"])
-        rows = [Result.objects.update_or_create(
+        written = [Result.objects.update_or_create(
             submission=submission, scorer_version=one["scorer_version"], partition=one.get("partition", ""),
-            defaults={"labels_sha256": one["labels_sha256"],
+            defaults={"labels_sha256": one["labels_sha256"], "labels_id": submission.labels_id,
                       "predictions_sha256": one["predictions_sha256"],
                       "metrics": one["metrics"], "breakdown": one["breakdown"],
                       "details": one.get("details", {}), "warnings": one.get("warnings", []),
                       "intervals": one.get("intervals") or {}, "bootstrap": one.get("bootstrap") or {},
-                      "seconds": seconds, "device": device, "worker": worker[:200]})[0]
-                for one in [result, *(more_results or [])]]
-        stored = rows[0]
-        _follow_deferred(rows)
+                      "seconds": seconds, "device": device, "worker": worker[:200]})
+                   for one in [result, *(more_results or [])]]
+        # A re-score with the same scorer overwrote these rows: what they say changed.
+        do_bump_revisions([row.pk for row, created in written if not created],
+                          f"submission {submission_id} re-scored (attempt {attempt})")
+        stored = written[0][0]
+        _follow_deferred([row for row, _ in written])  # asks for them at the revision current on commit
         if submission.is_published:
             refresh_entry(submission.method, submission.split)
         fault_hold("record-result")  # fault-injection tests: a kill lands inside the transaction
@@ -367,6 +397,7 @@ def record_intervals(*, submission_id: int, result_id: int, revision: int, inter
             _intervals_failed(result, error[:300], retry)
             return False
         Result.objects.filter(pk=result.pk).update(intervals=intervals, bootstrap=bootstrap)
+        do_bump_revisions([result.pk], f"intervals of submission {submission_id} arrived")
         submission = result.submission
         if submission.is_published:
             refresh_entry(submission.method, submission.split)
@@ -390,6 +421,7 @@ def _intervals_failed(result: Result, error: str, retry: bool) -> None:
                "submission computes them.")
     Result.objects.filter(pk=result.pk).update(bootstrap={**kept, "unavailable": error},
                                                warnings=[*result.warnings, warning])
+    do_bump_revisions([result.pk], f"intervals of submission {result.submission_id} given up")
     submission = result.submission
     if submission.is_published:
         refresh_entry(submission.method, submission.split)
@@ -404,7 +436,8 @@ def record_failure(*, submission_id: int, attempt: int, kind: str, message: str)
     """
     failed = do_fail(submission_id, kind, message, attempt=attempt, notify=True)
     if failed is not None and failed.failure_kind == Kind.PLATFORM_ERROR:
-        log.error("Submission %s attempt %s failed as a platform error: %s", submission_id, attempt, message)
+        log.error("Submission %s attempt %s failed as a platform error: %s", submission_id, attempt,
+                  failed.status_detail)
     return failed
 
 

@@ -160,7 +160,10 @@ class Result(models.Model):
 
     submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="results")
     scorer_version = models.CharField(max_length=40)
+    # The worker's checksum of the labels it read, and the labels version the attempt was sent with: a
+    # result whose ``labels`` are not its split's active ones predates them (``result_state``).
     labels_sha256 = models.CharField(max_length=64)
+    labels = models.ForeignKey(LabelSet, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
     predictions_sha256 = models.CharField(max_length=64)
     metrics = models.JSONField()
     breakdown = models.JSONField()
@@ -177,7 +180,7 @@ class Result(models.Model):
     # Which state of this row a message or a stored paired test belongs to: every change of what it
     # says (a re-score overwriting it, new labels, late intervals) bumps it, so that an answer
     # computed on an earlier state is recognised as stale (METRICS.md, "A test belongs to the
-    # results it compared").
+    # results it compared"). Bumped only by ``result_state.do_bump_revisions``.
     revision = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -198,6 +201,25 @@ class Result(models.Model):
                 "predictions_sha256": self.predictions_sha256, "partition": self.partition,
                 "metrics": self.metrics, "breakdown": self.breakdown, "details": self.details,
                 "warnings": self.warnings, "intervals": self.scene_intervals, "bootstrap": self.bootstrap}
+
+
+class ResultState(models.TextChoices):
+    """Whether a result's scores are current on its split: scored on the active labels, or on earlier
+    ones and waiting for its re-score, or its re-score on the active labels failed."""
+
+    CURRENT = "current", "current"
+    AWAITING_RESCORE = "awaiting_rescore", "awaiting re-score"
+    RESCORE_FAILED = "rescore_failed", "re-score failed"
+
+
+def result_state(result: Result, submission: Submission, active_labels_id: int | None) -> str:
+    """The ``ResultState`` of ``result`` (of ``submission``) while the split's active labels are
+    ``active_labels_id``. A result recorded before results named their labels counts as current."""
+    if result.labels_id is None or active_labels_id is None or result.labels_id == active_labels_id:
+        return ResultState.CURRENT
+    if submission.status == Submission.Status.FAILED and submission.labels_id == active_labels_id:
+        return ResultState.RESCORE_FAILED
+    return ResultState.AWAITING_RESCORE
 
 
 def shown_result(results: Iterable[Result], split: Split) -> Result | None:

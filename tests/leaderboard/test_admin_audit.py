@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.test import Client
 
@@ -59,11 +61,12 @@ def test_deleting_a_method_names_the_rows_that_go_with_it(root, published):
 
 
 def test_editing_a_rows_score_is_audited_with_the_fields_not_the_values(root, published):
-    row = LeaderboardEntry.objects.get(submission=published)
+    """A paper row's (a scored row is read-only here: ``test_board_rows``)."""
+    row = LeaderboardEntry.objects.filter(split=published.split, is_paper=True).first()
     page = root.get(f"/admin/rankings/leaderboardentry/{row.pk}/change/")
-    form = {k: v for k, v in page.context["adminform"].form.initial.items() if v is not None}
-    form.update({"split": row.split_id, "method": row.method_id, "submission": row.submission_id,
-                 "result": row.result_id or "", "scores": '{"EM": 0.99}', "intervals": "{}",
+    form = {k: json.dumps(v) if isinstance(v, dict | list) else v
+            for k, v in page.context["adminform"].form.initial.items() if v is not None}
+    form.update({"split": row.split_id, "scores": '{"EM": 0.99}', "intervals": "{}",
                  "primary_score": "0.99", "published_at_0": row.published_at.date().isoformat(),
                  "published_at_1": row.published_at.time().strftime("%H:%M:%S")})
     response = root.post(f"/admin/rankings/leaderboardentry/{row.pk}/change/", form)

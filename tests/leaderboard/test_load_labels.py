@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 
@@ -11,6 +12,8 @@ from django.core.management import CommandError, call_command
 from evaluation_workers.results import sha256_tree
 from leaderboard.benchmarks.bundle_apply import load_bundled_benchmarks
 from leaderboard.benchmarks.models import LabelSet
+from leaderboard.submissions.models import Submission
+from tests.leaderboard.conftest import publish, scored_submission
 
 
 @pytest.fixture(autouse=True)
@@ -106,3 +109,65 @@ def test_a_partition_with_unknown_ids_or_every_scene_is_refused(db, sqa3d_files,
         call_command("load_labels", "--track", "sqa3d", "--split", "test", str(sqa3d_files["labels"]),
                      "--partition", str(partition))
     assert not LabelSet.objects.exists()
+
+
+def changed_copy(labels, dest):
+    """A copy of the SQA3D labels ``labels`` with one answer changed (another version)."""
+    shutil.copytree(labels, dest)
+    [annotations] = dest.glob("*annotations*")
+    data = json.loads(annotations.read_text())
+    data["annotations"][0]["answers"][0]["answer"] = "a different answer"
+    annotations.write_text(json.dumps(data))
+    return dest
+
+
+def test_new_labels_under_published_results_follow_the_bundles_rule(owner, sqa3d_split, sqa3d_files, sent_tasks,
+                                                                    settings, tmp_path,
+                                                                    django_capture_on_commit_callbacks):
+    """Refused without --allow-rescore, naming the split and the published results, with nothing
+    changed or left behind; the same labels again change nothing and pass; with the flag they are
+    loaded and the split's submissions queued (what the rows show then: ``test_result_state``)."""
+    submission = scored_submission(owner, sqa3d_files, django_capture_on_commit_callbacks, "CacheNet")
+    publish(owner, submission, django_capture_on_commit_callbacks)
+    before = sorted(p.name for p in (settings.LABELS_DIR / "sqa3d" / "test").iterdir())
+    changed = changed_copy(sqa3d_files["labels"], tmp_path / "labels")
+    with pytest.raises(CommandError) as refused:
+        call_command("load_labels", "--track", "sqa3d", "--split", "test", str(changed))
+    new = sha256_tree(changed)
+    assert str(refused.value) == (f"sqa3d/test: refused: new labels {new[:12]} would re-score 1 published result: "
+                                  "CacheNet (load them again with --allow-rescore to replace the labels and re-score "
+                                  "the split)")
+    assert LabelSet.objects.get(split=sqa3d_split, is_active=True).sha256 == sha256_tree(sqa3d_files["labels"])
+    assert LabelSet.objects.filter(split=sqa3d_split).count() == 1
+    assert sorted(p.name for p in (settings.LABELS_DIR / "sqa3d" / "test").iterdir()) == before
+    sent_tasks.clear()
+    call_command("load_labels", "--track", "sqa3d", "--split", "test", str(sqa3d_files["labels"]))
+    assert sent_tasks == [] and Submission.objects.get(pk=submission.pk).status == "finished"
+
+    out = io.StringIO()
+    with django_capture_on_commit_callbacks(execute=True):
+        call_command("load_labels", "--track", "sqa3d", "--split", "test", str(changed), "--allow-rescore",
+                     stdout=out)
+    assert LabelSet.objects.get(split=sqa3d_split, is_active=True).sha256 == new
+    assert out.getvalue().startswith(f"Loaded labels {new} for sqa3d/test (300 questions in ")
+    assert "; 1 submission queued to be re-scored on them (published rows show 'awaiting re-score'" in out.getvalue()
+    [request] = sent_tasks
+    assert request["kwargs"]["submission_id"] == submission.pk and request["queue"].endswith("-bulk")
+
+
+def test_labels_whose_rescore_cannot_be_queued_leave_nothing_behind(db, sqa3d_files, settings, tmp_path, monkeypatch):
+    from leaderboard.benchmarks.management.commands import load_labels
+
+    call_command("load_labels", "--track", "sqa3d", "--split", "test", str(sqa3d_files["labels"]))
+    kept = LabelSet.objects.get()
+
+    def broken(split, previous):
+        raise RuntimeError("the database went away")
+
+    monkeypatch.setattr(load_labels, "do_new_labels", broken)
+    changed = changed_copy(sqa3d_files["labels"], tmp_path / "labels")
+    with pytest.raises(RuntimeError):
+        call_command("load_labels", "--track", "sqa3d", "--split", "test", str(changed))
+    assert list(LabelSet.objects.values_list("pk", "is_active")) == [(kept.pk, True)]
+    assert (settings.LABELS_DIR / kept.storage_key).is_dir()
+    assert not (settings.LABELS_DIR / "sqa3d" / "test" / sha256_tree(changed)).exists()

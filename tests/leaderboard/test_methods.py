@@ -69,7 +69,8 @@ def test_the_submitter_gets_an_email_with_aggregate_scores_only(owner, sqa3d_spl
     with django_capture_on_commit_callbacks(execute=True):
         lifecycle.do_enqueue(submission.pk)
         lifecycle.record_failure(submission_id=submission.pk, attempt=2, kind="platform_error", message="Boom.")
-    assert "failed" in mailoutbox[1].subject and "does not count against your quota" in mailoutbox[1].body
+    # It had a result, so it stays counted (issue 34): the mail says so, never "does not count".
+    assert "failed" in mailoutbox[1].subject and "still counts against your quota" in mailoutbox[1].body
 
 
 def test_a_password_reset_is_sent_by_email(client, owner, mailoutbox):

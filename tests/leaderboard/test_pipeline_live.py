@@ -262,3 +262,92 @@ def _json_lists(text: str) -> list[list]:
 
     walk(doc)
     return found
+
+
+def _labels_that_agree_with(source, predictions, dest):
+    """A copy of the SQA3D labels ``source`` whose answers are those of the predictions file."""
+    import json
+    import shutil
+
+    shutil.copytree(source, dest)
+    said = {row["question_id"]: row["answer"] for row in json.loads(predictions.read_text())}
+    [path] = dest.glob("*annotations*")
+    data = json.loads(path.read_text())
+    for annotation in data["annotations"]:
+        annotation["answers"] = [{"answer": said[annotation["question_id"]], "answer_confidence": "yes",
+                                  "answer_id": 1}]
+    path.write_text(json.dumps(data))
+    return dest
+
+
+def test_a_stored_paired_test_follows_its_results_through_new_labels_and_the_desks_rescore(
+        live_pipeline, client, sqa3d_split, sqa3d_files, capsys, tmp_path, storage_dirs, maintainer):
+    """Issue 34's repro: A and B are published and tested (A ahead); new labels on which B is right
+    everywhere are loaded, and the desk re-scores the split. Every answer of the compare API, all the
+    way through, gives a test only beside the scores it was computed on, and the end is B ahead, with
+    the worker's difference and p on the new outcomes, on the page and in the API."""
+    import json
+
+    import numpy as np
+    from django.test import Client
+
+    from evaluation_workers import contracts
+    from evaluation_workers.worker import significance
+    from leaderboard.benchmarks.services import do_load_labels
+    from leaderboard.rankings.models import LeaderboardEntry, PairedTest
+    from leaderboard.rankings.templatetags.scores import signed_pct
+
+    call_command("issue_token", "tester", "--create-user")
+    headers = {"Authorization": f"Token {capsys.readouterr().out.strip()}"}
+    answers = json.loads(sqa3d_files["predictions"].read_text())
+    for row in answers[:40]:
+        row["answer"] = "no such answer"
+    worse = tmp_path / "b.json"
+    worse.write_text(json.dumps(answers))
+    _publish_scored(client, headers, sqa3d_files["predictions"], "A")
+    _publish_scored(client, headers, worse, "B")
+    a, b = (LeaderboardEntry.objects.get(name=n) for n in ("A", "B"))
+    url = f"/api/v1/leaderboards/sqa3d/compare?split=test&e={a.pk}&e={b.pk}"
+
+    def answer() -> dict:
+        body = client.get(url).json()
+        [test] = body["tests"]
+        shown = [e["scores"]["EM"] for e in body["entries"]]
+        if test["status"] == "done":  # never beside scores it was not computed on
+            assert (test["difference"] > 0) == (shown[0] > shown[1]), (test, shown)
+        return {**test, "scores": shown}
+
+    def wait(until, what: str) -> dict:
+        deadline = time.monotonic() + 60
+        while not until(found := answer()):
+            assert time.monotonic() < deadline, f"{what}: still {found}"
+            time.sleep(0.2)
+        return found
+
+    before = wait(lambda t: t["status"] == "done", "the first test")
+    assert before["difference"] > 0 and before["scores"][0] > before["scores"][1]
+
+    do_load_labels(sqa3d_split, _labels_that_agree_with(sqa3d_files["labels"], worse, tmp_path / "labels"))
+    desk = Client()
+    desk.force_login(maintainer)
+    assert desk.post("/moderation/tracks/sqa3d/", {"action": "rescore_all", "split": "test",
+                                                   "reason": "new labels"}).status_code == 302
+    after = wait(lambda t: t["status"] == "done" and t["scores"][1] == 1.0, "the test on the new labels")
+    assert after["difference"] < 0 and after["scores"][0] < 1.0
+
+    test = PairedTest.objects.select_related("result_a", "result_b").get()
+    assert (test.revision_a, test.revision_b) == (test.result_a.revision, test.result_b.revision) == (2, 2)
+
+    def kept(result) -> dict:
+        key = contracts.outcomes_key("sqa3d", result.labels_sha256, result.predictions_sha256, result.scorer_version)
+        with np.load(storage_dirs["outcomes"] / key) as data:
+            return {k: data[k] for k in data.files}
+
+    in_order = (test.result_a, test.result_b) if test.result_a_id == a.result_id else (test.result_b, test.result_a)
+    want = significance.compare("sqa3d", *(kept(r) for r in in_order))["findings"]["EM"]
+    assert after["difference"] == pytest.approx(want["difference"]) and after["p_value"] == pytest.approx(
+        want["p_value"])
+    page = client.get(f"/benchmarks/sqa3d/compare/?split=test&e={a.pk}&e={b.pk}").content.decode()
+    row = page.split(f'<tr data-pair="{a.pk}-{b.pk}">')[1].split("</tr>")[0]
+    assert signed_pct(after["difference"]) in row and f"(p = {after['adjusted_p_value']:.3f})" in row
+    assert signed_pct(before["difference"]) not in row

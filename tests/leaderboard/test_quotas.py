@@ -4,6 +4,7 @@ maintainers' overrides, and concurrent requests on PostgreSQL."""
 from __future__ import annotations
 
 import io
+import re
 import threading
 from datetime import timedelta
 
@@ -64,6 +65,38 @@ def test_platform_failures_and_cancellations_are_refunded(owner, sqa3d_split, go
     services.check_cancel(owner, cancelled)
     assert create(owner, good).status == "queued"
     assert set(Submission.objects.values_list("quota", flat=True)) == {"refunded", "counted"}
+
+
+WORKER_SAYS = "Internal evaluation error. It does not count against your quota; the maintainers have been told."
+
+
+def test_a_platform_failure_says_what_the_quota_does(client, owner, sqa3d_split, sqa3d_files, good, sent_tasks,
+                                                     mailoutbox, settings, django_capture_on_commit_callbacks):
+    """Refunded: "does not count against your quota". A re-score of a scored submission stays counted
+    (its scores were seen), so nothing (the message, the page, the mail) says it does not count."""
+    settings.QUOTA_PER_DAY, settings.QUOTA_IN_FLIGHT = 5, 5
+    owner.email = "alice@example.org"
+    owner.save()
+    client.force_login(owner)
+    never, scored = create(owner, good), create(owner, good)
+    result = get_track("sqa3d").score(sqa3d_files["labels"], sqa3d_files["predictions"], lambda f, m="": None)
+    lifecycle.record_result(submission_id=scored.pk, attempt=1, result=result)
+    again = lifecycle.do_enqueue(scored.pk)
+    with django_capture_on_commit_callbacks(execute=True):
+        for submission, attempt in ((never, 1), (scored, again.attempt)):
+            lifecycle.record_failure(submission_id=submission.pk, attempt=attempt, kind="platform_error",
+                                     message=WORKER_SAYS)
+    never.refresh_from_db(), scored.refresh_from_db()
+    assert (never.quota, never.status_detail) == ("refunded", WORKER_SAYS)
+    assert scored.quota == "counted" and scored.status_detail == (
+        "Internal evaluation error. It still counts against your quota, as it was scored before (its earlier "
+        "result stays); the maintainers have been told.")
+    mails = {int(re.search(r"#(\d+)", m.subject)[1]): m.body for m in mailoutbox if "failed" in m.subject}
+    assert "does not count against your quota" in mails[never.pk]
+    assert "does not count" not in mails[scored.pk] and "still counts against your quota" in mails[scored.pk]
+    assert "does not count" in client.get(f"/submissions/{never.pk}/").content.decode()
+    page = client.get(f"/submissions/{scored.pk}/").content.decode()
+    assert "does not count" not in page and "still counts against your quota" in page
 
 
 def test_format_rejections_count_against_their_own_larger_cap(owner, sqa3d_split, good, sent_tasks, settings):

@@ -224,7 +224,13 @@ def test_every_kind_of_message_sent_again_changes_nothing_by_its_nonce_and_then_
     counted, skipped = refusals(site.redis), worker.log.read_text().count(": stale")
     with site.running(), counting_runs() as done:
         replay(redis_url, worker.site, sent, ran)
-        stale = Counter({f"{contracts.RECORD_INTERVALS}|stale": 2, f"{contracts.RECORD_PAIRED_TEST}|stale": 2})
+        # Every answer names a revision that moved on since (the intervals that arrived bumped A's and C's,
+        # re-asking their test each time; A was bumped again above): each captured answer, and the worker's
+        # answer to each request sent again, is stale.
+        stale = Counter({f"{contracts.RECORD_INTERVALS}|stale": names[contracts.RECORD_INTERVALS]
+                         + names[contracts.COMPUTE_INTERVALS],
+                         f"{contracts.RECORD_PAIRED_TEST}|stale": names[contracts.RECORD_PAIRED_TEST]
+                         + names[contracts.PAIRED_TEST]})
         scores = names[contracts.SCORE_SUBMISSION]
         # The site worker runs each message again, and the workers' answers to the requests sent again.
         wait_for(lambda: len(done) >= len(ran) + names[contracts.COMPUTE_INTERVALS] + names[contracts.PAIRED_TEST]
