@@ -42,6 +42,7 @@ from leaderboard.submissions import lifecycle, quotas
 from leaderboard.submissions.lifecycle import PLATFORM_REFUND_NOTE, Kind, Status, do_fail
 from leaderboard.submissions.methods import missing_fields
 from leaderboard.submissions.models import Method, RefusedUpload, Submission
+from leaderboard.submissions.phase_rules import publish_limit_refusal
 
 log = logging.getLogger(__name__)
 
@@ -362,22 +363,6 @@ def check_publishable(submission: Submission) -> None:
         raise SubmissionRejected(
             f"Describe the method {submission.method.name!r} before publishing: missing "
             f"{', '.join(str(m) for m in missing)} (on its page, or with `lb method set`).")
-
-
-def publish_limit_refusal(submission: Submission) -> str | None:
-    """Why publishing ``submission`` would give its team more rows on its split than the challenge phase
-    allows (``Split.max_published_per_team``), or None. Replacing its own method's row adds none; after
-    the challenge the phase's rule no longer holds (its final board is archived)."""
-    split, limit = submission.split, submission.split.max_published_per_team
-    if not limit or phases.is_after_challenge(split):
-        return None
-    others = sorted(Submission.objects.filter(split=split, team=submission.team, is_published=True)
-                    .exclude(method_id=submission.method_id).values_list("method__name", flat=True))
-    if len(others) < limit:
-        return None
-    return (f"{submission.team.name} may have at most {limit} published row{'s' * (limit != 1)} on {split}, the "
-            f"rule of its challenge phase, and has {len(others)}: {', '.join(others)}. Withdraw one first, or "
-            f"submit under one of those methods.")
 
 
 def published_ids(submission: Submission) -> list[int]:
