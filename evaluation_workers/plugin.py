@@ -7,7 +7,8 @@ A track package imports from here and from its own package only (never from anot
 (``scene-leaderboards-core>=1.0,<2``). Writing a track: docs/writing-a-track.md.
 
 **The track.** ``Track`` (every field, which are required: docs/writing-a-track.md), ``Sample`` (a file the
-format page offers), ``DetailRows``, ``ScoringProtocol``; the types ``Manifest``, ``Result``, ``Progress``
+format page offers), ``DetailRows``, ``ScoringProtocol``, ``MetricSpec`` (a metric's direction, range or
+unit and precision, in ``Track.metric_specs``); the types ``Manifest``, ``Result``, ``Progress``
 and ``no_progress``.
 
 **Refusals.** ``SubmissionError`` and its ``PredictionFormatError`` (the message is shown to the
@@ -128,6 +129,7 @@ if TYPE_CHECKING:  # the same names as _EXPORTS below, for type checkers and rea
     from evaluation_workers.threads import threads as threads
     from evaluation_workers.tracks.base import DetailRows as DetailRows
     from evaluation_workers.tracks.base import Manifest as Manifest
+    from evaluation_workers.tracks.base import MetricSpec as MetricSpec
     from evaluation_workers.tracks.base import Progress as Progress
     from evaluation_workers.tracks.base import Result as Result
     from evaluation_workers.tracks.base import Sample as Sample
@@ -142,8 +144,8 @@ def _names(module: str, *names: str) -> dict[str, str]:
 
 # Public name -> "module:attribute", or "module" for a module itself.
 _EXPORTS: dict[str, str] = {
-    **_names("evaluation_workers.tracks.base", "Track", "Sample", "DetailRows", "ScoringProtocol", "Manifest",
-             "Result", "Progress", "no_progress"),
+    **_names("evaluation_workers.tracks.base", "Track", "Sample", "DetailRows", "ScoringProtocol", "MetricSpec",
+             "Manifest", "Result", "Progress", "no_progress"),
     **_names("evaluation_workers.errors", "SubmissionError", "PredictionFormatError", "LabelsError", "where",
              "CORRUPT_COMPRESSED", "NO_ZIP_DIRECTORY", "UNSUPPORTED_ZIP"),
     **_names("evaluation_workers.results", "make_result", "labels_sha256", "sha256_file", "sha256_tree",

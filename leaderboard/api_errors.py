@@ -60,7 +60,9 @@ EXTRA_CODES = {"invalid_file": "The predictions file was refused; the message na
                                         "was not made yet)",
                "participation_denied": "The maintainers denied the request, or the benchmark takes invited users only",
                "terms_version_mismatch": "The terms' version given is not the current one: read them again "
-                                         "(error.terms_url) and accept error.terms_version"}
+                                         "(error.terms_url) and accept error.terms_version",
+               "too_many_published": "The team already has as many published rows on the split as its challenge "
+                                     "phase allows; the message names them"}
 
 
 def api_error(message: str, status: int, code: str | None = None,

@@ -87,7 +87,8 @@ SPLIT = _param("split", "query", "Split name (default: the track's default split
 VIEW = [SPLIT,
         _param("metric", "query", "One of the track's metrics (default: primary)"),
         _param("sort", "query", "Column to rank by: a metric, or '<group>/<metric>'"),
-        _param("order", "query", "desc (default) or asc", {"enum": ["desc", "asc"]}),
+        _param("order", "query", "desc or asc (default: best first, asc for a metric where lower is better)",
+               {"enum": ["desc", "asc"]}),
         _param("paper", "query", "0 hides rows reported in papers", {"enum": ["0", "1"]}),
         _param("extra", "query", "Training-data filter", {"enum": ["any", "no", "only"]}),
         _param("protocol", "query", "Absent: rows of this service's protocol ranked, the other protocols' paper "
@@ -95,6 +96,8 @@ VIEW = [SPLIT,
                "'protocols': only that protocol's rows (a row that declares none counts as this service's, "
                "the first). On a split with synthetic labels paper rows are always apart"),
         _param("iou", "query", "MMScan: the metric and sort column at this IoU threshold (0.25 or 0.5)"),
+        _param("field.{name}", "query", "A method field the benchmark declares as a filter (its 'method_fields'): "
+               "only the rows with this answer (yes or no for a yes/no field)"),
         _param("page", "query", "Page number (50 rows a page)", {"type": "integer", "minimum": 1})]
 SUBMISSION_ID = _param("id", "path", "Submission id", {"type": "integer"})
 UPLOAD_ID = _param("id", "path", "Upload (submission) id", {"type": "integer"})
@@ -113,6 +116,9 @@ PATHS: dict[str, dict[str, Any]] = {
                errors=(401, 404)),
         "security": [{}, {"token": []}]}},
     "/api/v1/leaderboards/{track}/progress": {"get": _get("Best primary score over time", TRACK, SPLIT)},
+    "/api/v1/leaderboards/{track}/challenges/{name}": {"get": _get(
+        "A challenge: its phases in order and where it stands; once its last phase ended, its archived final "
+        "board (never recomputed), the top entries marked", TRACK, _param("name", "path", "Challenge name"))},
     "/api/v1/methods/{id}": {"get": _get("A method's metadata and public results",
                                          _param("id", "path", "Method id", {"type": "integer"}))},
     "/api/v1/submissions": {
@@ -144,7 +150,9 @@ PATHS: dict[str, dict[str, Any]] = {
         "requestBody": {"required": False, "content": {"application/json": {
             "schema": {"$ref": "#/components/schemas/PublishOptions"}}}},
         "responses": _responses({"200": {"description": "Published"}}, (401, 403, 404, 409),
-                                e409="Not publishable yet: not finished, or the method is not described; or it "
+                                e409="Not publishable yet: not finished, or the method is not described (its "
+                                     "details, the benchmark's required method fields); too_many_published: the "
+                                     "team has as many rows as the challenge phase allows; or it "
                                      "cannot be anonymous (public under its team, or revealed); or "
                                      "selection_locked: from the split's freeze on the team's selection is final "
                                      "(only a submission sent before the freeze that finished scoring after it "
@@ -202,7 +210,8 @@ PATHS: dict[str, dict[str, Any]] = {
     "/api/v1/my/methods/{id}": {
         "get": _get("A method of your team", _param("id", "path", "Method id", {"type": "integer"}), auth=True,
                     tag="methods"),
-        "patch": _write("Change a method's description, paper, code, authors, extra-data flag, details",
+        "patch": _write("Change a method's description, paper, code, authors, extra-data flag, details, and its "
+                        "answers to the method fields of the benchmarks it entered ('fields')",
                         "methods", _param("id", "path", "Method id", {"type": "integer"}))},
     "/api/v1/my/methods/{id}/reveal": {"post": _write(
         "Reveal an anonymous method: its team, authors, paper and code show everywhere from now on (audited; "
@@ -217,7 +226,8 @@ def schema(paths: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
         "info": {"title": "3D scene-understanding leaderboards API", "version": "1",
                  "description": "Read endpoints are anonymous. Writes take 'Authorization: Token <key>' "
                                 "(python manage.py issue_token, or the API tokens page). Scores are "
-                                "fractions in [0, 1]; undefined values are null. Every error is "
+                                "fractions in [0, 1] unless a metric's spec says otherwise (metric_specs: a value "
+                                "with a unit, lower or higher is better); undefined values are null. Every error is "
                                 "{\"error\": {\"code\", \"message\"}} (components.schemas.Error)."},
         "components": {"securitySchemes": {"token": {"type": "apiKey", "in": "header", "name": "Authorization",
                                                      "description": "Token <key>"}},

@@ -32,13 +32,33 @@ def nullable(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 SCORES = {"type": "object", "additionalProperties": nullable(NUM),
-          "description": "Flat scores, fractions in [0, 1]: '<metric>' overall, '<group>/<metric>' per group "
-                         "(and '<group>/count'); null where undefined"}
+          "description": "Flat scores, each as its metric's spec says (metric_specs: a fraction in [0, 1], or a "
+                         "value in its unit): '<metric>' overall, '<group>/<metric>' per group (and "
+                         "'<group>/count'); null where undefined"}
+METRIC_SPECS = {"type": "object", "description": "Each metric's spec: which way is better, what its values are, "
+                                                 "the decimals pages show",
+                "additionalProperties": _obj({
+                    "direction": {"type": "string", "enum": ["higher", "lower"],
+                                  "description": "Which values are better: ranks and 'best' follow it"},
+                    "kind": {"type": "string", "enum": ["fraction", "value"],
+                             "description": "fraction: in [0, 1], shown as a percentage; value: shown in its unit"},
+                    "unit": {"type": "string", "description": "A value's unit ('cm'); '' for a fraction"},
+                    "low": nullable(NUM), "high": nullable(NUM),
+                    "precision": {"type": "integer", "description": "Decimals shown (of the percentage, for a "
+                                                                    "fraction); the benchmark's bundle may set them"}})}
 
 PHASE = {
-    "phase": {"type": "string", "enum": ["upcoming", "open", "frozen", "closed", "revealed"],
+    "phase": {"type": "string", "enum": ["upcoming", "open", "frozen", "closed", "revealed", "after"],
               "description": "The split's challenge phase (open for ever without a schedule); closed: past the "
-                             "deadline, waiting for the maintainers' reveal"},
+                             "deadline, waiting for the maintainers' reveal; after: its challenge ended and was "
+                             "archived, and the board goes on (open again, rows sent since marked)"},
+    "board": {"type": "string", "enum": ["live", "hidden"],
+              "description": "hidden: a challenge phase whose board shows new rows only at its deadline"},
+    "max_published_per_team": {**nullable(INT), "description": "How many rows a team may have published here "
+                                                               "(a challenge phase's rule); null: any"},
+    "post_challenge_from": {**nullable(DATE), "description": "When its challenge ended (and was archived)"},
+    "challenge": nullable(_obj({"name": STR, "title": STR, "phase": STR, "phase_title": STR},
+                               description="The challenge this split is a phase of")),
     "starts_at": nullable(DATE), "freeze_at": nullable(DATE), "deadline": nullable(DATE),
     "reveal": {"type": "string", "enum": ["deadline", "maintainer"], "description": "What reveals the full board"},
     "revealed_at": nullable(DATE), "reopened": BOOL,
@@ -55,6 +75,14 @@ PHASE = {
     "public_subset": {"type": "boolean", "description": "Scored on a public subset (shown until the reveal) "
                                                          "and on the private remainder (shown after it)"},
 }
+FIELD_ANSWERS = {"type": "object", "additionalProperties": {"type": ["string", "number", "boolean"]},
+                 "description": "Answers to the benchmark's method fields, by field name"}
+METHOD_FIELD = _obj({"name": STR, "label": STR,
+                     "type": {"type": "string", "enum": ["choice", "text", "number", "url", "bool"]},
+                     "choices": {"type": "array", "items": STR}, "required": BOOL,
+                     "column": {"type": "boolean", "description": "A column of the board"},
+                     "filter": {"type": "boolean", "description": "A filter of the board: field.<name>=<value>"},
+                     "help": STR}, description="A fact every method is asked on a benchmark")
 QUOTA_USE = _obj({"used": INT, "limit": INT})
 QUOTA = {"per_day": QUOTA_USE, "total": QUOTA_USE, "in_flight": QUOTA_USE, "rejected_per_day": QUOTA_USE,
          "min_interval": _obj({"seconds": INT, "next_at": nullable(DATE)}), "resets_at": DATE}
@@ -164,6 +192,9 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "uses_extra_data": BOOL, "verified": BOOL, "scorer_version": STR, "submission_id": nullable(INT),
         "published_at": {"type": "string", "format": "date-time",
                          "description": "Published here; for a paper row, the paper's publication date"},
+        "fields": FIELD_ANSWERS, "after_challenge": {
+            "type": "boolean", "description": "Sent after the end of the challenge this split was a phase of: "
+                                              "not on its archived final board"},
         "state": STATE, "scores": SCORES, "intervals": INTERVALS,
         "no_significant_difference_from_entry_id": {
             **nullable(INT), "description": "The row above, when the paired test of the two on the sorted column "
@@ -175,7 +206,8 @@ SCHEMAS: dict[str, dict[str, Any]] = {
                                                              "computed yet"}}),
     "Leaderboard": _obj({
         "track": STR, "split": STR, "primary_metric": STR, "metrics": {"type": "array", "items": STR},
-        "groups": {"type": "array", "items": STR}, "sort": STR, "order": {"type": "string", "enum": ["asc", "desc"]},
+        "metric_specs": METRIC_SPECS, "groups": {"type": "array", "items": STR}, "sort": STR, "order": {"type": "string", "enum": ["asc", "desc"]},
+        "method_fields": {"type": "array", "items": METHOD_FIELD, "description": "What every method is asked here"},
         "scorer_version": STR, "page": INT, "pages": INT, "count": INT, "results_embargoed": BOOL, **PHASE,
         "scores_of": {"type": "string", "enum": ["all", "public", "private"],
                       "description": "The units the rows' scores cover"},
@@ -220,26 +252,66 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "uses_extra_data": nullable(BOOL), "url": STR,
         "results": {"type": "array", "items": _obj({"track": STR, "split": STR, "labels": LABELS, "scores": SCORES,
                                                      "intervals": INTERVALS, "scorer_version": STR,
-                                                     "verified": BOOL, "protocol": STR, "state": STATE})}}),
+                                                     "verified": BOOL, "protocol": STR,
+                                                     "fields": FIELD_ANSWERS, "state": STATE})}}),
     "Method": _obj({
         "id": INT, "name": STR, "team": {"type": "string", "description": "Team slug"}, "description": STR,
         "authors": STR, "paper_url": STR, "code_url": STR, "uses_extra_data": nullable(BOOL), "details": STR,
         "anonymous": {"type": "boolean", "description": "Public as 'Anonymous (under review)'"},
-        "revealed_at": nullable(DATE), "missing_for_publishing": {"type": "array", "items": STR}}),
+        "revealed_at": nullable(DATE),
+        "fields": {"type": "object", "additionalProperties": FIELD_ANSWERS,
+                   "description": "Its answers to each benchmark's method fields, by track"},
+        "declared_fields": {"type": "object", "additionalProperties": {"type": "array", "items": METHOD_FIELD},
+                            "description": "The method fields of each benchmark it entered that declares some"},
+        "missing_for_publishing": {"type": "array", "items": STR,
+                                   "description": "Its details, then each benchmark's required fields, unanswered"}}),
     "PublishOptions": _obj({"anonymous": {"type": "boolean", "description": "Publish as 'Anonymous (under "
                                                                             "review)' (default false)"}}, []),
     "MethodList": _obj({"methods": {"type": "array", "items": ref("Method")}}),
     "MethodChange": _obj({"name": STR, "description": STR, "authors": STR, "paper_url": STR, "code_url": STR,
-                          "uses_extra_data": BOOL, "details": STR}, [], description="Only the fields to change"),
+                          "uses_extra_data": BOOL, "details": STR,
+                          "fields": {"type": "object", "additionalProperties": FIELD_ANSWERS,
+                                     "description": "Answers to change by track ({\"mmscan-vg\": {\"input\": "
+                                                    "\"points\"}}); null clears one"}},
+                         [], description="Only the fields to change"),
     "Track": _obj({
         "track": STR, "title": STR, "primary_metric": STR, "metrics": {"type": "array", "items": STR},
-        "groups": {"type": "array", "items": STR}, "scorer_version": STR,
+        "metric_specs": METRIC_SPECS, "groups": {"type": "array", "items": STR}, "scorer_version": STR,
         "upload_suffixes": {"type": "array", "items": STR}, "max_upload_bytes": INT,
         "protocols": {"type": "array", "description": "How rows' numbers were produced, this service's first; "
                                                       "empty when there is only one",
                       "items": _obj({"key": STR, "label": STR, "description": STR})},
-        "splits": {"type": "array", "items": _obj({"name": STR, "default": BOOL, "labels": LABELS, **PHASE})}}),
+        "splits": {"type": "array", "items": _obj({"name": STR, "default": BOOL, "labels": LABELS, **PHASE})},
+        "challenges": {"type": "array", "items": ref("Challenge")},
+        "method_fields": {"type": "array", "items": METHOD_FIELD},
+        "pages": {"type": "array", "items": _obj({"key": STR, "title": STR, "url": STR}),
+                  "description": "The pages its hosts wrote, as tabs of the benchmark's page"}}),
     "TrackList": _obj({"tracks": {"type": "array", "items": ref("Track")}}),
+    "Challenge": _obj({
+        "name": STR, "title": STR, "description": STR,
+        "state": {"type": "string", "enum": ["upcoming", "running", "ended", "archived"]},
+        "current_phase": nullable(STR), "ends_at": nullable(DATE),
+        "top": {"type": "integer", "description": "How many entries the final board marks"},
+        "post_challenge": {"type": "boolean", "description": "Its splits go on after it, as post-challenge boards"},
+        "phases": {"type": "array", "items": _obj({
+            "name": STR, "title": STR, "split": STR, "state": {"type": "string", "enum": ["upcoming", "running",
+                                                                                          "ended"]},
+            "starts_at": nullable(DATE), "freeze_at": nullable(DATE), "deadline": nullable(DATE),
+            "board": {"type": "string", "enum": ["live", "hidden"]},
+            "reveal": {"type": "string", "enum": ["deadline", "maintainer"]},
+            "max_published_per_team": nullable(INT), "split_phase": STR})},
+        "archived_at": nullable(DATE),
+        "url": STR, "export_csv": STR, "export_json": STR, "bibtex": STR},
+        ["name", "title", "state", "phases", "archived_at"],
+        description="A challenge: phases in order, each on its own split; archived once its last phase ended"),
+    "ChallengeDetail": {"allOf": [ref("Challenge"), _obj({"final_board": nullable(_obj({
+        "track": STR, "challenge": STR, "title": STR, "split": STR, "ended_at": DATE, "archived_at": DATE,
+        "board": {"type": "object", "description": "The board's facts when archived: metric, sort, columns, "
+                                                   "metric_specs, method_fields, scorer_version, phases"},
+        "rows": {"type": "array", "items": {"type": "object"}, "description": "Ranked as they were; 'top': the "
+                                                                              "place among the entries, or null"},
+        "unranked": {"type": "array", "items": {"type": "object"},
+                     "description": "References, paper rows listed apart, rows awaiting a re-score"}}))})]},
     "Manifest": _obj({
         "track": STR, "split": STR,
         "labels_sha256": {"type": "string", "description": "The active labels' version: a result scored against "
@@ -310,6 +382,7 @@ OK: dict[tuple[str, str], str] = {
     ("/api/v1/leaderboards/{track}", "get"): "Leaderboard",
     ("/api/v1/leaderboards/{track}/compare", "get"): "Compare",
     ("/api/v1/leaderboards/{track}/progress", "get"): "Progress",
+    ("/api/v1/leaderboards/{track}/challenges/{name}", "get"): "ChallengeDetail",
     ("/api/v1/methods/{id}", "get"): "PublicMethod",
     ("/api/v1/submissions", "get"): "SubmissionList",
     ("/api/v1/submissions", "post"): "Submission",

@@ -219,6 +219,9 @@ if STORAGE_BACKEND == "s3" and not S3_BUCKET:
 UPLOAD_DIRECT_MAX_BYTES = envint("UPLOAD_DIRECT_MAX_BYTES", 32 * 2**20)
 UPLOAD_PART_BYTES = envint("UPLOAD_PART_BYTES", 64 * 2**20)
 UPLOAD_URL_EXPIRY = envint("UPLOAD_URL_EXPIRY", 3600)
+# The finals' export of a challenge phase (moderation.finals): with S3 storage its files are presigned
+# GET links valid this many seconds (the zip holds them otherwise).
+FINALS_URL_EXPIRY = envint("FINALS_URL_EXPIRY", 7 * 24 * 3600)
 UPLOAD_EXPIRY_HOURS = envint("UPLOAD_EXPIRY_HOURS", 24)
 # Per-track upload size caps below the track's own limit: "openscan=4294967296,sqa3d=1048576".
 UPLOAD_MAX_BYTES = {track: int(size) for track, _, size in
@@ -376,6 +379,8 @@ CELERY_BEAT_SCHEDULE = {
     "apply-retention": {"task": "submissions.apply_retention", "schedule": RETENTION_INTERVAL},
     # Boards of challenges whose deadline passed show everything (readers reveal them too).
     "reveal-due": {"task": "rankings.reveal_due", "schedule": 60},
+    # Challenges whose last phase ended get their final board archived (no page visit needed).
+    "archive-due": {"task": "rankings.archive_due", "schedule": 60},
     # Webhooks: phase changes, deliveries due or never sent; announcement mailings not finished.
     "participation-due": {"task": "participation.deliver_due", "schedule": 60},
 }

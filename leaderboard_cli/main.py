@@ -24,13 +24,22 @@ from tqdm import tqdm
 
 from leaderboard_cli import __version__, config
 from leaderboard_cli.client import ApiError, Client
+from leaderboard_cli.methods import cmd_method as _cmd_method
 from leaderboard_cli.participate import participate
+from leaderboard_cli.show import (
+    challenge_line,
+    heading,
+    metric_specs,
+    pct,
+    print_results,
+    print_status,
+    split_state,
+)
 from leaderboard_cli.upload import check_file, submit_file
 
 EXIT_ERROR, EXIT_USAGE, EXIT_SUBMISSION_FAILED, EXIT_INVALID_FILE = 1, 2, 3, 4
 EXIT_PIPE_CLOSED = 141  # as a program killed by SIGPIPE: the shell's 128 + 13
 # What lb tracks says of a split whose labels are not loaded (the site's benchmarks.phases words).
-NOT_OPEN = "not open yet: labels not loaded yet: opens when they are"
 
 
 def _client(args: argparse.Namespace, token_required: bool = True) -> Client:
@@ -40,40 +49,6 @@ def _client(args: argparse.Namespace, token_required: bool = True) -> Client:
         raise ApiError("No API token: run `lb login` (create a token on the site's API tokens page) "
                        "or set LB_TOKEN.")
     return Client(settings.get("server", ""), token)
-
-
-def _pct(value: Any) -> str:
-    return f"{value * 100:6.2f}" if isinstance(value, (int, float)) else "     —"
-
-
-def _print_status(s: dict[str, Any]) -> None:
-    line = f"#{s['id']} {s['track']}/{s['split']} {s['method']} (team {s['team']}): {s['status']}"
-    if s["status"] == "running":
-        line += f" {s['progress'] * 100:.0f}%"
-    if s.get("is_published"):
-        line += ", published"
-    print(line)
-    if s.get("error"):
-        print(f"  {s['error']['kind'].replace('_', ' ')}: {s['error']['message']}")
-    elif s.get("message"):
-        print(f"  {s['message']}")
-
-
-def _print_results(s: dict[str, Any]) -> None:
-    result = s.get("result")
-    if not result:
-        print(f"#{s['id']} has no scores yet (status {s['status']}).")
-        return
-    metrics = list(result["metrics"])
-    print(f"#{s['id']} {s['track']}/{s['split']} {s['method']}: scorer {result['scorer_version']}")
-    width = max([len("Overall"), *(len(g) for g in result["breakdown"])])
-    print(" " * width + "  " + "  ".join(f"{m:>8}" for m in metrics) + "     count")
-    print(f"{'Overall':<{width}}  " + "  ".join(f"{_pct(result['metrics'][m]):>8}" for m in metrics))
-    for group, values in result["breakdown"].items():
-        print(f"{group:<{width}}  " + "  ".join(f"{_pct(values.get(m)):>8}" for m in metrics)
-              + f"  {values.get('count', ''):>8}")
-    for warning in result.get("warnings", []):
-        print(f"warning: {warning}")
 
 
 def cmd_login(args: argparse.Namespace) -> int:
@@ -97,20 +72,16 @@ def cmd_whoami(args: argparse.Namespace) -> int:
     return 0
 
 
-def _split_state(split: dict[str, Any]) -> str:
-    """``test``, ``test (not open yet: labels not loaded yet: opens when they are)`` or ``test (closed)``."""
-    if split["accepting_submissions"]:
-        return str(split["name"])
-    if split.get("labels_loaded") is False:
-        return f"{split['name']} ({NOT_OPEN})"
-    return f"{split['name']} (closed)"
-
-
 def cmd_tracks(args: argparse.Namespace) -> int:
     for t in _client(args, token_required=False).get("tracks")["tracks"]:
-        splits = ", ".join(_split_state(s) for s in t["splits"])
+        splits = ", ".join(split_state(s) for s in t["splits"])
         print(f"{t['track']:<12} {t['title']}\n{'':<12} splits: {splits}; primary {t['primary_metric']}; "
               f"files {' or '.join(t['upload_suffixes'])} up to {t['max_upload_bytes'] / 2**20:,.0f} MiB")
+        for c in t.get("challenges", []):
+            print(f"{'':<12} {challenge_line(c)}")
+        if t.get("method_fields"):
+            print(f"{'':<12} method fields: " + ", ".join(
+                f["name"] + (" (required)" if f["required"] else "") for f in t["method_fields"]))
     return 0
 
 
@@ -259,7 +230,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     target = {"track": args.track, "split": args.split or _default_split(client, args.track),
               "method_name": args.method, "team": args.team}
     submission = submit_file(client, Path(args.file), target, resume=not args.no_resume, quiet=args.quiet)
-    _print_status(submission)
+    print_status(submission)
     if submission["status"] in {"failed", "cancelled"}:
         return EXIT_SUBMISSION_FAILED
     print(f"Follow it with `lb status {submission['id']}`; scores are private until `lb publish "
@@ -267,16 +238,16 @@ def cmd_submit(args: argparse.Namespace) -> int:
     if not args.wait:
         return 0
     submission = _wait(client, submission, args.quiet)
-    _print_status(submission)
+    print_status(submission)
     if submission["status"] != "finished":
         return EXIT_SUBMISSION_FAILED
-    _print_results(submission)
+    print_results(submission, metric_specs(client, submission["track"]))
     return 0
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     submission = _client(args).get(f"submissions/{args.id}")
-    _print_status(submission)
+    print_status(submission)
     return EXIT_SUBMISSION_FAILED if submission["status"] in {"failed", "cancelled"} else 0
 
 
@@ -290,12 +261,15 @@ def cmd_list(args: argparse.Namespace) -> int:
     if not submissions:
         print("No submissions yet" + (f" on {args.track}" if args.track else "") + ": `lb submit` sends one.")
         return 0
-    primary = {t["track"]: t["primary_metric"] for t in client.get("tracks")["tracks"]}
+    tracks = client.get("tracks")["tracks"]
+    primary = {t["track"]: t["primary_metric"] for t in tracks}
+    specs = {t["track"]: t.get("metric_specs") or {} for t in tracks}
     print(f"{'id':>6}  {'track/split':<18} {'method':<24} {'status':<20} {'primary':>16}  created")
     for s in submissions:
         metrics = (s.get("result") or {}).get("metrics") or {}
         metric = primary.get(s["track"], "")
-        score = f"{_pct(metrics.get(metric)).strip()} {metric}" if metric in metrics else "—"
+        spec = specs.get(s["track"], {}).get(metric)
+        score = f"{pct(metrics.get(metric), spec).strip()} {heading(metric, spec)}" if metric in metrics else "—"
         status = s["status"] + (", published" if s.get("is_published") else "")
         print(f"{s['id']:>6}  {s['track'] + '/' + s['split']:<18} {s['method'][:24]:<24} {status:<20} "
               f"{score:>16}  {s['created_at'][:16].replace('T', ' ')}")
@@ -303,11 +277,12 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_results(args: argparse.Namespace) -> int:
-    submission = _client(args).get(f"submissions/{args.id}")
+    client = _client(args)
+    submission = client.get(f"submissions/{args.id}")
     if args.json:
         print(json.dumps(submission.get("result"), indent=2))
     else:
-        _print_results(submission)
+        print_results(submission, metric_specs(client, submission["track"]))
     return 0 if submission.get("result") else EXIT_ERROR
 
 
@@ -348,44 +323,8 @@ def cmd_participate(args: argparse.Namespace) -> int:
     return participate(_client(args), args.track, args.yes)
 
 
-def _find_method(client: Client, name: str, team: str | None) -> dict[str, Any]:
-    params = {"name": name, **({"team": team} if team else {})}
-    methods = client.get("my/methods", params=params)["methods"]
-    if not methods:
-        raise ApiError(f"No method {name!r} in your teams (a method is created by its first submission).")
-    if len(methods) > 1:
-        raise ApiError(f"Several teams have a method {name!r}; pick one with --team "
-                       f"({', '.join(m['team'] for m in methods)}).")
-    return methods[0]
-
-
-def _print_method(m: dict[str, Any]) -> None:
-    for field in ("name", "team", "description", "authors", "paper_url", "code_url", "uses_extra_data", "details"):
-        print(f"{field:<16} {m[field] if m[field] not in (None, '') else '—'}")
-    if m.get("anonymous"):
-        print(f"{'public as':<16} Anonymous (under review): `lb method reveal {m['name']}` shows the team")
-    missing = m["missing_for_publishing"]
-    print("ready to publish" if not missing else f"missing for publishing: {', '.join(missing)}")
-
-
 def cmd_method(args: argparse.Namespace) -> int:
-    client = _client(args)
-    method = _find_method(client, args.name, args.team)
-    if args.action == "reveal":
-        method = client.post(f"my/methods/{method['id']}/reveal")
-    elif args.action == "set":
-        changes = {field: getattr(args, field) for field in
-                   ("description", "authors", "paper_url", "code_url", "details") if getattr(args, field) is not None}
-        if args.rename:
-            changes["name"] = args.rename
-        if args.extra_data is not None:
-            changes["uses_extra_data"] = args.extra_data == "yes"
-        if not changes:
-            raise ApiError("Nothing to change: give --description, --authors, --paper-url, --code-url, "
-                           "--extra-data yes|no, --details or --rename.")
-        method = client.call("PATCH", f"my/methods/{method['id']}", json=changes)
-    _print_method(method)
-    return 0
+    return _cmd_method(args, _client(args))
 
 
 def parser() -> argparse.ArgumentParser:
@@ -470,6 +409,9 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--code-url", dest="code_url")
     c.add_argument("--extra-data", choices=["yes", "no"], help="uses training data beyond the official split")
     c.add_argument("--details")
+    c.add_argument("--field", action="append", metavar="NAME=VALUE",
+                   help="answer a method field of a benchmark it entered (repeat; yes/no for a yes/no field)")
+    c.add_argument("--track", help="the benchmark whose field --field answers, where several declare it")
     c.add_argument("--rename", help="a new name for the method")
     c.set_defaults(func=cmd_method)
     return p

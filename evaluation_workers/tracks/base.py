@@ -69,6 +69,66 @@ class Sample:
 
 
 @dataclass(frozen=True)
+class MetricSpec:
+    """How one metric of a track reads: which way is better, what its values are, how many decimals.
+
+    ``kind`` "fraction": a value in [0, 1] that pages show as a percentage (every metric of the
+    built-in tracks: docs/metrics.md); "value": a number shown as it is, in ``unit`` ("cm", "m",
+    "deg"; "" for a plain number), within [``low``, ``high``] (None: unbounded on that side).
+    ``precision``: the decimals pages show (of the percentage, for a fraction); a benchmark's
+    bundle may override it (``board.precision``). Ranks, a chart's "best" and the wording of a
+    difference follow ``lower_is_better`` (localisation error, Chamfer distance, pose error).
+    """
+
+    lower_is_better: bool = False
+    kind: str = "fraction"
+    unit: str = ""
+    low: float | None = 0.0
+    high: float | None = 1.0
+    precision: int = 1
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("fraction", "value"):
+            raise ValueError(f"Expected MetricSpec.kind 'fraction' or 'value', but got {self.kind!r}")
+        if self.kind == "fraction" and (self.low, self.high, self.unit) != (0.0, 1.0, ""):
+            raise ValueError("A fraction lies in [0, 1] and has no unit; use kind='value' for another range")
+        if not 0 <= self.precision <= 6:
+            raise ValueError(f"Expected MetricSpec.precision from 0 to 6, but got {self.precision!r}")
+        if self.low is not None and self.high is not None and self.low > self.high:
+            raise ValueError(f"Expected MetricSpec.low <= high, but got {self.low!r} > {self.high!r}")
+
+    @classmethod
+    def value(cls, unit: str = "", *, lower_is_better: bool = False, low: float | None = None,
+              high: float | None = None, precision: int = 2) -> MetricSpec:
+        """A metric that is not a fraction: a value in ``unit`` (e.g. a distance in cm, lower is better)."""
+        return cls(lower_is_better=lower_is_better, kind="value", unit=unit, low=low, high=high, precision=precision)
+
+    @property
+    def is_fraction(self) -> bool:
+        return self.kind == "fraction"
+
+    @property
+    def direction(self) -> str:
+        """``"lower"`` or ``"higher"``: which values are better."""
+        return "lower" if self.lower_is_better else "higher"
+
+    def as_json(self) -> dict[str, Any]:
+        return {"direction": self.direction, "kind": self.kind, "unit": self.unit, "low": self.low,
+                "high": self.high, "precision": self.precision}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> MetricSpec:
+        return cls(lower_is_better=data.get("direction") == "lower", kind=data.get("kind", "fraction"),
+                   unit=data.get("unit", ""), low=data.get("low", 0.0), high=data.get("high", 1.0),
+                   precision=int(data.get("precision", 1)))
+
+
+FRACTION = MetricSpec()
+"""A fraction in [0, 1], higher is better, shown as a percentage with one decimal: every metric a
+track does not declare otherwise."""
+
+
+@dataclass(frozen=True)
 class DetailRows:
     """Results below a track's groups, kept in ``Result.details[key]`` (OpenScan's attributes).
 
@@ -142,6 +202,8 @@ class Track:
             and a predictions file for a demo split (a bundle's ``synthetic`` labels).
         counts: ``(manifest) -> (units, scenes)``: how many units (``unit``) and scenes a labels
             version holds, as pages show it; None for the common manifest (``label_counts``).
+        metric_specs: metric -> ``MetricSpec`` (direction, range or unit, precision); a metric
+            not listed is ``FRACTION`` (in [0, 1], higher is better, a percentage with one decimal).
     """
 
     name: str
@@ -178,6 +240,18 @@ class Track:
     samples: Mapping[str, Sample] = field(default_factory=dict)
     write_demo: Callable[[Path, str], tuple[Path, Path]] | None = None
     counts: Callable[[Manifest], tuple[int | None, int | None]] | None = None
+    metric_specs: Mapping[str, MetricSpec] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.metric_specs) - set(self.metrics))
+        if unknown:
+            raise ValueError(f"Track {self.name!r}: metric_specs names {', '.join(unknown)}, which is not one of its "
+                             f"metrics ({', '.join(self.metrics)})")
+
+    def metric_spec(self, key: str) -> MetricSpec:
+        """The spec of a metric, or of the metric of a flat score key (``What/EM``: ``EM``)."""
+        metric = key if key in self.metric_specs else key.rpartition("/")[2]
+        return self.metric_specs.get(metric, FRACTION)
 
     def name_refusal(self, file_name: str) -> str | None:
         """Why a predictions file called ``file_name`` is refused for its name, or None.

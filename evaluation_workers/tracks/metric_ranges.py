@@ -2,9 +2,9 @@
 
 Scores copied from papers (a bundle's ``paper_rows``) are checked here, so that ``EM: 21.0``
 (a percentage) is refused rather than drawn as 2100.0 and a metric the track lacks is
-refused rather than stored. ``metric_range`` is the one place that says a metric's range:
-today every metric of every track is a fraction in [0, 1] (docs/metrics.md); once tracks
-declare per-metric specs (direction, range, unit), it reads them from the track.
+refused rather than stored. ``metric_range`` is the one place that says a metric's range: it
+reads the track's spec of the metric (``Track.metric_spec``: a fraction in [0, 1] unless the
+track declares a value with a unit and its own bounds).
 """
 
 from __future__ import annotations
@@ -17,28 +17,35 @@ from evaluation_workers.tracks.base import Track
 
 @dataclass(frozen=True)
 class MetricRange:
-    """The values a metric may take, and what such a value is called in messages."""
+    """The values a metric may take (None: unbounded on that side), and what such a value is called
+    in messages."""
 
-    low: float = 0.0
-    high: float = 1.0
+    low: float | None = 0.0
+    high: float | None = 1.0
     kind: str = "a fraction"
 
     def refusal(self, value: float) -> str | None:
         """Why ``value`` is not a value of this metric, or None."""
-        if math.isfinite(value) and self.low <= value <= self.high:
+        if math.isfinite(value) and (self.low is None or self.low <= value) and (
+                self.high is None or value <= self.high):
             return None
         hint = ""
         if self == FRACTION and math.isfinite(value) and 1 < value <= 100:
             hint = f" (a percentage? {value:g} % is {value / 100:g})"
-        return f"expected {self.kind} in [{self.low:g}, {self.high:g}], but got {value!r}{hint}"
+        bounds = f"[{'-inf' if self.low is None else f'{self.low:g}'}, {'inf' if self.high is None else f'{self.high:g}'}]"
+        return f"expected {self.kind} in {bounds}, but got {value!r}{hint}"
 
 
 FRACTION = MetricRange()
 
 
 def metric_range(track: Track, metric: str) -> MetricRange:
-    """The range of ``metric`` of ``track``: for now the same for all (a fraction in [0, 1])."""
-    return FRACTION
+    """The range of ``metric`` of ``track``, from its spec (``Track.metric_spec``)."""
+    spec = track.metric_spec(metric)
+    if spec.is_fraction:
+        return FRACTION
+    unit = f" ({spec.unit})" if spec.unit else ""
+    return MetricRange(spec.low, spec.high, f"a value{unit}")
 
 
 def score_metric(track: Track, key: str) -> str | None:

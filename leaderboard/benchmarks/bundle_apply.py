@@ -34,9 +34,11 @@ from leaderboard.benchmarks.bundles import (
     bundled_paths,
     read_bundle,
 )
+from leaderboard.benchmarks.challenge_plans import archived_refusal, plan_challenges
 from leaderboard.benchmarks.models import Benchmark, Split
 from leaderboard.benchmarks.permissions import maintainer_group
 from leaderboard.benchmarks.services import discard_labels, do_load_labels, labels_checksum
+from leaderboard.lib.host_pages import removed
 from leaderboard.lib.pagecache import bump
 from leaderboard.moderation.models import AuditEntry
 from leaderboard.rankings.models import LeaderboardEntry
@@ -45,8 +47,8 @@ from leaderboard.submissions.models import SplitLimit, Submission
 from leaderboard.submissions.new_labels import do_new_labels
 
 SPLIT_FIELDS = ("description", "is_default", "accepting_submissions", "results_visible_after", "labels_public",
-                "starts_at", "freeze_at", "deadline", "reveal_at_deadline")
-PHASE_FIELDS = {"starts_at", "freeze_at", "deadline", "reveal_at_deadline"}
+                "starts_at", "freeze_at", "deadline", "reveal_at_deadline", "board_hidden", "max_published_per_team")
+PHASE_FIELDS = {"starts_at", "freeze_at", "deadline", "reveal_at_deadline", "board_hidden"}
 LOADED_BY = "manage.py load_benchmark"
 
 
@@ -163,7 +165,8 @@ def _hides(split: Split, name: str, new: Any) -> bool:
 
 def _plan_benchmark(plan: Plan, benchmark: Benchmark | None) -> None:
     b = plan.bundle
-    wanted = {"title": b.title, "description": b.description, "order": b.order, "board": b.board}
+    wanted = {"title": b.title, "description": b.description, "order": b.order, "board": b.board,
+              "method_fields": list(b.method_fields)}
     if benchmark is None:
         plan.change(f"create benchmark {b.track} ({b.title})",
                     lambda ctx: Benchmark.objects.create(track=b.track, **wanted))
@@ -174,6 +177,27 @@ def _plan_benchmark(plan: Plan, benchmark: Benchmark | None) -> None:
         plan.change(text, diff=lines)
     if diff:
         plan.steps.append(lambda ctx: Benchmark.objects.filter(pk=benchmark.pk).update(**diff))
+
+
+def _plan_pages(plan: Plan, benchmark: Benchmark | None) -> None:
+    """Each host page added, changed (its Markdown as a diff) or removed; what the sanitiser will leave
+    out of a page is said as a note, the dry run included."""
+    b = plan.bundle
+    have = dict(benchmark.pages) if benchmark else {}
+    for key, source in b.pages.items():
+        if dropped := removed(source):
+            plan.notes.append(f"{b.path.name}: pages.{key}: the sanitiser removes {', '.join(dropped)}; the page "
+                              f"shows the rest")
+        if key not in have:
+            plan.change(f"benchmark {b.track}: add page {key} ({len(source.splitlines())} lines)")
+        elif have[key] != source:
+            text, lines = _changed(f"benchmark {b.track}", f"page {key}", have[key], source)
+            plan.change(text, diff=lines)
+    for key in have:
+        if key not in b.pages:
+            plan.change(f"benchmark {b.track}: remove page {key}")
+    if have != b.pages:
+        plan.steps.append(lambda ctx: Benchmark.objects.filter(track=b.track).update(pages=dict(b.pages)))
 
 
 def _update_split(track: str, name: str, diff: dict[str, Any]) -> None:
@@ -198,6 +222,8 @@ def _plan_fields(plan: Plan, split: Split | None, spec: SplitSpec) -> None:
                                                      **wanted))
         return
     diff = {k: v for k, v in wanted.items() if getattr(split, k) != v}
+    if refusal := archived_refusal(split, PHASE_FIELDS & set(diff)):
+        raise BundleError([f"{plan.bundle.path.name}: {refusal}"])
     shown = published_results(split) if diff else ""
     for k, v in diff.items():
         text, lines = _changed(f"split {split}", k, getattr(split, k), v)
@@ -342,6 +368,7 @@ def plan(bundle: Bundle, *, synthetic: bool = True, paper_rows: bool = True) -> 
     out = Plan(bundle)
     benchmark = Benchmark.objects.filter(track=bundle.track).first()
     _plan_benchmark(out, benchmark)
+    _plan_pages(out, benchmark)
     splits = {s.name: s for s in Split.objects.filter(benchmark=benchmark).select_related("benchmark")}
     for spec in bundle.splits:
         _plan_fields(out, splits.get(spec.name), spec)
@@ -350,6 +377,7 @@ def plan(bundle: Bundle, *, synthetic: bool = True, paper_rows: bool = True) -> 
     for name, split in splits.items():
         if name not in {s.name for s in bundle.splits}:
             _plan_dropped(out, split)
+    plan_challenges(out, benchmark)
     if paper_rows:
         _plan_paper_rows(out, splits)
     _plan_maintainers(out)
@@ -381,7 +409,7 @@ def apply(planned: Plan, *, allow_rescore: bool = False, dry_run: bool = False, 
     except BaseException:
         discard_labels(ctx.stored)  # the rows went with the transaction; the files they named go too
         raise
-    planned.notes = ctx.notes
+    planned.notes = [*planned.notes, *ctx.notes]
     return planned
 
 

@@ -29,16 +29,20 @@ from jsonschema import Draft202012Validator
 
 from evaluation_workers.tracks import get_track, names
 from evaluation_workers.tracks.metric_ranges import score_refusal
-from leaderboard.benchmarks import bundle_participation
+from leaderboard.benchmarks import bundle_challenges, bundle_participation
+from leaderboard.benchmarks.bundle_challenges import ChallengeSpec
 from leaderboard.benchmarks.bundle_files import (
     BundleError,
     BundleFileRefused,
+    read_bundle_text,
     read_limited,
     resolve_bundle_path,
     size_refusal,
 )
 from leaderboard.benchmarks.bundle_participation import AnnouncementSpec, ParticipationSpec, WebhookSpec
 from leaderboard.benchmarks.bundle_yaml import Key, Reader, key_path, moment, read_plain
+from leaderboard.lib.host_pages import MAX_PAGE_BYTES, PAGES
+from leaderboard.lib.method_fields import MethodField, check_bundle_fields
 
 HERE = Path(__file__).resolve().parent
 BUNDLES_DIR = HERE / "bundles"  # the repository's bundles: the demo site's benchmarks
@@ -70,6 +74,8 @@ class SplitSpec:
     deadline: datetime | None
     reveal_at_deadline: bool
     limits: dict[str, dict[str, int | None]] = field(default_factory=dict)  # scope -> SplitLimit fields
+    board_hidden: bool = False  # a challenge phase's board, hidden until its deadline
+    max_published_per_team: int | None = None  # rows a team may have published in its phase
 
 
 @dataclass(frozen=True)
@@ -83,6 +89,9 @@ class Bundle:
     splits: tuple[SplitSpec, ...]
     paper_rows: tuple[dict[str, Any], ...]  # blocks as rankings.services.do_load_paper_rows takes them
     board: dict[str, Any]
+    method_fields: tuple[dict[str, Any], ...] = ()  # as Benchmark.method_fields keeps them (lib/method_fields.py)
+    pages: dict[str, str] = field(default_factory=dict)  # key -> Markdown source, in host_pages.PAGES' order
+    challenges: tuple[ChallengeSpec, ...] = ()  # declared, then one per split with its own phases
     # Who may submit (None: anyone, as before), messages to the participants, the host's webhook.
     participation: ParticipationSpec | None = None
     announcements: tuple[AnnouncementSpec, ...] = ()
@@ -161,18 +170,13 @@ def _moments(data: dict[str, Any]) -> list[tuple[Key, str]]:
             found.append((("paper_rows", b, "paper", "published"), block["paper"]["published"]))
         found += [(("paper_rows", b, "rows", r, "paper", "published"), row["paper"]["published"])
                   for r, row in enumerate(block["rows"]) if row.get("paper", {}).get("published")]
-    return found + bundle_participation.moments(data)
+    return found + bundle_challenges.moments(data) + bundle_participation.moments(data)
 
 
 def _check_dates(reader: Reader, where: Key, split: dict[str, Any]) -> None:
     phases = split.get("phases", {})
-    moments = [(k, moment(phases[k])) for k in ("starts_at", "freeze_at", "deadline") if phases.get(k)]
-    for (a, first), (b, second) in zip(moments, moments[1:]):
-        wrong = second <= first if (a, b) == ("starts_at", "freeze_at") else second < first
-        if wrong:
-            reader.problem((*where, "phases", b), f"expected {b} after {a} (starts_at < freeze_at <= deadline), "
-                                                 f"but got {a} {first:%Y-%m-%d %H:%M} and {b} "
-                                                 f"{second:%Y-%m-%d %H:%M} UTC")
+    bundle_challenges.check_order(reader, (*where, "phases"), {k: moment(v) for k, v in phases.items()
+                                                               if k in bundle_challenges.DATES and v})
 
 
 def _check_files(reader: Reader, where: Key, labels: dict[str, Any], path: Path) -> dict[str, Path]:
@@ -187,10 +191,35 @@ def _check_files(reader: Reader, where: Key, labels: dict[str, Any], path: Path)
     return files
 
 
+def _read_pages(reader: Reader, data: dict[str, Any], path: Path) -> dict[str, str]:
+    """The Markdown of each page the bundle names (``bundle_files``' rule), by key in tab order."""
+    pages = {}
+    for key, _ in PAGES:
+        if name := data.get("pages", {}).get(key):
+            try:
+                pages[key] = read_bundle_text(path, name, key=f"pages.{key}", max_bytes=MAX_PAGE_BYTES)
+            except BundleFileRefused as refused:
+                reader.problem(("pages", key), refused.reason)
+    return pages
+
+
 def _check_scores(reader: Reader, where: Key, spec: Any, scores: dict[str, Any]) -> None:
     for key, value in scores.items():
         if refusal := score_refusal(spec, key, value):
             reader.problem((*where, "scores", key), refusal)
+
+
+def _check_row_fields(reader: Reader, where: Key, fields: dict[str, MethodField], answers: dict[str, Any]) -> None:
+    """A paper row's answers to the bundle's method fields: declared fields, each a value it takes."""
+    for name, value in answers.items():
+        if name not in fields:
+            reader.problem((*where, "fields", name), f"unknown field {name!r}; method_fields declares: "
+                                                     f"{', '.join(fields) or 'none'}")
+            continue
+        try:
+            fields[name].clean(value)
+        except ValueError as exc:
+            reader.problem((*where, "fields", name), str(exc))
 
 
 def _check(reader: Reader, data: dict[str, Any], path: Path) -> dict[tuple[int, str], Path]:
@@ -208,6 +237,11 @@ def _check(reader: Reader, data: dict[str, Any], path: Path) -> dict[tuple[int, 
         reader.problem(("track",), f"unknown track {data['track']!r}; installed: {', '.join(names())}")
         return files
     spec = get_track(data["track"])
+    for where, problem in check_bundle_fields(data.get("method_fields", [])):
+        reader.problem(where, problem)
+    fields: dict[str, MethodField] = {}
+    for declared_field in data.get("method_fields", []):  # a name declared twice is refused above; the first counts
+        fields.setdefault(declared_field["name"], MethodField.of(declared_field))
     splits = data["splits"]
     seen: set[str] = set()
     for i, split in enumerate(splits):
@@ -217,6 +251,7 @@ def _check(reader: Reader, data: dict[str, Any], path: Path) -> dict[tuple[int, 
         _check_dates(reader, ("splits", i), split)
         for key, resolved in _check_files(reader, ("splits", i, "labels"), split["labels"], path).items():
             files[(i, key)] = resolved
+    bundle_challenges.check(reader, data, moment)
     defaults = [s["name"] for s in splits if s.get("default")]
     if len(defaults) > 1:
         where = next(i for i, s in enumerate(splits) if s.get("default") and s["name"] == defaults[1])
@@ -232,6 +267,7 @@ def _check(reader: Reader, data: dict[str, Any], path: Path) -> dict[tuple[int, 
                 reader.problem(where, f"unknown protocol {protocol!r} for {spec.name}; its protocols: {known}")
         for r, row in enumerate(block["rows"]):
             _check_scores(reader, ("paper_rows", b, "rows", r), spec, row["scores"])
+            _check_row_fields(reader, ("paper_rows", b, "rows", r), fields, row.get("fields", {}))
     board = data.get("board", {})
     sortable = set(spec.metrics) | {f"{g}/{m}" for g in spec.groups for m in spec.metrics}
     if board.get("metric") and board["metric"] not in spec.metrics:
@@ -240,17 +276,25 @@ def _check(reader: Reader, data: dict[str, Any], path: Path) -> dict[tuple[int, 
     for group in board.get("groups", []):
         if group not in spec.groups:
             reader.problem(("board", "groups"), f"unknown group {group!r}; {spec.name} has: {', '.join(spec.groups)}")
+    precision = board.get("precision")
+    for metric in precision if isinstance(precision, dict) else {}:
+        if metric not in spec.metrics:
+            reader.problem(("board", "precision", metric), f"unknown metric {metric!r}; {spec.name} has: "
+                                                           f"{', '.join(spec.metrics)}")
     if board.get("sort") and board["sort"] not in sortable:
         reader.problem(("board", "sort"), f"unknown column {board['sort']!r}; expected a metric of {spec.name} "
                                          f"or <group>/<metric> with a group of {', '.join(spec.groups)}")
     return files
 
 
-def _split(data: dict[str, Any], i: int, any_default: bool, files: dict[tuple[int, str], Path]) -> SplitSpec:
+def _split(data: dict[str, Any], i: int, any_default: bool, files: dict[tuple[int, str], Path],
+           rules: dict[str, Any] | None) -> SplitSpec:
+    """A split of the bundle; ``rules``: those of the challenge phase it is (its dates, board, limits), if any."""
     raw = data["labels"]
     kind = next(k for k in ("pending", "synthetic", "source") if k in raw)
     labels = Labels(kind, files.get((i, "source")), files.get((i, "public_subset")), key_path(("splits", i, "labels")))
-    phases = data.get("phases", {})
+    phases = rules or {}
+    limits = phases.get("limits") or data.get("limits", {})
     when = lambda v: moment(v) if v else None  # noqa: E731
     return SplitSpec(
         name=data["name"], description=data.get("description", ""),
@@ -259,8 +303,9 @@ def _split(data: dict[str, Any], i: int, any_default: bool, files: dict[tuple[in
         accepting_submissions=data.get("accepting_submissions", True),
         results_visible_after=when(data.get("results_visible_after")),
         starts_at=when(phases.get("starts_at")), freeze_at=when(phases.get("freeze_at")),
-        deadline=when(phases.get("deadline")), reveal_at_deadline=phases.get("reveal_at_deadline", True),
-        limits={scope: {f: values.get(f) for f in LIMIT_FIELDS} for scope, values in data.get("limits", {}).items()})
+        deadline=when(phases.get("deadline")), reveal_at_deadline=phases.get("reveal", "deadline") == "deadline",
+        limits={scope: {f: values.get(f) for f in LIMIT_FIELDS} for scope, values in limits.items()},
+        board_hidden=phases.get("board") == "hidden", max_published_per_team=phases.get("max_published"))
 
 
 def _too_big(name: str, size: int) -> BundleError:
@@ -293,6 +338,7 @@ def parse_bundle(text: str, path: Path) -> Bundle:
     reader = Reader(path.name)
     reader.lines = lines
     files = _check(reader, data, path)
+    pages = _read_pages(reader, data, path)
     # Who may take part, announcements, the webhook: read after the rest (the terms file is read here).
     terms = bundle_participation.check(reader.problem, data, path) if not reader.problems else ""
     if reader.problems:
@@ -300,11 +346,14 @@ def parse_bundle(text: str, path: Path) -> Bundle:
     track = get_track(data["track"])
     any_default = any(s.get("default") for s in data["splits"])
     participation, announcements, webhook = bundle_participation.parse(data, terms)
+    rules = bundle_challenges.phase_rules(data)
     return Bundle(
         path=path, track=track.name, title=data["title"], description=data.get("description", track.description),
         order=data.get("order", 0), maintainers=tuple(data.get("maintainers", [])),
-        splits=tuple(_split(s, i, any_default, files) for i, s in enumerate(data["splits"])),
+        splits=tuple(_split(s, i, any_default, files, rules.get(s["name"])) for i, s in enumerate(data["splits"])),
         paper_rows=tuple(data.get("paper_rows", [])), board=data.get("board", {}),
+        method_fields=tuple(MethodField.of(f).as_json() for f in data.get("method_fields", [])), pages=pages,
+        challenges=bundle_challenges.specs(data),
         participation=participation, announcements=announcements, webhook=webhook)
 
 

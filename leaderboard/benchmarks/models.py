@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+import dataclasses
+
 from django.db import models
 
 from evaluation_workers.tracks import get_track, is_installed
-from evaluation_workers.tracks.base import ScoringProtocol, Track
+from evaluation_workers.tracks.base import MetricSpec, ScoringProtocol, Track
 
 
 def track_facts(track: Track) -> dict:
@@ -13,7 +15,7 @@ def track_facts(track: Track) -> dict:
             "primary_metric": track.primary_metric, "groups": list(track.groups), "group_label": track.group_label,
             "description": track.description, "metric_families": [list(f) for f in track.metric_families],
             "protocols": [[p.key, p.label, p.description] for p in track.protocols], "unit": track.unit,
-            "chart": track.chart}
+            "chart": track.chart, "metric_specs": {m: s.as_json() for m, s in track.metric_specs.items()}}
 
 
 def _not_installed(name: str):
@@ -33,7 +35,9 @@ def stand_in(name: str, facts: dict) -> Track:
                  manifest=refuse, description=facts.get("description", ""),
                  metric_families=tuple(tuple(f) for f in facts.get("metric_families", ())),
                  protocols=tuple(ScoringProtocol(*p) for p in facts.get("protocols", ())),
-                 unit=facts.get("unit", ""), chart=facts.get("chart", "bars"))
+                 unit=facts.get("unit", ""), chart=facts.get("chart", "bars"),
+                 metric_specs={m: MetricSpec.from_json(s) for m, s in facts.get("metric_specs", {}).items()
+                               if m in facts.get("metrics", ())})
 
 
 class Benchmark(models.Model):
@@ -49,6 +53,12 @@ class Benchmark(models.Model):
     # The board's default view, from the benchmark's bundle (``bundles``): {"metric", "sort"}, each
     # optional; read by ``rankings.selectors.LeaderboardView.from_query``.
     board = models.JSONField(default=dict, blank=True)
+    # What every method is asked on this benchmark (the bundle's ``method_fields``, ``lib/method_fields.py``):
+    # [{"name", "label", "type", "choices", "required", "column", "filter", "help"}, ...].
+    method_fields = models.JSONField(default=list, blank=True, editable=False)  # the bundle's, not the admin's
+    # The hosts' Markdown pages (the bundle's ``pages``: overview, rules, dates, prizes, organisers,
+    # citation), {key: source}; rendered and sanitised when shown (``host_pages.render``).
+    pages = models.JSONField(default=dict, blank=True, editable=False)  # the bundle's, not the admin's
 
     class Meta:
         ordering = ["order", "track"]
@@ -60,6 +70,15 @@ class Benchmark(models.Model):
     def chart(self) -> str:
         """How a result's groups are drawn: the bundle's choice (``board.chart``), else the track's."""
         return self.board.get("chart") or self.spec.chart
+
+    def metric_spec(self, key: str) -> MetricSpec:
+        """How the metric of ``key`` (``EM``, or ``What/EM``) reads here: the track's spec, with the
+        decimals of the bundle's ``board.precision`` (a number for every metric, or one per metric)."""
+        spec = self.spec.metric_spec(key)
+        precision = self.board.get("precision")
+        if isinstance(precision, dict):
+            precision = precision.get(key, precision.get(key.rpartition("/")[2]))
+        return dataclasses.replace(spec, precision=precision) if isinstance(precision, int) else spec
 
     @property
     def track_installed(self) -> bool:
@@ -100,6 +119,18 @@ class Split(models.Model):
         null=True, blank=True, help_text="When the full board (private scores, entries held back by the freeze) "
                                          "was revealed.")
     reopened = models.BooleanField(default=False, help_text="Accept submissions again after the deadline.")
+    # A challenge phase's rules beyond its dates (``Phase``; ``phases.py``): the board hidden until the
+    # phase ends, and how many rows a team may have published on it.
+    board_hidden = models.BooleanField(
+        default=False, help_text="The public board shows no new row until the deadline (the phase's end); rows "
+                                 "published meanwhile appear then.")
+    max_published_per_team = models.PositiveIntegerField(
+        null=True, blank=True, help_text="How many rows (methods) a team may have published here; empty: any.")
+    # Set when the board of the challenge this split is a phase of was archived (``rankings.archive``),
+    # to the challenge's end: from then on it is a post-challenge board (``phases.AFTER``) whose rows
+    # sent after that moment are marked "after the challenge".
+    post_challenge_from = models.DateTimeField(
+        null=True, blank=True, help_text="When its challenge ended and was archived: a post-challenge board since.")
     # Set by maintainers: the split's labels are published (a public validation set), so results
     # per attribute or sub-class, with their counts, reveal nothing. Hidden splits show only groups
     # of at least DRILLDOWN_MIN_GROUP_SIZE, without counts (rankings.drilldown).
@@ -154,6 +185,55 @@ class Split(models.Model):
             return bool(self.__dict__["labels_partition"])
         labels = self.active_labels
         return bool(labels and labels.has_partition)
+
+
+class Challenge(models.Model):
+    """A benchmark's challenge: phases in order (``Phase``), each on a split of its own, whose dates and
+    rules the split holds (``phases.py``: the phases are not a second mechanism). When the last phase
+    ends (and its board is revealed) that board is archived (``rankings.archive``): an immutable
+    snapshot at ``/benchmarks/<track>/challenges/<name>/``, its ``top`` entries marked; with
+    ``post_challenge`` every phase's split then takes submissions again, as a post-challenge board.
+
+    Declared in the benchmark's bundle (``challenges``, or a split's ``phases``: a one-phase
+    challenge named after the split)."""
+
+    benchmark = models.ForeignKey(Benchmark, on_delete=models.CASCADE, related_name="challenges")
+    name = models.SlugField(max_length=40)
+    title = models.CharField(max_length=200)
+    description = models.CharField(max_length=300, blank=True)
+    top = models.PositiveSmallIntegerField(default=3, help_text="How many entries the archive marks as the top.")
+    post_challenge = models.BooleanField(
+        default=True, help_text="After the end, its splits take submissions again; rows sent after it are marked.")
+    order = models.PositiveSmallIntegerField(default=0)
+
+    class Meta:
+        ordering = ["benchmark", "order", "name"]
+        constraints = [models.UniqueConstraint(fields=["benchmark", "name"], name="unique_challenge")]
+
+    def __str__(self) -> str:
+        return f"{self.benchmark.track}/{self.name}"
+
+    @property
+    def last_phase(self) -> Phase | None:
+        return self.phases.select_related("split__benchmark").order_by("-order").first()
+
+
+class Phase(models.Model):
+    """One phase of a challenge, in order: its split holds its dates (start, freeze, deadline), its
+    board's visibility (``Split.board_hidden``), its limits and how many rows a team may publish."""
+
+    challenge = models.ForeignKey(Challenge, on_delete=models.CASCADE, related_name="phases")
+    order = models.PositiveSmallIntegerField()
+    name = models.SlugField(max_length=40)
+    title = models.CharField(max_length=200)
+    split = models.OneToOneField(Split, on_delete=models.CASCADE, related_name="challenge_phase")
+
+    class Meta:
+        ordering = ["challenge", "order"]
+        constraints = [models.UniqueConstraint(fields=["challenge", "name"], name="unique_phase_name")]
+
+    def __str__(self) -> str:
+        return f"{self.challenge}/{self.name}"
 
 
 class LabelSet(models.Model):

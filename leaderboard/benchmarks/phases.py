@@ -16,6 +16,15 @@
   the labels hold a partition. Submissions are refused unless a maintainer
   reopened the split.
 
+**A challenge's phase** (``models.Phase``) is a split with these dates and two more rules:
+``board_hidden`` (the board shows no new row until the deadline: ``board_is_held`` holds rows
+published or re-scored while it is open, as the freeze does, and the reveal at the deadline shows
+them) and ``max_published_per_team`` (``submissions.services`` refuses a team's row beyond it).
+When the challenge's last phase ends its board is archived (``rankings.archive``); a challenge that
+goes on after it gives each of its splits ``post_challenge_from``, and they are then **after** the
+challenge: open to submissions again, the selection free again (the archive holds the final one),
+the rows sent since marked "after the challenge".
+
 A split without any of the dates is open for ever; if its labels hold a
 partition, only the public subset's scores show until a maintainer reveals
 it. ``accepting_submissions`` is the maintainers' separate pause switch.
@@ -48,11 +57,12 @@ from typing import Any
 
 from django.utils import timezone
 
-UPCOMING, OPEN, FROZEN, CLOSED, REVEALED = "upcoming", "open", "frozen", "closed", "revealed"
+UPCOMING, OPEN, FROZEN, CLOSED, REVEALED, AFTER = "upcoming", "open", "frozen", "closed", "revealed", "after"
 # What every page, API answer and ``lb`` says of a split whose labels are not loaded.
 NOT_OPEN, LABELS_PENDING = "not open yet", "labels not loaded yet: opens when they are"
-PHASES = (UPCOMING, OPEN, FROZEN, CLOSED, REVEALED)
-LABELS = {UPCOMING: "Upcoming", OPEN: "Open", FROZEN: "Frozen", CLOSED: "Closed", REVEALED: "Revealed"}
+PHASES = (UPCOMING, OPEN, FROZEN, CLOSED, REVEALED, AFTER)
+LABELS = {UPCOMING: "Upcoming", OPEN: "Open", FROZEN: "Frozen", CLOSED: "Closed", REVEALED: "Revealed",
+          AFTER: "After the challenge"}
 
 
 def _now(now: datetime | None) -> datetime:
@@ -63,8 +73,16 @@ def is_challenge(split: Any) -> bool:
     return bool(split.starts_at or split.freeze_at or split.deadline)
 
 
+def is_after_challenge(split: Any, now: datetime | None = None) -> bool:
+    """Whether ``split`` is a post-challenge board: its challenge ended and was archived."""
+    after = getattr(split, "post_challenge_from", None)
+    return after is not None and _now(now) >= after
+
+
 def phase_of(split: Any, now: datetime | None = None) -> str:
     now = _now(now)
+    if is_after_challenge(split, now):
+        return AFTER
     if split.starts_at and now < split.starts_at:
         return UPCOMING
     if split.revealed_at is not None:
@@ -81,12 +99,14 @@ def is_revealed(split: Any, now: datetime | None = None) -> bool:
 
     Private-partition results stay hidden, from their owners too, until then.
     """
-    return phase_of(split, now) == REVEALED
+    return phase_of(split, now) in {REVEALED, AFTER}
 
 
 def board_is_held(split: Any, now: datetime | None = None) -> bool:
-    """Whether public rows must not change now (frozen, or closed before the reveal)."""
-    return phase_of(split, now) in {FROZEN, CLOSED}
+    """Whether public rows must not change now (frozen, closed before the reveal, or open with its board
+    hidden until the deadline)."""
+    phase = phase_of(split, now)
+    return phase in {FROZEN, CLOSED} or (phase == OPEN and bool(getattr(split, "board_hidden", False)))
 
 
 def shown_partitions(split: Any, now: datetime | None = None) -> tuple[str, ...]:
@@ -110,7 +130,7 @@ def selection_locked_since(split: Any, now: datetime | None = None) -> datetime 
     maintainer reveals it: revealing a plain split changes nothing anyone sees.
     """
     now = _now(now)
-    if phase_of(split, now) not in {FROZEN, CLOSED, REVEALED}:
+    if phase_of(split, now) not in {FROZEN, CLOSED, REVEALED}:  # after the challenge: the archive holds it
         return None
     if not is_challenge(split) and not split.has_partition:
         return None
@@ -204,6 +224,8 @@ def next_change(split: Any, now: datetime | None = None) -> tuple[str, datetime]
     """The next scheduled phase and when it starts; None when nothing more is scheduled."""
     now = _now(now)
     phase = phase_of(split, now)
+    if phase == AFTER:
+        return None
     steps = []
     if split.starts_at:
         steps.append((split.starts_at, OPEN))
@@ -230,7 +252,27 @@ def phase_json(split: Any, now: datetime | None = None) -> dict[str, Any]:
             "next_phase_at": iso(following[1]) if following else None,
             "seconds_to_next_phase": int((following[1] - now).total_seconds()) if following else None,
             "labels_loaded": split.labels_loaded, "accepting_submissions": refused is None,
-            "refusal": refused}
+            "refusal": refused, "board": "hidden" if getattr(split, "board_hidden", False) else "live",
+            "max_published_per_team": getattr(split, "max_published_per_team", None),
+            "post_challenge_from": iso(getattr(split, "post_challenge_from", None)),
+            "challenge": challenge_json(split)}
+
+
+def challenge_of(split: Any) -> Any:
+    """The challenge phase ``split`` is (a ``models.Phase``), or None."""
+    try:
+        return split.challenge_phase
+    except Exception:  # noqa: BLE001 -- RelatedObjectDoesNotExist: no phase; an unsaved split neither
+        return None
+
+
+def challenge_json(split: Any) -> dict[str, Any] | None:
+    """Which challenge and phase ``split`` is, for the API: ``{"name", "title", "phase", "phase_title"}``."""
+    phase = challenge_of(split)
+    if phase is None:
+        return None
+    return {"name": phase.challenge.name, "title": phase.challenge.title, "phase": phase.name,
+            "phase_title": phase.title}
 
 
 def describe(split: Any, now: datetime | None = None) -> dict[str, Any]:
@@ -246,4 +288,5 @@ def describe(split: Any, now: datetime | None = None) -> dict[str, Any]:
             "phase": phase_of(split, now), "label": LABELS[phase_of(split, now)], "challenge": is_challenge(split),
             "next": LABELS[following[0]] if following else "", "next_at": following[1] if following else None,
             "left": _left(following[1], now) if following else "", "refusal": refusal(split, now),
-            "selection": selection_note(split, now)}
+            "selection": selection_note(split, now), "hidden": board_is_held(split, now) and phase_of(split, now) == OPEN,
+            "after": phase_of(split, now) == AFTER, "phase_of_challenge": challenge_of(split)}

@@ -1,5 +1,8 @@
+from typing import Any
+
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
 
 from evaluation_workers.tracks import all_tracks
 from leaderboard.benchmarks import docs
@@ -7,7 +10,9 @@ from leaderboard.benchmarks.disclosure import labels_json
 from leaderboard.benchmarks.models import Benchmark
 from leaderboard.benchmarks.permissions import results_embargoed
 from leaderboard.benchmarks.phases import next_change, phase_json
-from leaderboard.benchmarks.selectors import get_split, list_benchmarks, upload_limit
+from leaderboard.benchmarks.selectors import get_split, list_benchmarks, metric_specs_json, upload_limit
+from leaderboard.lib import host_pages
+from leaderboard.lib.method_fields import declared
 from leaderboard.lib.pagecache import cache_until, cached_page
 
 
@@ -27,7 +32,10 @@ def home(request: HttpRequest) -> HttpResponse:
 
 @cached_page()
 def api_tracks(request: HttpRequest) -> JsonResponse:
-    """The tracks, their splits and what they accept."""
+    """The tracks, their splits and what they accept, their challenges, method fields and pages."""
+    # The one read of rankings from this app besides the home page: where each challenge stands.
+    from leaderboard.rankings.challenges import challenge_states
+
     tracks = []
     for benchmark in list_benchmarks():
         spec = benchmark.spec
@@ -35,13 +43,19 @@ def api_tracks(request: HttpRequest) -> JsonResponse:
             following = next_change(split)  # a phase that starts says otherwise what it accepts
             cache_until(request, following[1] if following else None)
         tracks.append({"track": benchmark.track, "title": benchmark.title, "primary_metric": spec.primary_metric,
-                       "metrics": list(spec.metrics), "groups": list(spec.groups),
+                       "metrics": list(spec.metrics), "metric_specs": metric_specs_json(benchmark),
+                       "groups": list(spec.groups),
                        "scorer_version": spec.scorer_version, "upload_suffixes": list(spec.upload_suffixes),
                        "max_upload_bytes": spec.max_upload_bytes,
                        "protocols": [{"key": p.key, "label": p.label, "description": p.description}
                                      for p in spec.protocols],
                        "splits": [{"name": s.name, "default": s.is_default, "public_subset": s.has_partition,
-                                   "labels": labels_json(s), **phase_json(s)} for s in benchmark.splits.all()]})
+                                   "labels": labels_json(s), **phase_json(s)} for s in benchmark.splits.all()],
+                       "challenges": [_with_url(request, c) for c in challenge_states(benchmark)],
+                       "method_fields": [f.as_json() for f in declared(benchmark)],
+                       "pages": [{"key": key, "title": title, "url": request.build_absolute_uri(
+                           reverse("benchmarks:page", args=[benchmark.track, key]))}
+                                 for key, title in host_pages.tabs(benchmark)]})
     return JsonResponse({"tracks": tracks})
 
 
@@ -94,3 +108,23 @@ def format_sample(request: HttpRequest, track: str, form: str) -> HttpResponse:
     response = HttpResponse(content, content_type="application/octet-stream")
     response["Content-Disposition"] = f'attachment; filename="{track}_{split.name}_{name}"'
     return response
+
+
+@cached_page("track")
+def host_page(request: HttpRequest, track: str, page: str) -> HttpResponse:
+    """One of the pages the benchmark's hosts wrote (its bundle's ``pages``), sanitised, as a tab of
+    the benchmark's page."""
+    benchmark = get_object_or_404(Benchmark, track=track, is_active=True)
+    source = (benchmark.pages or {}).get(page)
+    if source is None:
+        raise Http404(f"{benchmark.title} has no page {page!r}.")
+    return render(request, "benchmarks/page.html", {
+        "benchmark": benchmark, "tabs": host_pages.tabs(benchmark), "current": page,
+        "title": host_pages.TITLES.get(page, page), "html": host_pages.render(source)})
+
+
+def _with_url(request: HttpRequest, state: Any) -> dict[str, Any]:
+    """A challenge's state (``rankings.challenges``) with its permanent address."""
+    state.links = {"url": request.build_absolute_uri(reverse("rankings:challenge", args=[
+        state.challenge.benchmark.track, state.name]))}
+    return dict(state.as_json())

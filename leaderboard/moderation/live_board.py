@@ -4,6 +4,7 @@ show at the reveal (rows held back by the freeze, private scores)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from leaderboard.benchmarks.models import Split
 from leaderboard.rankings.models import LeaderboardEntry
@@ -17,11 +18,13 @@ class LiveRow:
     private: float | None  # on the private remainder; None without a partition
     shown: float | None  # what the public board shows now; None: no row there
     held: bool  # published or re-scored since the freeze: not on the public board as it is
+    spec: Any = None  # the primary metric's MetricSpec: how the scores read, which way is better
 
 
 def live_board(split: Split) -> list[LiveRow]:
-    """Every published submission of ``split``, best public score first."""
+    """Every published submission of ``split``, best public score first (lowest, where lower is better)."""
     primary = split.benchmark.spec.primary_metric
+    spec = split.benchmark.metric_spec(primary)
     entries = {e.method_id: e for e in LeaderboardEntry.objects.filter(split=split, is_paper=False)}
     rows = []
     for sub in (Submission.objects.filter(split=split, is_published=True, is_hidden=False, is_disqualified=False)
@@ -38,5 +41,6 @@ def live_board(split: Split) -> list[LiveRow]:
             private=private.metrics.get(primary) if private else None,
             shown=entry.primary_score if entry else None,
             held=due is not None and (entry is None or entry.submission_id != sub.pk or entry.result_id != due.pk
-                                      or entry.updated_at < due.updated_at)))
-    return sorted(rows, key=lambda r: (r.public is None, -(r.public or 0.0)))
+                                      or entry.updated_at < due.updated_at), spec=spec))
+    sign = 1 if spec.lower_is_better else -1
+    return sorted(rows, key=lambda r: (r.public is None, sign * (r.public or 0.0)))

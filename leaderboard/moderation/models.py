@@ -47,6 +47,8 @@ class AuditEntry(models.Model):
         ADMIN_CHANGE = "admin_change"
         # ``manage.py load_benchmark``: a bundle creating or changing a benchmark (``details.changes``).
         LOAD_BENCHMARK = "load_benchmark"
+        # A maintainer taking the finals' export of a phase (every selected submission's file and results).
+        EXPORT_FINALS = "export_finals"
         # Who takes part (``participation_actions``): a request approved or denied, an invitation, a
         # ban (``track`` empty: every benchmark, by staff) and its lifting, the participants' list
         # downloaded, an announcement, the webhook's secret replaced.

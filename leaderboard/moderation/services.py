@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
@@ -14,6 +15,7 @@ from leaderboard.benchmarks import phases
 from leaderboard.benchmarks.models import Benchmark, Split
 from leaderboard.benchmarks.permissions import is_maintainer
 from leaderboard.lib.pagecache import bump
+from leaderboard.moderation.finals import Finals, finals_of
 from leaderboard.moderation.models import AuditEntry
 from leaderboard.rankings.services import do_refresh_split, do_reveal, refresh_entry
 from leaderboard.submissions import lifecycle
@@ -199,3 +201,14 @@ def check_set_labels_public(user: Any, split: Split, public: bool, reason: str) 
         _audit(user, Action.SET_LABELS_PUBLIC, split=split, target=str(split), reason=reason, public=public)
         Split.objects.filter(pk=split.pk).update(labels_public=public)
         bump(split.benchmark.track)  # update() sends no signal
+
+
+def check_export_finals(user: Any, split: Split) -> Finals:
+    """The finals' export of ``split`` (``finals.py``), for its maintainers; recorded in the audit log
+    with the submissions it holds."""
+    check_maintainer(user, split.benchmark)
+    finals = finals_of(split)
+    _audit(user, Action.EXPORT_FINALS, split=split, target=f"finals of {split} ({len(finals.submissions)} "
+                                                            f"selected submissions)", reason="",
+           submissions=[s.pk for s in finals.submissions], storage=settings.STORAGE_BACKEND)
+    return finals

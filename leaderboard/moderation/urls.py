@@ -10,6 +10,7 @@ urlpatterns = [
     path("submissions/<int:pk>/", views.submission, name="submission"),
     path("submissions/<int:pk>/<slug:action>/", views.act, name="act"),
     path("tracks/<slug:track>/", views.track, name="track"),
+    path("tracks/<slug:track>/finals/<slug:split>.zip", views.finals, name="finals"),
     path("tracks/<slug:track>/participants/", participation_views.participants, name="participants"),
     path("tracks/<slug:track>/participants.csv", participation_views.participants_csv, name="participants_csv"),
     path("tracks/<slug:track>/announcements/", participation_views.outreach, name="outreach"),

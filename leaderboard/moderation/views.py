@@ -11,7 +11,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import Q
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -81,6 +81,7 @@ def submission(request: HttpRequest, pk: int) -> HttpResponse:
     sub = get_object_or_404(Submission.objects.select_related("method", "team", "split__benchmark"), pk=pk)
     services.check_maintainer(request.user, sub.split.benchmark)
     return render(request, "moderation/submission.html", {
+        "primary_spec": sub.split.benchmark.metric_spec(sub.split.benchmark.spec.primary_metric),
         "submission": sub, "result": sub.latest_result, "results": sub.results.order_by("-created_at"),
         "audit": AuditEntry.objects.filter(submission_id=sub.pk),
         "selection_locked_since": phases.selection_locked_since(sub.split)})
@@ -187,6 +188,7 @@ def track(request: HttpRequest, track: str) -> HttpResponse:
         "benchmark": benchmark, "splits": splits, "drilldown_min": settings.DRILLDOWN_MIN_GROUP_SIZE,
         "phases": {s.pk: phases.describe(s) for s in splits},
         "live": {s.pk: live_board(s) for s in splits},
+        "storage_s3": settings.STORAGE_BACKEND == "s3",
         "audit": AuditEntry.objects.filter(track=track)[:50]})
 
 
@@ -232,3 +234,15 @@ def audit(request: HttpRequest) -> HttpResponse:
     if request.user.is_staff:  # what spans every track: bans from every benchmark, admin changes of no track
         tracks.append("")
     return render(request, "moderation/audit.html", {"entries": AuditEntry.objects.filter(track__in=tracks)[:500]})
+
+
+@maintainer_required
+def finals(request: HttpRequest, track: str, split: str) -> StreamingHttpResponse:
+    """The finals' export of one phase (split): a zip of every selected submission's file and results
+    (presigned links where files live in S3), streamed; audited."""
+    split_obj = get_object_or_404(Split.objects.select_related("benchmark"), benchmark__track=track, name=split)
+    taken = services.check_export_finals(request.user, split_obj)
+    response = StreamingHttpResponse(taken.stream(), content_type="application/zip")
+    response["Content-Disposition"] = f'attachment; filename="{taken.file_name}"'
+    response["Cache-Control"] = "private, no-store"
+    return response

@@ -1,14 +1,16 @@
 """Charts drawn on the server as inline SVG: no script, no network, readable
 without JavaScript and crisp at any width.
 
-Values are fractions in [0, 1], written as percentages by ``numbers.percent``;
+Values are written by their metric's spec (``spec``, a ``MetricSpec``; by default a
+fraction in [0, 1] written as a percentage, ``numbers.number``); a metric where lower is
+better (an error in cm) is drawn the same way, in its unit, and its "best" is its lowest;
 labels are escaped. Each function returns a complete ``<svg>`` element as safe
 markup. ``errors`` (bars, radar) are the first series' 95 % intervals, one
 ``(lo, hi)`` or None per group, drawn as error bars (a paper row has none:
 nothing is drawn). ``references`` (human performance, oracles: rows that are not
 contestants) are dashed grey lines, never bars, and never a series' best.
 
-Axes have titles (the metric in %, the groups' name) and round ticks
+Axes have titles (the metric in % or in its unit, the groups' name) and round ticks
 (``nice_ticks``). The drawings are 480 units wide with 15-unit type: a phone
 draws them about 320 px wide, so text stays at 10 px or more; ``.chart-box``
 caps them at 600 px on a desktop.
@@ -23,7 +25,8 @@ from datetime import datetime
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-from leaderboard.rankings.numbers import percent
+from evaluation_workers.tracks.base import FRACTION, MetricSpec
+from leaderboard.rankings.numbers import number, scaled, titled
 
 PALETTE = ["#2f5bd3", "#e07a1f", "#1a7f37", "#b42318", "#7a4cc2", "#0e7490"]
 REFERENCE = "#475467"
@@ -35,32 +38,34 @@ Reference = tuple[str, Sequence[float | None]]
 Errors = Sequence["Sequence[float] | None"]
 
 
-def _text(value: float | None) -> str:
+def _text(value: float | None, spec: MetricSpec = FRACTION) -> str:
     """A value as chart text: ``<0.1`` is markup-escaped."""
-    return escape(percent(value))
+    return escape(number(value, spec))
 
 
-def nice_ticks(top: float, count: int = 5) -> list[float]:
-    """Round ticks from 0 to at least ``top`` (a fraction), about ``count`` steps of 1, 2 or 5
-    times a power of ten in percent: 0.70 gives 0, 20, 40, 60, 80 (%), never 18/35/52/70."""
-    span = min(max(top, 0.0), 1.0) * 100
+def nice_ticks(top: float, count: int = 5, spec: MetricSpec = FRACTION) -> list[float]:
+    """Round ticks from 0 to at least ``top`` (in the metric's own values: a fraction, or a value in
+    its unit), about ``count`` steps of 1, 2 or 5 times a power of ten as pages show them: 0.70 of
+    a fraction gives 0, 20, 40, 60, 80 (%), never 18/35/52/70; a fraction's axis ends at 100 %."""
+    span = scaled(min(max(top, 0.0), 1.0) if spec.is_fraction else max(top, 0.0), spec)
+    unit = 100 if spec.is_fraction else 1
     if span <= 0:
-        return [0.0, 0.1]
+        return [0.0, 0.1 if spec.is_fraction else 1.0]
     raw = span / count
     power = 10.0 ** math.floor(math.log10(raw))
     step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw - 1e-9)
     steps = math.ceil(span / step - 1e-9)
-    return [round(i * step, 9) / 100 for i in range(steps + 1)]
+    return [round(i * step, 9) / unit for i in range(steps + 1)]
 
 
-def _tick_label(tick: float) -> str:
-    return f"{tick * 100:.10g}"
+def _tick_label(tick: float, spec: MetricSpec = FRACTION) -> str:
+    return f"{round(scaled(tick, spec), 9):.10g}"
 
 
-def _top(values: Sequence[float | None], errors: Errors | None = None) -> list[float]:
+def _top(values: Sequence[float | None], errors: Errors | None = None, spec: MetricSpec = FRACTION) -> list[float]:
     top = max((v for v in values if v is not None), default=0.0)
     top = max([top] + [float(e[1]) for e in errors or () if e])
-    return nice_ticks(top)
+    return nice_ticks(top, spec=spec)
 
 
 def _values(series: Sequence[Series], references: Sequence[Reference]) -> list[float | None]:
@@ -84,14 +89,15 @@ def _short(label: str, limit: int = 44) -> str:
     return label if len(label) <= limit else label[:limit - 1] + "…"
 
 
-def _error_title(label: str, group: str, bounds: Sequence[float]) -> str:
-    return escape(f"{label}, {group}: 95 % interval {percent(bounds[0])} to {percent(bounds[1])}")
+def _error_title(label: str, group: str, bounds: Sequence[float], spec: MetricSpec = FRACTION) -> str:
+    return escape(f"{label}, {group}: 95 % interval {number(bounds[0], spec)} to {number(bounds[1], spec)}")
 
 
-def _y_title(metric: str, x: float, y: float) -> str:
-    """The value axis's title, read bottom to top beside it."""
+def _y_title(metric: str, x: float, y: float, spec: MetricSpec = FRACTION) -> str:
+    """The value axis's title, read bottom to top beside it: the metric and its unit, and which way is better."""
+    better = ", lower is better" if spec.lower_is_better else ""
     return (f'<text class="axis-title" x="{x}" y="{y:.1f}" font-size="{TEXT}" text-anchor="middle" '
-            f'transform="rotate(-90 {x} {y:.1f})" fill="#344054">{escape(metric)} (%)</text>')
+            f'transform="rotate(-90 {x} {y:.1f})" fill="#344054">{escape(titled(metric, spec))}{better}</text>')
 
 
 def _svg(kind: str, title: str, height: float) -> str:
@@ -100,27 +106,28 @@ def _svg(kind: str, title: str, height: float) -> str:
 
 
 def radar(axes: Sequence[str], series: Sequence[Series], title: str = "", errors: Errors | None = None, *,
-          metric: str = "", references: Sequence[Reference] = ()) -> SafeString:
+          metric: str = "", references: Sequence[Reference] = (), spec: MetricSpec = FRACTION) -> SafeString:
     """A radar chart: one spoke per axis (e.g. OpenScan's aspects), one polygon per series
     (references dashed grey); rings at round ticks; the first series' intervals as segments
     along the spokes."""
     cx, cy, radius = WIDTH / 2, 230, 135
-    ticks = _top(_values(series, references), errors)
+    ticks = _top(_values(series, references), errors, spec)
     top = ticks[-1]
     n = len(axes)
     angle = [(-math.pi / 2 + 2 * math.pi * i / n) for i in range(n)]
     legend_y = cy + radius + 52
     out = [_svg("radar", title, legend_y + 22 * (len(series) + len(references)))]
     if metric:
+        better = ", lower is better" if spec.lower_is_better else ""
         out.append(f'<text class="axis-title" x="8" y="22" font-size="{TEXT}" fill="#344054">'
-                   f'{escape(metric)} (%)</text>')
+                   f'{escape(titled(metric, spec))}{better}</text>')
     for tick in ticks[1:]:
         ring = tick / top
         pts = " ".join(f"{cx + radius * ring * math.cos(a):.1f},{cy + radius * ring * math.sin(a):.1f}"
                        for a in angle)
         out.append(f'<polygon points="{pts}" fill="none" stroke="#d0d5dd"/>'
                    f'<text class="tick" x="{cx + 4}" y="{cy - radius * ring + 14:.1f}" font-size="{TEXT}" '
-                   f'fill="#667085">{_tick_label(tick)}</text>')
+                   f'fill="#667085">{_tick_label(tick, spec)}</text>')
     for a, label in zip(angle, axes):
         x, y = cx + radius * math.cos(a), cy + radius * math.sin(a)
         lx, ly = cx + (radius + 12) * math.cos(a), cy + (radius + 12) * math.sin(a)
@@ -135,7 +142,7 @@ def radar(axes: Sequence[str], series: Sequence[Series], title: str = "", errors
                         f"{cy + radius * (v or 0) / top * math.sin(a):.1f}" for a, v in zip(angle, values))
 
     def described(label: str, values: Sequence[float | None]) -> str:
-        return escape(f"{label}: " + ", ".join(f"{ax} {percent(v)}" for ax, v in zip(axes, values)))
+        return escape(f"{label}: " + ", ".join(f"{ax} {number(v, spec)}" for ax, v in zip(axes, values)))
 
     for j, (label, values) in enumerate(references):
         out.append(f'<g class="reference"><polygon points="{points(values)}" fill="none" stroke="{REFERENCE}" '
@@ -155,7 +162,7 @@ def radar(axes: Sequence[str], series: Sequence[Series], title: str = "", errors
                               for v in bounds)
         dx, dy = -4 * math.sin(a), 4 * math.cos(a)  # the caps, across the spoke
         out.append(f'<g class="error-bar" stroke="#101828" stroke-width="1.5"><title>'
-                   f'{_error_title(series[0][0], label, bounds)}</title>'
+                   f'{_error_title(series[0][0], label, bounds, spec)}</title>'
                    f'<line x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}"/>'
                    f'<line x1="{x1 - dx:.1f}" y1="{y1 - dy:.1f}" x2="{x1 + dx:.1f}" y2="{y1 + dy:.1f}"/>'
                    f'<line x1="{x2 - dx:.1f}" y1="{y2 - dy:.1f}" x2="{x2 + dx:.1f}" y2="{y2 + dy:.1f}"/></g>')
@@ -165,11 +172,12 @@ def radar(axes: Sequence[str], series: Sequence[Series], title: str = "", errors
 
 
 def bars(groups: Sequence[str], series: Sequence[Series], title: str = "", errors: Errors | None = None, *,
-         metric: str = "", group_label: str = "", references: Sequence[Reference] = ()) -> SafeString:
+         metric: str = "", group_label: str = "", references: Sequence[Reference] = (),
+         spec: MetricSpec = FRACTION) -> SafeString:
     """Grouped bars: one group per question type or category, one bar per series; each
     reference a dashed line across each group; the first series' intervals as error bars."""
     left, right, top_pad, plot_h = 60, 8, 12, 200
-    ticks = _top(_values(series, references), errors)
+    ticks = _top(_values(series, references), errors, spec)
     top = ticks[-1]
     plot_w = WIDTH - left - right
     base = top_pad + plot_h
@@ -181,10 +189,10 @@ def bars(groups: Sequence[str], series: Sequence[Series], title: str = "", error
         y = base - plot_h * tick / top
         out.append(f'<line x1="{left}" y1="{y:.1f}" x2="{WIDTH - right}" y2="{y:.1f}" stroke="#eaecf0"/>'
                    f'<text class="tick" x="{left - 6}" y="{y + 5:.1f}" font-size="{TEXT}" text-anchor="end" '
-                   f'fill="#667085">{_tick_label(tick)}</text>')
+                   f'fill="#667085">{_tick_label(tick, spec)}</text>')
     out.append(f'<line x1="{left}" y1="{base}" x2="{WIDTH - right}" y2="{base}" stroke="#98a2b3"/>')
     if metric:
-        out.append(_y_title(metric, 16, top_pad + plot_h / 2))
+        out.append(_y_title(metric, 16, top_pad + plot_h / 2, spec))
     for g, group in enumerate(groups):
         x0 = left + g * group_w + group_w * 0.1
         for i, (label, values) in enumerate(series):
@@ -192,13 +200,13 @@ def bars(groups: Sequence[str], series: Sequence[Series], title: str = "", error
             h = plot_h * (value or 0) / top
             out.append(f'<rect x="{x0 + i * bar_w:.1f}" y="{base - h:.1f}" width="{max(bar_w - 2, 1):.1f}" '
                        f'height="{h:.1f}" fill="{PALETTE[i % len(PALETTE)]}"><title>{escape(label)}, '
-                       f'{escape(group)}: {_text(value)}</title></rect>')
+                       f'{escape(group)}: {_text(value, spec)}</title></rect>')
             bounds = errors[g] if errors and i == 0 and g < len(errors) else None
             if bounds:
                 xm = x0 + i * bar_w + (bar_w - 2) / 2
                 y_lo, y_hi = (base - plot_h * float(v) / top for v in bounds)
                 out.append(f'<g class="error-bar" stroke="#101828" stroke-width="1.5"><title>'
-                           f'{_error_title(label, group, bounds)}</title>'
+                           f'{_error_title(label, group, bounds, spec)}</title>'
                            f'<line x1="{xm:.1f}" y1="{y_lo:.1f}" x2="{xm:.1f}" y2="{y_hi:.1f}"/>'
                            f'<line x1="{xm - 4:.1f}" y1="{y_lo:.1f}" x2="{xm + 4:.1f}" y2="{y_lo:.1f}"/>'
                            f'<line x1="{xm - 4:.1f}" y1="{y_hi:.1f}" x2="{xm + 4:.1f}" y2="{y_hi:.1f}"/></g>')
@@ -211,7 +219,7 @@ def bars(groups: Sequence[str], series: Sequence[Series], title: str = "", error
                 continue
             y = base - plot_h * value / top
             lines.append(f'<line x1="{left + g * group_w + 2:.1f}" y1="{y:.1f}" x2="{left + (g + 1) * group_w - 2:.1f}" '
-                         f'y2="{y:.1f}"><title>{escape(label)} (reference), {escape(group)}: {_text(value)}</title>'
+                         f'y2="{y:.1f}"><title>{escape(label)} (reference), {escape(group)}: {_text(value, spec)}</title>'
                          f'</line>')
         out.append(f'<g class="reference" stroke="{REFERENCE}" stroke-width="2.5" '
                    f'stroke-dasharray="{DASHES[j % len(DASHES)]}">{"".join(lines)}</g>')
@@ -224,7 +232,7 @@ def bars(groups: Sequence[str], series: Sequence[Series], title: str = "", error
 
 
 def progress(points: Sequence[tuple[datetime, float, str]], title: str = "", *, metric: str = "",
-             references: Sequence[tuple[str, float]] = ()) -> SafeString:
+             references: Sequence[tuple[str, float]] = (), spec: MetricSpec = FRACTION) -> SafeString:
     """A step line of the best score over time, one dot where the record improved; each
     reference a dashed grey line across, labelled with its name and value.
 
@@ -234,7 +242,7 @@ def progress(points: Sequence[tuple[datetime, float, str]], title: str = "", *, 
     height, left, right, bottom, top_pad = 262, 60, 16, 62, 34
     if not points:
         return mark_safe("")
-    ticks = _top([p[1] for p in points] + [v for _, v in references])
+    ticks = _top([p[1] for p in points] + [v for _, v in references], spec=spec)
     top = ticks[-1]
     t0, t1 = points[0][0].timestamp(), points[-1][0].timestamp()
     single = len(points) == 1 or t1 <= t0
@@ -250,15 +258,15 @@ def progress(points: Sequence[tuple[datetime, float, str]], title: str = "", *, 
         y = top_pad + plot_h * (1 - tick / top)
         out.append(f'<line x1="{left}" y1="{y:.1f}" x2="{WIDTH - right}" y2="{y:.1f}" stroke="#eaecf0"/>'
                    f'<text class="tick" x="{left - 6}" y="{y + 5:.1f}" font-size="{TEXT}" text-anchor="end" '
-                   f'fill="#667085">{_tick_label(tick)}</text>')
+                   f'fill="#667085">{_tick_label(tick, spec)}</text>')
     if metric:
-        out.append(_y_title(metric, 16, top_pad + plot_h / 2))
+        out.append(_y_title(metric, 16, top_pad + plot_h / 2, spec))
     for j, (name, value) in enumerate(references):
         y = top_pad + plot_h * (1 - value / top)
         out.append(f'<g class="reference"><line x1="{left}" y1="{y:.1f}" x2="{WIDTH - right}" y2="{y:.1f}" '
                    f'stroke="{REFERENCE}" stroke-width="2" stroke-dasharray="{DASHES[j % len(DASHES)]}"/>'
                    f'<text x="{WIDTH - right}" y="{y - 6:.1f}" font-size="{TEXT}" text-anchor="end" '
-                   f'fill="{REFERENCE}">{escape(_short(name, 28))} {_text(value)} (reference)</text></g>')
+                   f'fill="{REFERENCE}">{escape(_short(name, 28))} {_text(value, spec)} (reference)</text></g>')
     if not single:
         path = []
         for i, (t, v, _) in enumerate(points):
@@ -269,13 +277,13 @@ def progress(points: Sequence[tuple[datetime, float, str]], title: str = "", *, 
     for t, v, name in points:
         x, y = xy(t, v)
         out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="5" fill="{PALETTE[0]}"><title>{escape(name)}: '
-                   f'{_text(v)} ({t:%Y-%m-%d})</title></circle>')
+                   f'{_text(v, spec)} ({t:%Y-%m-%d})</title></circle>')
     t_last, v_last, name_last = points[-1]
     x, y = xy(t_last, v_last)
     # Beside the dot, on the side with room (a record set on the first day sits at the left edge).
     anchor = "middle" if single else ("start" if x < left + plot_w / 2 else "end")
     out.append(f'<text x="{x:.1f}" y="{max(y - 12, 16):.1f}" font-size="{TEXT}" '
-               f'text-anchor="{anchor}" font-weight="600">{escape(_short(name_last, 28))} {_text(v_last)}</text>')
+               f'text-anchor="{anchor}" font-weight="600">{escape(_short(name_last, 28))} {_text(v_last, spec)}</text>')
     dates = height - bottom + 22
     if single or points[0][0].date() == t_last.date():
         out.append(f'<text x="{left + plot_w / 2:.1f}" y="{dates}" font-size="{TEXT}" text-anchor="middle" '

@@ -9,7 +9,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from leaderboard.benchmarks.models import Split
+from leaderboard.benchmarks.models import Challenge, Split
 from leaderboard.submissions.models import Method, Result, ResultState, Submission
 
 ANONYMOUS_LABEL = "Anonymous (under review)"
@@ -98,6 +98,11 @@ class LeaderboardEntry(models.Model):
     paper_url = models.URLField(max_length=300, blank=True)
     venue = models.CharField(max_length=100, blank=True)
     protocol = models.CharField(max_length=40, blank=True)
+    # The method's (or the paper row's) answers to the benchmark's method fields: {"<field>": value}.
+    fields = models.JSONField(default=dict, blank=True)
+    # Sent after the end of the challenge this split was a phase of (``Split.post_challenge_from``):
+    # the row is not in the challenge's archived board, and says so.
+    after_challenge = models.BooleanField(default=False)
     # Paper rows: the method's own paper (``paper_url``/``venue`` are the source of the numbers):
     # {"authors", "title", "venue", "year", "url"}, or {"none": why it has none}; {} when not given.
     method_paper = models.JSONField(default=dict, blank=True)
@@ -183,3 +188,40 @@ class PairedTest(models.Model):
 
     def __str__(self) -> str:
         return f"result {self.result_a_id} vs {self.result_b_id}"
+
+
+class ChallengeArchive(models.Model):
+    """The final board of a challenge, as it was when its last phase ended: written once by
+    ``rankings.archive.do_archive`` and never recomputed, so that later submissions, re-scores,
+    withdrawals or a method's new name leave it as the workshop report cites it.
+
+    ``rows`` hold each row's facts as the board showed them (rank, method, team or None when
+    anonymous, paper citation, method fields, every score and interval, ``top``: the place among
+    the challenge's entries, 1..``Challenge.top``, or None), ranked rows first, then references.
+    The board's facts are copied too (its split, columns, metric specs, scorer), so the archive
+    reads the same when the split, the track or the bundle changes. It cannot be changed or deleted
+    through the ORM, and its challenge cannot be deleted while it exists.
+    """
+
+    challenge = models.OneToOneField(Challenge, on_delete=models.PROTECT, related_name="archive")
+    split = models.ForeignKey(Split, on_delete=models.SET_NULL, null=True, related_name="+")
+    track = models.CharField(max_length=40)
+    split_name = models.CharField(max_length=40)
+    title = models.CharField(max_length=200)
+    ended_at = models.DateTimeField(help_text="The end of the challenge: its last phase's deadline.")
+    archived_at = models.DateTimeField(default=timezone.now)
+    # The board: {"metric", "sort", "primary_metric", "columns", "headers", "all_columns",
+    # "metric_specs", "method_fields", "scorer_version", "scores_of", "phases": [{name, title, split, dates}]}.
+    board = models.JSONField(default=dict)
+    rows = models.JSONField(default=list)
+
+    def __str__(self) -> str:
+        return f"final board of {self.track}/{self.challenge_id} ({self.split_name})"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if self.pk is not None:
+            raise PermissionError("A challenge's archived board is never changed.")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> Any:
+        raise PermissionError("A challenge's archived board is never deleted.")

@@ -103,10 +103,11 @@ def list_board_pairs(split: Split) -> set[Pair]:
 
     Paper rows are never tested, so the neighbours of the scored rows alone are enough: two
     scored rows adjacent on a board that shows paper rows are adjacent among scored rows too.
-    The order is ``selectors.ordered_entries``'s (value, then primary metric best first, then
-    earlier publication, then id); rows without the column's value are not tested on it.
+    The order is ``selectors.ordered_entries``'s (value, then the primary metric best first by its
+    direction, then earlier publication, then id); rows without the column's value are not tested on it.
     """
     primary = split.benchmark.spec.primary_metric
+    primary_sign = 1 if split.benchmark.metric_spec(primary).lower_is_better else -1
     rows = [(pk, result_id, testable_units(labels, scorer, partition), scores, published_at, extra)
             for pk, result_id, labels, scorer, partition, scores, published_at, extra in
             LeaderboardEntry.objects.filter(split=split, is_paper=False, result__isnull=False,
@@ -122,7 +123,7 @@ def list_board_pairs(split: Split) -> set[Pair]:
             for sign in (-1, 1):
                 def order(r: Any, sign: int = sign, column: str = column) -> tuple[Any, ...]:
                     best = r[3].get(primary)
-                    return (sign * r[3][column], best is None, -(best or 0.0), r[4], r[0])
+                    return (sign * r[3][column], best is None, primary_sign * (best or 0.0), r[4], r[0])
 
                 ranked = sorted(valued, key=order)
                 pairs.update(pair_of(u[1], v[1]) for u, v in zip(ranked, ranked[1:]) if u[2] == v[2])

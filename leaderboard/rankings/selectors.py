@@ -34,17 +34,17 @@ from django.db.models import F, FloatField, Q, QuerySet
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 
+from evaluation_workers.tracks.base import FRACTION, MetricSpec
 from leaderboard.benchmarks.models import Split
+from leaderboard.lib.method_fields import MethodField, declared
 from leaderboard.lib.thresholds import metric_at, threshold_of, thresholds
 from leaderboard.rankings.like_with_like import ALL_PROTOCOLS, apart_reason, apart_rows, is_other_protocol
 from leaderboard.rankings.models import (
     ANONYMOUS_LABEL,
-    TAG_LENGTH,
     LeaderboardEntry,
-    columns_tag,
     export_columns,
-    export_texts,
 )
+from leaderboard.rankings.numbers import best, is_better
 from leaderboard.rankings.paired_tests import Family, Rung, Verdict, board_verdicts, testable_units
 from leaderboard.submissions.models import ResultState
 
@@ -61,7 +61,8 @@ class LeaderboardView:
     """What a leaderboard URL asks for, validated against the track.
 
     Query parameters: ``metric`` (one of the track's metrics), ``sort`` (a
-    column key, default the primary metric), ``order`` (``desc``|``asc``),
+    column key, default the primary metric), ``order`` (``desc``|``asc``; default:
+    best first, which is ``asc`` for a metric where lower is better),
     ``paper`` (``0`` hides paper-reported rows), ``extra`` (``no`` hides
     methods using extra training data, ``only`` keeps only those), ``protocol``
     (absent: this service's protocol ranked, the other protocols' paper rows listed
@@ -69,7 +70,9 @@ class LeaderboardView:
     only the rows it produced; a row that declares none counts as this service's,
     the first), ``iou`` (MMScan: the same
     metric and sort column at this IoU threshold), ``ci`` (``1`` shows each
-    score's 95 % interval as ±), ``page``.
+    score's 95 % interval as ±), ``field.<name>`` (a method field the benchmark
+    declares as a filter: only the rows with that answer; ``yes``/``no`` for a
+    yes/no field), ``page``.
     """
 
     split: Split
@@ -84,6 +87,8 @@ class LeaderboardView:
     protocol: str = ""
     columns: list[str] = field(default_factory=list)
     headers: list[str] = field(default_factory=list)
+    method_fields: list[MethodField] = field(default_factory=list)  # every field the benchmark declares
+    field_filters: dict[str, str] = field(default_factory=dict)  # name -> the URL value asked for
 
     @classmethod
     def from_query(cls, split: Split, query: Mapping[str, str], embargoed: bool = False) -> LeaderboardView:
@@ -105,10 +110,49 @@ class LeaderboardView:
         except ValueError:
             page = 1
         extra = query.get("extra") if query.get("extra") in {"no", "only"} else "any"
-        return cls(split=split, metric=metric, sort=sort, ascending=query.get("order") == "asc",
+        order = query.get("order")
+        ascending = order == "asc" if order in ("asc", "desc") else split.benchmark.metric_spec(sort).lower_is_better
+        fields = declared(split.benchmark)
+        filters = {f.name: query[f"field.{f.name}"] for f in fields
+                   if f.filter and f.filter_value(query.get(f"field.{f.name}", "")) is not None}
+        return cls(split=split, metric=metric, sort=sort, ascending=ascending,
                    include_paper=query.get("paper") != "0", extra=extra, page=page,
                    intervals=query.get("ci") == "1", embargoed=embargoed, protocol=protocol,
-                   columns=columns, headers=["Overall", *groups])
+                   columns=columns, headers=["Overall", *groups], method_fields=fields, field_filters=filters)
+
+    @property
+    def field_columns(self) -> list[MethodField]:
+        """The method fields the board shows as columns (after the method's)."""
+        return [f for f in self.method_fields if f.column]
+
+    @property
+    def filters(self) -> list[tuple[MethodField, str]]:
+        """The method fields the board filters by, each with the value asked for ("" for any)."""
+        return [(f, self.field_filters.get(f.name, "")) for f in self.method_fields if f.filter]
+
+    @property
+    def width(self) -> int:
+        """The board's columns: pick, rank, method, the field columns, then the scores."""
+        return 3 + len(self.field_columns) + len(self.headers)
+
+    def spec_of(self, column: str) -> MetricSpec:
+        """How the numbers of a column read (its metric's spec, with the bundle's precision)."""
+        return self.split.benchmark.metric_spec(column)
+
+    @property
+    def column_specs(self) -> list[MetricSpec]:
+        return [self.spec_of(c) for c in self.columns]
+
+    @property
+    def best_first(self) -> bool:
+        """Whether the rows are listed best first on the sorted column (its metric's direction)."""
+        return self.ascending == self.spec_of(self.sort).lower_is_better
+
+    def sort_query(self, column: str) -> str:
+        """The link of a column's header: the sorted column turns round; another is sorted best first."""
+        if column == self.sort:
+            return self.query(order="desc" if self.ascending else "asc", page=1)
+        return self.query(sort=column, order="asc" if self.spec_of(column).lower_is_better else "desc", page=1)
 
     @property
     def iou(self) -> str | None:
@@ -137,10 +181,11 @@ class LeaderboardView:
         params = {"split": self.split.name, "metric": self.metric, "sort": self.sort,
                   "order": "asc" if self.ascending else "desc", "paper": "1" if self.include_paper else "0",
                   "extra": self.extra, "protocol": self.protocol, "ci": "1" if self.intervals else "0",
-                  "page": self.page}
+                  "page": self.page, **{f"field.{k}": v for k, v in self.field_filters.items()}}
         params.update(changes)
-        defaults = {"order": "desc", "paper": "1", "extra": "any", "protocol": "", "ci": "0", "page": 1}
-        return urlencode({k: v for k, v in params.items() if defaults.get(k) != v})
+        best_first = "asc" if self.spec_of(str(params["sort"])).lower_is_better else "desc"
+        defaults = {"order": best_first, "paper": "1", "extra": "any", "protocol": "", "ci": "0", "page": 1}
+        return urlencode({k: v for k, v in params.items() if defaults.get(k) != v and v != ""})
 
 
 def filtered_entries(view: LeaderboardView) -> QuerySet[LeaderboardEntry]:
@@ -152,6 +197,10 @@ def filtered_entries(view: LeaderboardView) -> QuerySet[LeaderboardEntry]:
     # that reported only EM) shows dashes and ranks last (``missing_metric``).
     if not view.include_paper:
         entries = entries.filter(is_paper=False)
+    for method_field in view.method_fields:
+        if method_field.name in view.field_filters:
+            wanted = method_field.filter_value(view.field_filters[method_field.name])
+            entries = entries.filter(**{f"fields__{method_field.name}": wanted})
     if view.extra == "no":
         entries = entries.filter(uses_extra_data=False)
     elif view.extra == "only":
@@ -186,17 +235,22 @@ def unranked_entries(view: LeaderboardView) -> tuple[list[LeaderboardEntry], lis
     value = score_expression(view.sort)
     chosen = Q(is_reference=True) | ~Q(state=ResultState.CURRENT)
     rows = list(filtered_entries(view).filter(chosen if apart is None else chosen | apart).annotate(sort_value=value)
-                .order_by(value.desc(nulls_last=True), "name"))
+                .order_by(best_first(view), "name"))
     stale = [e for e in rows if not e.is_reference and e.state != ResultState.CURRENT]
     return ([e for e in rows if not e.is_reference and e.state == ResultState.CURRENT],
             [e for e in rows if e.is_reference], stale)
 
 
+def best_first(view: LeaderboardView) -> Any:
+    """The sort column, best first (missing values last): the order of the reference rows."""
+    value = score_expression(view.sort)
+    return value.asc(nulls_last=True) if view.spec_of(view.sort).lower_is_better else value.desc(nulls_last=True)
+
+
 def reference_entries(view: LeaderboardView) -> list[LeaderboardEntry]:
     """The view's reference rows, best first on its sort column (missing values last), never ranked."""
-    value = score_expression(view.sort)
-    return list(filtered_entries(view).filter(is_reference=True).annotate(sort_value=value)
-                .order_by(value.desc(nulls_last=True), "name"))
+    return list(filtered_entries(view).filter(is_reference=True).annotate(sort_value=score_expression(view.sort))
+                .order_by(best_first(view), "name"))
 
 
 def missing_metric(view: LeaderboardView) -> dict[str, int]:
@@ -206,12 +260,16 @@ def missing_metric(view: LeaderboardView) -> dict[str, int]:
 
 
 def ordered_entries(view: LeaderboardView) -> QuerySet[LeaderboardEntry]:
-    """The view's rows in ranking order, with ``sort_value`` annotated."""
+    """The view's rows in ranking order, with ``sort_value`` annotated: the sort column as asked
+    (best first by default), ties by the primary metric best first (lower first where lower is
+    better), then earlier publication, then the row id."""
     primary = view.split.benchmark.spec.primary_metric
     value = F("primary_score") if view.sort == primary else score_expression(view.sort)
     direction = (value.asc(nulls_last=True) if view.ascending else value.desc(nulls_last=True))
+    primary_best = (F("primary_score").asc(nulls_last=True) if view.spec_of(primary).lower_is_better
+                    else F("primary_score").desc(nulls_last=True))
     return (contestants(view).annotate(sort_value=value)
-            .order_by(direction, F("primary_score").desc(nulls_last=True), "published_at", "id"))
+            .order_by(direction, primary_best, "published_at", "id"))
 
 
 def with_units(entries: QuerySet[LeaderboardEntry]) -> QuerySet[LeaderboardEntry]:
@@ -237,10 +295,19 @@ class RankedRow:
     headers: list[str] = field(default_factory=list)
     apart: bool = False
 
+    specs: list[MetricSpec] = field(default_factory=list)
+    fields: list[MethodField] = field(default_factory=list)  # the view's field columns
+
     @property
-    def labelled(self) -> list[tuple[str, Any, Any]]:
-        """(column header, value, interval) of each cell: a phone shows the header beside the value."""
-        return list(zip(self.headers, self.cells, self.bounds))
+    def field_cells(self) -> list[tuple[str, str]]:
+        """(label, value as shown) of each field column of the row."""
+        answers = self.entry.fields or {}
+        return [(f.label, f.shown(answers.get(f.name))) for f in self.fields]
+
+    @property
+    def labelled(self) -> list[tuple[str, Any, Any, MetricSpec]]:
+        """(column header, value, interval, spec) of each cell: a phone shows the header beside the value."""
+        return list(zip(self.headers, self.cells, self.bounds, self.specs or [FRACTION] * len(self.cells)))
 
 
 @dataclass
@@ -266,6 +333,7 @@ def leaderboard_page(view: LeaderboardView, page_size: int = PAGE_SIZE) -> Page:
     number = min(view.page, max(1, -(-count // page_size)))
     offset = (number - 1) * page_size
     page_entries = list(with_units(entries)[offset:offset + page_size])
+    specs = view.column_specs
     rows: list[RankedRow] = []
     for i, entry in enumerate(page_entries):
         value = entry.sort_value
@@ -280,15 +348,16 @@ def leaderboard_page(view: LeaderboardView, page_size: int = PAGE_SIZE) -> Page:
         else:
             rank = offset + i + 1
         rows.append(RankedRow(rank=rank, entry=entry, cells=[entry.scores.get(c) for c in view.columns],
-                              bounds=[entry.intervals.get(c) for c in view.columns], headers=view.headers))
-    verdicts, family = board_verdicts([_rung(e.pk, e.result_id, e.test_labels, e.test_scorer, e.test_partition,
+                              bounds=[entry.intervals.get(c) for c in view.columns], headers=view.headers,
+                              specs=specs, fields=view.field_columns))
+    verdicts, family = board_verdicts([rung(e.pk, e.result_id, e.test_labels, e.test_scorer, e.test_partition,
                                              e.sort_value) for e in page_entries], view.sort, view.split.pk, "shown")
     for above, row, verdict in zip([None, *rows], rows, verdicts):
         row.versus_above, row.above_id = verdict, above.entry.pk if above and verdict else None
     return Page(rows=rows, number=number, count=count, page_size=page_size, significance=family)
 
 
-def _rung(entry_id: int, result_id: int | None, labels: str | None, scorer: str | None, partition: str | None,
+def rung(entry_id: int, result_id: int | None, labels: str | None, scorer: str | None, partition: str | None,
           value: Any) -> Rung:
     return Rung(entry_id, result_id, testable_units(labels, scorer, partition), value is not None)
 
@@ -309,7 +378,8 @@ def entry_as_json(row: RankedRow, columns: list[str]) -> dict[str, Any]:
             "paper_url": e.paper_url, "venue": e.venue, "method_paper": e.method_paper or None,
             "protocol": e.protocol, "uses_extra_data": e.uses_extra_data,
             "verified": e.is_verified, "scorer_version": e.scorer_version, "submission_id": e.submission_id,
-            "published_at": e.published_at.isoformat(), "state": e.state,
+            "published_at": e.published_at.isoformat(), "fields": e.fields, "after_challenge": e.after_challenge,
+            "state": e.state,
             "scores": {c: e.scores.get(c) for c in columns},
             "intervals": {c: e.intervals[c] for c in columns if e.intervals.get(c) is not None},
             **significance_json(row.versus_above, row.above_id)}
@@ -354,6 +424,7 @@ class TrackSummary:
     leaders: list[tuple[int, LeaderboardEntry, Any]]
     scored: int
     paper: int
+    spec: MetricSpec = FRACTION  # the sorted column's: how the leaders' scores read
     view: LeaderboardView | None = None
 
 
@@ -369,97 +440,15 @@ def track_summary(split: Split, embargoed: bool, top: int = 3) -> TrackSummary:
         other = protocols.get(entry.protocol) if is_other_protocol(split, entry.protocol) else None
         leaders.append((leaders[-1][0] if tied else i + 1, entry, other))
     return TrackSummary(split=split, leaders=leaders, scored=entries.filter(is_paper=False).count(),
-                        paper=entries.filter(is_paper=True).count(), view=view)
-
-
-EXPORT_FIELDS = ("id", "name", "method_id", "team_name", "is_anonymous", "is_paper", "is_reference", "paper_note",
-                 "paper_url", "venue", "method_paper", "protocol", "uses_extra_data", "is_verified", "scorer_version",
-                 "submission_id", "published_at", "state")
-# Their names in exports and the API (entry_as_json).
-EXPORT_KEYS = ("entry_id", "method", "method_id", "team", "anonymous", "reported_in_paper", "reference", "note",
-               "paper_url", "venue", "method_paper", "protocol", "uses_extra_data", "verified", "scorer_version",
-               "submission_id", "published_at", "state")
-_RANKED_KEYS = ("rank", *EXPORT_KEYS)
-
-
-@dataclass
-class ExportRow:
-    """A row of an export: ``fields`` as in ``entry_as_json`` (but ``published_at``, a
-    datetime: each format writes it as ISO 8601) except for the scores and intervals,
-    which are ready-made text in the export's format (the JSON members
-    ``"scores": {..}, "intervals": {..}``, or CSV cells)."""
-
-    fields: dict[str, Any]
-    scores: str
-
-
-def export_rows(view: LeaderboardView, limit: int, fmt: str) -> tuple[list[ExportRow], Family]:
-    """Every ranked row of the view (up to ``limit``), ranked as ``leaderboard_page`` ranks them,
-    then the paper rows listed apart (``"listed_apart": True``, rank None, untested), then its
-    reference rows (``"reference": True``, rank None, untested), then its rows that are not current
-    (``"state"`` not "current", rank None, untested), with their scores as
-    stored for ``fmt`` ("json" or "csv"), and each ranked row's paired test against the row
-    above, adjusted over the adjacent pairs of the export's rows.
-
-    Two queries of plain values and the rows' stored export texts (and one for the
-    references): building thousands of model instances and re-encoding each score was
-    most of an export's time (issue 11). Scores are decoded only for rows whose text is
-    missing or was written for other columns (one more query).
-    """
-    columns = view.all_columns
-    tag = columns_tag(columns)
-    text_field = {"json": "export_json", "csv": "export_csv"}[fmt]
-    # The texts are read apart, unsorted: carried through the sort they made it several times slower.
-    texts = dict(filtered_entries(view).values_list("pk", text_field))
-    rows: list[ExportRow] = []
-    rungs: list[Rung] = []
-    stale: dict[int, ExportRow] = {}
-
-    def add(rank: int | None, fields: list[Any], apart: bool = False) -> None:
-        row = dict(zip(_RANKED_KEYS, (rank, *fields)), listed_apart=apart)
-        row["method_paper"] = row["method_paper"] or None
-        if row["anonymous"]:
-            row["team"] = None
-        text = texts.get(row["entry_id"], "")  # "": published in between
-        rows.append(export := ExportRow(row, text[TAG_LENGTH:]))
-        if not text.startswith(tag):
-            stale[row["entry_id"]] = export
-
-    previous, rank = None, None
-    listed = with_units(ordered_entries(view)).values_list(*EXPORT_FIELDS, "sort_value", "result_id", "test_labels",
-                                                           "test_scorer", "test_partition")[:limit]
-    for i, (*fields, value, result_id, labels, scorer, partition) in enumerate(listed):
-        rungs.append(_rung(fields[0], result_id, labels, scorer, partition, value))
-        if value is None:
-            rank = None
-        elif not i or value != previous:
-            rank = i + 1
-        previous = value
-        add(rank, fields)
-    ranked = len(rows)
-    apart = apart_rows(view.split, view.protocol)
-    unranked = [(True, filtered_entries(view).filter(apart, is_reference=False))] if apart is not None else []
-    stale_rows = filtered_entries(view).filter(is_reference=False).exclude(state=ResultState.CURRENT)
-    for listed_apart, entries in [*unranked, (False, filtered_entries(view).filter(is_reference=True)),
-                                  (False, stale_rows)]:
-        for fields in entries.order_by(score_expression(view.sort).desc(nulls_last=True), "name").values_list(
-                *EXPORT_FIELDS):
-            add(None, list(fields), listed_apart)
-    for pk, scores, bounds in (LeaderboardEntry.objects.filter(pk__in=stale).values_list("pk", "scores", "intervals")
-                               if stale else ()):
-        stale[pk].scores = export_texts(scores, columns, bounds)[fmt == "csv"][TAG_LENGTH:]
-    verdicts, family = board_verdicts(rungs, view.sort, view.split.pk, "in this file")
-    for above, row, verdict in zip([None, *rows[:ranked]], rows[:ranked], verdicts):
-        row.fields.update(significance_json(verdict, above.fields["entry_id"] if above else None))
-    for row in rows[ranked:]:
-        row.fields.update(significance_json(None, None))
-    return rows, family
+                        paper=entries.filter(is_paper=True).count(), view=view,
+                        spec=split.benchmark.metric_spec(view.sort))
 
 
 def group_profile(split: Split, metric: str) -> dict[str, dict[str, float | None]]:
-    """Per group: the best value and the median over the rows the split's default board ranks (for
-    charts; references and the rows listed apart are neither)."""
+    """Per group: the best value (the lowest where lower is better) and the median over the rows the
+    split's default board ranks (for charts; references and the rows listed apart are neither)."""
     spec = split.benchmark.spec
+    metric_spec = split.benchmark.metric_spec(metric)
     values: dict[str, list[float]] = {g: [] for g in spec.groups}
     ranked = LeaderboardEntry.objects.filter(split=split, is_reference=False, state=ResultState.CURRENT)
     apart = apart_rows(split, "")
@@ -468,7 +457,7 @@ def group_profile(split: Split, metric: str) -> dict[str, dict[str, float | None
             v = scores.get(f"{g}/{metric}")
             if v is not None:
                 values[g].append(v)
-    return {g: {"best": max(v) if v else None, "median": statistics.median(v) if v else None}
+    return {g: {"best": best(metric_spec, v), "median": statistics.median(v) if v else None}
             for g, v in values.items()}
 
 
@@ -482,17 +471,19 @@ def group_references(split: Split, metric: str, but: int | None = None) -> list[
 
 
 def best_over_time(view: LeaderboardView) -> list[tuple[Any, float, str]]:
-    """(date, best value of the view's metric so far, method) at each date the best improved.
+    """(date, best value of the view's metric so far, method) at each date the best improved
+    (went down, where lower is better).
 
     Over the ranked rows the table shows (paper rows included unless the view
     hides them; references never), so the last point is the table's best. A
     paper row's date is its paper's publication date (``published_at``).
     """
+    spec = view.spec_of(view.metric)
     points: list[tuple[Any, float, str]] = []
     for published_at, score, name in (contestants(view).annotate(v=score_expression(view.metric))
                                       .filter(v__isnull=False).order_by("published_at", "id")
                                       .values_list("published_at", "v", "name")):
-        if not points or score > points[-1][1]:
+        if not points or is_better(spec, score, points[-1][1]):
             if points and points[-1][0] == published_at:  # rows of one paper share its date: keep its best
                 points.pop()
             points.append((published_at, score, name))

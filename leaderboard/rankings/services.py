@@ -12,6 +12,7 @@ from django.utils import timezone
 from evaluation_workers.tracks.metric_ranges import score_refusal
 from leaderboard.benchmarks import phases
 from leaderboard.benchmarks.models import Split
+from leaderboard.lib.method_fields import declared, values_for
 from leaderboard.lib.pagecache import bump
 from leaderboard.participation.selectors import is_banned
 from leaderboard.rankings.models import LeaderboardEntry
@@ -77,6 +78,9 @@ def refresh_entry(method: Any, split: Split, *, ask_tests: bool = True) -> Leade
                       # The row of an anonymous method never holds its team (pages, API, exports read it).
                       "team_name": "" if anonymous else published.team.name, "is_anonymous": anonymous,
                       "uses_extra_data": bool(method.uses_extra_data),
+                      "fields": values_for(declared(split.benchmark), (method.fields or {}).get(spec.name, {})),
+                      "after_challenge": split.post_challenge_from is not None
+                                         and published.created_at >= split.post_challenge_from,
                       "is_verified": published.is_verified,
                       "primary_score": scores.get(spec.primary_metric), "scores": scores,
                       "intervals": {k: v for k, v in result.scene_intervals.items() if v is not None},
@@ -171,6 +175,7 @@ def paper_row_fields(split: Split, data: dict[str, Any], row: dict[str, Any], wh
     return {"paper_note": row.get("note") or data.get("source", ""), "method_paper": row.get("method_paper", {}),
             "scores": row["scores"], "primary_score": row["scores"].get(spec.primary_metric),
             "uses_extra_data": row.get("uses_extra_data", False),
+            "fields": {k: v for k, v in row.get("fields", {}).items() if v is not None},
             "is_reference": reference_flag(where, row), **metadata}
 
 

@@ -1,5 +1,5 @@
-"""Site-side tasks of the rankings: the reveal at a deadline (Celery beat) and paired-test answers
-from the scoring workers (queue SITE_QUEUE)."""
+"""Site-side tasks of the rankings: the reveal at a deadline and the archive at a challenge's end
+(Celery beat), and paired-test answers from the scoring workers (queue SITE_QUEUE)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ from django.db import DatabaseError, InterfaceError
 
 from evaluation_workers import contracts
 from leaderboard.ops.outages import Streak
-from leaderboard.rankings import paired_tests, services
+from leaderboard.rankings import archive, paired_tests, services
 
 _reveals_failing = Streak(logging.getLogger(__name__), "Revealing the boards due")
+_archives_failing = Streak(logging.getLogger(__name__), "Archiving the challenges that ended")
 
 
 @shared_task(name="rankings.reveal_due", ignore_result=True)
@@ -28,6 +29,20 @@ def reveal_due() -> int:
         return 0
     _reveals_failing.succeeded()
     return revealed
+
+
+@shared_task(name="rankings.archive_due", ignore_result=True)
+def archive_due() -> int:
+    """Archive the final boards of challenges whose last phase ended (``CELERY_BEAT_SCHEDULE``, every minute);
+    while the database is down, one line of the log a minute, as the reveal."""
+    try:
+        archived = archive.do_archive_due()
+    except Exception as exc:
+        if not _archives_failing.failed(exc):
+            raise
+        return 0
+    _archives_failing.succeeded()
+    return archived
 
 
 @shared_task(name=contracts.RECORD_PAIRED_TEST, autoretry_for=(DatabaseError, InterfaceError), retry_backoff=1,

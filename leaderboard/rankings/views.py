@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import csv
-import io
-import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -19,24 +15,25 @@ from leaderboard.benchmarks import phases
 from leaderboard.benchmarks.disclosure import labels_cell, labels_json
 from leaderboard.benchmarks.models import Split
 from leaderboard.benchmarks.permissions import results_embargoed
-from leaderboard.benchmarks.selectors import get_split
-from leaderboard.lib import thresholds
-from leaderboard.lib.csv_cells import safe_cell
+from leaderboard.benchmarks.selectors import get_split, metric_specs_json
+from leaderboard.lib import host_pages, thresholds
+from leaderboard.lib.method_fields import declared
 from leaderboard.lib.pagecache import cache_until, cached_page
 from leaderboard.participation.selectors import banners
 from leaderboard.rankings import charts, paired_tests
 from leaderboard.rankings.bibtex import paper_row_bibtex
+from leaderboard.rankings.challenges import challenge_states
 from leaderboard.rankings.drilldown import Drilldown, drilldown
+from leaderboard.rankings.exports import csv_text, export_rows, json_text
 from leaderboard.rankings.like_with_like import ALL_PROTOCOLS, is_other_protocol
-from leaderboard.rankings.models import ANONYMOUS_LABEL, LeaderboardEntry, interval_columns
-from leaderboard.rankings.numbers import cleaned
+from leaderboard.rankings.models import LeaderboardEntry
+from leaderboard.rankings.numbers import cleaned, difference_unit, direction_words, is_better
 from leaderboard.rankings.selectors import (
     LeaderboardView,
     PublicMethod,
     RankedRow,
     best_over_time,
     entry_as_json,
-    export_rows,
     group_profile,
     group_references,
     leaderboard_page,
@@ -46,27 +43,10 @@ from leaderboard.rankings.selectors import (
     unranked_entries,
 )
 from leaderboard.rankings.services import reveal_if_due
-from leaderboard.submissions.models import Method, ResultState
+from leaderboard.submissions.models import Method
 
 MAX_EXPORT_ROWS = 10_000
 MAX_ID = 2**63 - 1  # a BigAutoField's largest value
-_csv_cell = safe_cell  # the exports' cells (leaderboard.lib.csv_cells)
-
-
-def _method_paper_cells(paper: dict[str, Any] | None) -> tuple[str, str]:
-    """The CSV's ``method_paper`` ("Chen et al., ECCV 2020", or "none: why") and ``method_paper_url``."""
-    if not paper:
-        return "", ""
-    if paper.get("none"):
-        return f"none: {paper['none']}", ""
-    return f"{paper['authors']}, {paper['venue']} {paper['year']}", paper["url"]
-
-
-def _significance_cells(fields: dict[str, Any]) -> tuple[Any, Any]:
-    """The CSV's ``adjusted_p_value`` and ``no_significant_difference_from_row_above`` (True/False);
-    both empty where the row was not tested against the row above."""
-    p = fields["adjusted_p_value"]
-    return ("", "") if p is None else (p, fields["no_significant_difference_from_entry_id"] is not None)
 
 
 def _embargoed(request: HttpRequest, split: Split) -> bool:
@@ -98,8 +78,10 @@ def _iou_links(view: LeaderboardView) -> list[tuple[str, str, bool]]:
 def _reference_rows(view: LeaderboardView, references: list[LeaderboardEntry], apart: bool = False) -> list[RankedRow]:
     """Unranked rows of the board (references, the rows not current, or with ``apart`` the paper rows
     listed apart)."""
+    specs = view.column_specs
     return [RankedRow(rank=None, entry=e, cells=[e.scores.get(c) for c in view.columns],
-                      bounds=[e.intervals.get(c) for c in view.columns], headers=view.headers, apart=apart)
+                      bounds=[e.intervals.get(c) for c in view.columns], headers=view.headers, apart=apart,
+                      specs=specs, fields=view.field_columns)
             for e in references]
 
 
@@ -109,14 +91,17 @@ def leaderboard(request: HttpRequest, track: str) -> HttpResponse:
     page = leaderboard_page(view)
     apart, references, stale = unranked_entries(view)
     spec = view.split.benchmark.spec
+    challenges = challenge_states(view.split.benchmark)
     context = {"benchmark": view.split.benchmark, "split": view.split, "splits": view.split.benchmark.splits.all(),
+               "tabs": host_pages.tabs(view.split.benchmark), "challenges": challenges,
+               "archives": [c for c in challenges if c.archive is not None],
                "view": view, "spec": spec, "page": page, "references": _reference_rows(view, references),
                "apart": _reference_rows(view, apart, apart=True), "stale": _reference_rows(view, stale),
-               "sort_links": [(h, c, view.query(sort=c, order="asc" if view.sort == c and not view.ascending
-                                                else "desc", page=1))
-                              for h, c in zip(view.headers, view.columns)],
+               "sort_links": [(h, c, view.sort_query(c)) for h, c in zip(view.headers, view.columns)],
+               "metric_spec": view.spec_of(view.metric), "sort_spec": view.spec_of(view.sort),
                "progress_chart": charts.progress(best_over_time(view), f"Best {view.metric} over time",
-                                                 metric=view.metric, references=reference_lines(view, references))
+                                                 metric=view.metric, references=reference_lines(view, references),
+                                                 spec=view.spec_of(view.metric))
                if not view.embargoed else "",
                "missing": missing_metric(view),
                "ci_query": view.query(ci="0" if view.intervals else "1"),
@@ -139,56 +124,25 @@ def export(request: HttpRequest, track: str, fmt: str) -> HttpResponse:
     rows, significance = export_rows(view, MAX_EXPORT_ROWS, fmt)
     # A file saved from a split with synthetic labels says so in its name too.
     name = f"{track}-{view.split.name}-{view.metric}{'-synthetic-labels' if view.split.labels_synthetic else ''}"
+    fields = declared(view.split.benchmark)
     if fmt == "json":
-        # The rows' scores are stored as JSON text; the document is assembled around them.
-        current = [r for r in rows if r.fields["state"] == ResultState.CURRENT]
-        ranked = [r for r in current if not r.fields["reference"] and not r.fields["listed_apart"]]
-        apart = [r for r in rows if r.fields["listed_apart"]]
-        references = [r for r in current if r.fields["reference"]]
-        not_current = [r for r in rows if r.fields["state"] != ResultState.CURRENT]
-        head = json.dumps({"track": track, "split": view.split.name, "sort": view.sort,
-                           "scorer_version": view.split.benchmark.spec.scorer_version,
-                           "labels": labels_json(view.split), "protocol": view.protocol or None,
-                           "apart_reason": view.apart_reason or None,
-                           "columns": view.all_columns, "interval_level": 0.95,
-                           "significance": significance.as_json()})
+        head = {"track": track, "split": view.split.name, "sort": view.sort,
+                "scorer_version": view.split.benchmark.spec.scorer_version,
+                "labels": labels_json(view.split), "protocol": view.protocol or None,
+                "apart_reason": view.apart_reason or None, "columns": view.all_columns,
+                "metric_specs": metric_specs_json(view.split.benchmark),
+                "method_fields": [f.as_json() for f in fields], "interval_level": 0.95,
+                "significance": significance.as_json()}
         if request.GET.get("drilldown") == "1":  # per attribute / sub-class, as the split's labels allow
             details = dict(LeaderboardEntry.objects.filter(pk__in=[r.fields["entry_id"] for r in rows])
                            .values_list("pk", "result__details"))
             for r in rows:
                 shown = drilldown(details.get(r.fields["entry_id"]), view.split)
                 r.fields["drilldown"] = shown.as_json() if shown else None
-        # ``r.scores`` holds the members ``"scores": {..}, "intervals": {..}`` (``models.export_texts``);
-        # orjson writes each row's fields (``published_at`` as ISO 8601) 5-10x faster than json.dumps.
-        body, aside, refs, stale = (", ".join(f"{orjson.dumps(r.fields).decode()[:-1]}, {r.scores}}}" for r in part)
-                                    for part in (ranked, apart, references, not_current))
-        response = HttpResponse(f'{head[:-1]}, "rows": [{body}], "apart": [{aside}], "references": [{refs}], '
-                                f'"not_current": [{stale}]}}',
-                                content_type="application/json")
+        response = HttpResponse(json_text(head, rows), content_type="application/json")
     else:
-        buffer = io.StringIO()
-        csv.writer(buffer).writerow(["rank", "method", "team", "reported_in_paper", "uses_extra_data", "verified",
-                                     "scorer_version", "published_at", "venue", "paper_url", "protocol",
-                                     "reference", "adjusted_p_value", "no_significant_difference_from_row_above",
-                                     "listed_apart", "labels", "method_paper", "method_paper_url", "state",
-                                     *view.all_columns, *interval_columns(view.all_columns)])
-        # Each row's fields end in a comma, then come its stored score cells. ``labels``: what the row
-        # was scored on (a paper row's numbers are the real split's, whatever this split holds).
-        scored_on = labels_cell(view.split)
-        writer = csv.writer(buffer, lineterminator=",")
-        for r in rows:
-            f = r.fields
-            team = ANONYMOUS_LABEL if f["anonymous"] else f["team"]
-            writer.writerow([_csv_cell(v) for v in (f["rank"], f["method"], team, f["reported_in_paper"],
-                                                    f["uses_extra_data"], f["verified"], f["scorer_version"],
-                                                    f["published_at"].isoformat(), f["venue"], f["paper_url"],
-                                                    f["protocol"], f["reference"], *_significance_cells(f),
-                                                    f["listed_apart"], scored_on if not f["reported_in_paper"]
-                                                    else "real", *_method_paper_cells(f["method_paper"]),
-                                                    f["state"])])
-            buffer.write(r.scores)  # numbers only, stored as CSV cells when the row was written
-            buffer.write("\r\n")
-        response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
+        response = HttpResponse(csv_text(view, rows, fields, labels_cell(view.split)),
+                                content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{name}.{fmt}"'
     return response
 
@@ -198,6 +152,7 @@ def _entry_chart(entry: LeaderboardEntry, iou: str | None) -> Any:
     of the ranked rows, on the primary metric (at IoU ``iou``); references drawn as lines."""
     spec = entry.split.benchmark.spec
     metric = thresholds.metric_at(spec.primary_metric, iou) if iou else spec.primary_metric
+    metric_spec = entry.split.benchmark.metric_spec(metric)
     profile = group_profile(entry.split, metric)
     series = [(entry.name, [entry.scores.get(f"{g}/{metric}") for g in spec.groups]),
               ("Best", [profile[g]["best"] for g in spec.groups]),
@@ -206,9 +161,10 @@ def _entry_chart(entry: LeaderboardEntry, iou: str | None) -> Any:
     title = f"{entry.name}: {metric} per {spec.group_label.lower()} on {spec.title} {entry.split.name}"
     errors = [entry.intervals.get(f"{g}/{metric}") for g in spec.groups]
     if entry.split.benchmark.chart == "radar":
-        return charts.radar(spec.groups, series, title, errors, metric=metric, references=references)
+        return charts.radar(spec.groups, series, title, errors, metric=metric, references=references,
+                            spec=metric_spec)
     return charts.bars(spec.groups, series, title, errors, metric=metric, group_label=spec.group_label,
-                       references=references)
+                       references=references, spec=metric_spec)
 
 
 @dataclass
@@ -223,6 +179,8 @@ class ResultCard:
     chart: Any
     protocol: Any
     drill: Drilldown | None = None
+    specs: dict[str, Any] = field(default_factory=dict)  # metric -> MetricSpec, as the scores table writes it
+    fields: list[tuple[str, str]] = field(default_factory=list)  # (label, answer) of the benchmark's method fields
 
 
 def _card(request: HttpRequest, entry: LeaderboardEntry) -> ResultCard:
@@ -230,7 +188,10 @@ def _card(request: HttpRequest, entry: LeaderboardEntry) -> ResultCard:
     iou = thresholds.chosen(spec, request.GET)
     return ResultCard(entry=entry, spec=spec, metrics=thresholds.metrics_at(spec, iou),
                       iou_links=thresholds.links(spec, iou, lambda t: f"?iou={t}"),
-                      chart=_entry_chart(entry, iou), protocol=_protocol(entry), drill=_drilldown(entry, iou))
+                      chart=_entry_chart(entry, iou), protocol=_protocol(entry), drill=_drilldown(entry, iou),
+                      specs={m: entry.split.benchmark.metric_spec(m) for m in spec.metrics},
+                      fields=[(f.label, f.shown(entry.fields.get(f.name))) for f in declared(entry.split.benchmark)
+                              if entry.fields.get(f.name) is not None])
 
 
 def _visible_entries(request: HttpRequest, entries: Any) -> list[LeaderboardEntry]:
@@ -338,6 +299,7 @@ def compare(request: HttpRequest, track: str) -> HttpResponse:
     view = _view(request, track)
     spec = view.split.benchmark.spec
     entries = _compare_entries(request, view.split)
+    metric_spec = view.spec_of(view.metric)
     unlike = [i > 0 and _unlike(view.split, entries[0], e) for i, e in enumerate(entries)]
     # A phone shows each value under its row's name: other protocols are marked there too.
     labels = [f"{e.name} (other protocol)" if is_other_protocol(view.split, e.protocol) else e.name for e in entries]
@@ -345,14 +307,16 @@ def compare(request: HttpRequest, track: str) -> HttpResponse:
     for header, column in zip(view.headers, view.columns):
         values = [e.scores.get(column) for e in entries]
         base = values[0] if values else None
-        rows.append((header, [(labels[i], v, None if (i == 0 or v is None or base is None) else cleaned(v - base),
-                               entries[i].intervals.get(column), unlike[i]) for i, v in enumerate(values)]))
+        rows.append((header, [CompareCell(labels[i], v, None if (i == 0 or v is None or base is None)
+                                          else cleaned(v - base), entries[i].intervals.get(column), metric_spec,
+                                          unlike[i])
+                              for i, v in enumerate(values)]))
     contenders = [e for e in entries if not e.is_reference]
     chart = charts.bars(spec.groups, [(e.name, [e.scores.get(f"{g}/{view.metric}") for g in spec.groups])
                                       for e in contenders], f"{view.metric} per {spec.group_label.lower()}",
                         metric=view.metric, group_label=spec.group_label,
                         references=[(e.name, [e.scores.get(f"{g}/{view.metric}") for g in spec.groups])
-                                    for e in entries if e.is_reference]) if len(entries) >= 2 else ""
+                                    for e in entries if e.is_reference], spec=metric_spec) if len(entries) >= 2 else ""
     apart, references, _ = unranked_entries(view)  # rows not current are compared only when linked
     candidates = list(ordered_entries(view)[:200]) + apart + references
     names = {e.pk: e.name for e in entries}
@@ -363,14 +327,42 @@ def compare(request: HttpRequest, track: str) -> HttpResponse:
         "entries_marked": [(e, _other_protocol(view.split, e, protocols)) for e in entries], "any_unlike": any(unlike),
         "candidate_marks": {c.pk: _other_protocol(view.split, c, protocols) for c in candidates},
         "rows": rows, "chart": chart, "candidates": candidates, "selected": {e.pk for e in entries},
-        "iou_links": _iou_links(view),
-        "tests": [{**t, "a_name": names[t["a"]], "b_name": names[t["b"]]} for t in tests],
+        "iou_links": _iou_links(view), "metric_spec": metric_spec,
+        "difference_unit": difference_unit(metric_spec), "direction": direction_words(metric_spec),
+        "tests": [{**t, "a_name": names[t["a"]], "b_name": names[t["b"]],
+                   "better": _better_of(t, names, metric_spec)} for t in tests],
         "family": family, "notice": notice, "announcements": _announcements(request, view.split.benchmark)})
 
 
 def _other_protocol(split: Split, entry: LeaderboardEntry, protocols: dict[str, Any]) -> Any:
     """The protocol of ``entry`` when it is another than this service's (a page marks it), else None."""
     return protocols.get(entry.protocol) if is_other_protocol(split, entry.protocol) else None
+
+
+@dataclass
+class CompareCell:
+    """One value of the compare table, its difference from the first entry's, and whether that is better."""
+
+    name: str
+    value: Any
+    diff: float | None
+    bounds: Any
+    spec: Any
+    unlike: bool = False  # not like with like against the first entry (like_with_like)
+
+    @property
+    def verdict(self) -> str:
+        """``better``, ``worse`` or "" (no difference, or none shown), by the metric's direction."""
+        if not self.diff:
+            return ""
+        return "better" if is_better(self.spec, self.diff, 0.0) else "worse"
+
+
+def _better_of(test: dict[str, Any], names: dict[int, str], spec: Any) -> str:
+    """The name of the better of a tested pair (a - b), by the metric's direction; "" when not significant."""
+    if not test.get("significant") or not test.get("difference"):
+        return ""
+    return names[test["a"]] if is_better(spec, test["difference"], 0.0) else names[test["b"]]
 
 
 def _pair_tests(request: HttpRequest, track: str, entries: list[LeaderboardEntry],
@@ -401,7 +393,9 @@ def api_leaderboard(request: HttpRequest, track: str) -> JsonResponse:
     page = leaderboard_page(view)
     apart, references, stale = unranked_entries(view)
     return JsonResponse({"track": track, "split": view.split.name, "primary_metric": spec.primary_metric,
-                         "metrics": list(spec.metrics), "groups": list(spec.groups), "sort": view.sort,
+                         "metrics": list(spec.metrics), "metric_specs": metric_specs_json(view.split.benchmark),
+                         "method_fields": [f.as_json() for f in view.method_fields],
+                         "groups": list(spec.groups), "sort": view.sort,
                          "order": "asc" if view.ascending else "desc", "scorer_version": spec.scorer_version,
                          "page": page.number, "pages": page.pages, "count": page.count,
                          "results_embargoed": view.embargoed, **phases.phase_json(view.split),
@@ -441,6 +435,7 @@ def api_method(request: HttpRequest, pk: int) -> JsonResponse:
         "results": [{"track": e.split.benchmark.track, "split": e.split.name, "labels": labels_json(e.split),
                      "scores": e.scores, "intervals": e.intervals,
                      "scorer_version": e.scorer_version, "verified": e.is_verified, "protocol": e.protocol,
+                     "fields": e.fields,
                      "state": e.state,
                      "drilldown": drills[e.pk].as_json() if drills[e.pk] else None}
                     for e in entries]})

@@ -25,6 +25,7 @@ from leaderboard.lib import storage
 from leaderboard.lib.pagecache import cached_page
 from leaderboard.submissions import quotas, services, uploads
 from leaderboard.submissions.forms import MethodForm
+from leaderboard.submissions.methods import check_update_method
 from leaderboard.submissions.models import Method, Upload
 from leaderboard.submissions.selectors import method_as_json, submission_as_json
 
@@ -222,12 +223,14 @@ def api_method(request: HttpRequest, pk: int) -> JsonResponse:
         data = _body(request) if request.method == "POST" else json.loads(request.body or b"{}")
     except (ValueError, services.SubmissionRejected):
         return api_error("Expected a JSON object in the request body.", 400)
-    form = MethodForm.from_partial(method, data)
+    try:
+        form = MethodForm.from_partial(method, data)
+    except ValueError as exc:
+        return api_error(f"Invalid method details: {exc}", 400)
     if not form.is_valid():
         errors = "; ".join(f"{field}: {' '.join(messages)}" for field, messages in form.errors.items())
         return api_error(f"Invalid method details: {errors}", 400)
-    form.save()
-    return JsonResponse(method_as_json(method))
+    return JsonResponse(method_as_json(check_update_method(form)))
 
 
 @api_auth()

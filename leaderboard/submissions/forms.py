@@ -8,6 +8,8 @@ from django.forms.models import model_to_dict
 
 from leaderboard.benchmarks.models import Benchmark, Split
 from leaderboard.benchmarks.phases import LABELS_PENDING, NOT_OPEN
+from leaderboard.lib.method_fields import MAX_TEXT, MethodField
+from leaderboard.submissions import methods
 from leaderboard.submissions.models import Method
 
 
@@ -50,6 +52,29 @@ class SubmissionForm(forms.Form):
         self.fields["file"].widget.attrs["accept"] = ",".join(spec.upload_suffixes)
 
 
+def _form_field(benchmark: Benchmark, field: MethodField) -> forms.Field:
+    """The form's field for one method field of ``benchmark`` (never required here: publishing is
+    what needs a required one answered, as it needs the description)."""
+    label = f"{field.label} ({benchmark.title})"
+    help_text = field.help + (" Needed before publishing on this benchmark." if field.required else "")
+    if field.type == "choice":
+        return forms.ChoiceField(label=label, required=False, help_text=help_text,
+                                 choices=[("", "Not answered"), *((c, c) for c in field.choices)])
+    if field.type == "bool":
+        return forms.NullBooleanField(label=label, required=False, help_text=help_text, widget=forms.RadioSelect(
+            choices=[("", "Not answered"), ("true", "Yes"), ("false", "No")]))
+    if field.type == "number":
+        return forms.FloatField(label=label, required=False, help_text=help_text)
+    if field.type == "url":
+        return forms.URLField(label=label, required=False, help_text=help_text, assume_scheme="https",
+                              max_length=MAX_TEXT)
+    return forms.CharField(label=label, required=False, help_text=help_text, max_length=MAX_TEXT)
+
+
+def _key(track: str, name: str) -> str:
+    return f"field__{track}__{name}"
+
+
 class MethodForm(forms.ModelForm):
     paper_url = forms.URLField(required=False, assume_scheme="https", label="Paper URL")
     code_url = forms.URLField(required=False, assume_scheme="https", label="Code URL")
@@ -65,11 +90,63 @@ class MethodForm(forms.ModelForm):
         help_texts = {"authors": "As they should be credited, comma-separated.",
                       "details": "Backbone, pre-training, ensembles, test-time augmentation, …"}
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        """The method's details, and a field for each method field of every benchmark it entered
+        (``field__<track>__<name>``), showing its answer."""
+        super().__init__(*args, **kwargs)
+        self.method_fields: list[tuple[Benchmark, MethodField]] = []
+        if self.instance.pk is None:
+            return
+        for benchmark, fields in methods.field_sets(self.instance):
+            given = methods.answers(self.instance, benchmark)
+            for field in fields:
+                key = _key(benchmark.track, field.name)
+                self.fields[key] = _form_field(benchmark, field)
+                self.initial[key] = given.get(field.name)
+                self.method_fields.append((benchmark, field))
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        for benchmark, field in self.method_fields:
+            key = _key(benchmark.track, field.name)
+            if key in cleaned:
+                try:
+                    cleaned[key] = field.clean(cleaned[key])
+                except ValueError as exc:
+                    self.add_error(key, str(exc))
+        return cleaned
+
+    def save(self, commit: bool = True) -> Method:
+        changes: dict[str, dict[str, Any]] = {}
+        for benchmark, field in self.method_fields:
+            changes.setdefault(benchmark.track, {})[field.name] = self.cleaned_data.get(
+                _key(benchmark.track, field.name))
+        methods.do_set_answers(self.instance, changes)
+        return super().save(commit)
+
     @classmethod
     def from_partial(cls, method: Method, data: dict[str, Any]) -> MethodForm:
-        """A form that changes only the fields present in ``data`` (API PATCH)."""
+        """A form that changes only the fields present in ``data`` (API PATCH); ``data["fields"]``:
+        answers by track (``{"mmscan-vg": {"input": "points"}}``), checked by ``methods.parse_changes``
+        (``ValueError``)."""
         merged = {k: v for k, v in model_to_dict(method, fields=cls.Meta.fields).items() if v is not None}
         for name, value in data.items():
             if name in cls.Meta.fields:
                 merged[name] = "" if value is None else value
+        for benchmark, fields in methods.field_sets(method):
+            given = methods.answers(method, benchmark)
+            for field in fields:
+                merged[_key(benchmark.track, field.name)] = _as_form_value(given.get(field.name))
+        for track, values in methods.parse_changes(method, data.get("fields", {})).items():
+            for name, value in values.items():
+                merged[_key(track, name)] = _as_form_value(value)
         return cls(merged, instance=method)
+
+
+def _as_form_value(value: Any) -> str:
+    """A stored answer as a form sends it."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

@@ -21,6 +21,9 @@ class Method(models.Model):
     # None until the team answers; publishing needs an answer (REQUIRED_FOR_PUBLISHING).
     uses_extra_data = models.BooleanField(null=True, blank=True, verbose_name="Uses extra training data")
     details = models.TextField(blank=True)
+    # Answers to the method fields of each benchmark it entered ({"<track>": {"<field>": value}};
+    # ``lib.method_fields``): copied onto its leaderboard rows by ``rankings.services.refresh_entry``.
+    fields = models.JSONField(default=dict, blank=True)
     # Anonymous (under review): its public rows, pages, API answers and exports name no team,
     # authors, paper or code until a member reveals it (audited); maintainers still see the team.
     is_anonymous = models.BooleanField(default=False, help_text="Public as 'Anonymous (under review)'.")

@@ -9,7 +9,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Q, QuerySet
 
 from evaluation_workers import queues
-from leaderboard.submissions import broker
+from leaderboard.submissions import broker, methods
 from leaderboard.submissions.models import Method, Result, Submission, shown_result
 
 
@@ -26,6 +26,7 @@ class SubmissionRow:
     result: Result | None
     primary: str
     score: float | None
+    spec: Any = None  # the primary metric's MetricSpec: how the score reads
 
 
 def submission_rows(submissions: QuerySet[Submission]) -> list[SubmissionRow]:
@@ -35,7 +36,8 @@ def submission_rows(submissions: QuerySet[Submission]) -> list[SubmissionRow]:
     for s in submissions.prefetch_related("results"):
         result = shown_result(list(s.results.all()), s.split)
         primary = s.split.benchmark.spec.primary_metric
-        rows.append(SubmissionRow(s, result, primary, result.metrics.get(primary) if result else None))
+        rows.append(SubmissionRow(s, result, primary, result.metrics.get(primary) if result else None,
+                                  s.split.benchmark.metric_spec(primary)))
     return rows
 
 
@@ -196,4 +198,6 @@ def method_as_json(method: Method) -> dict[str, Any]:
             "uses_extra_data": method.uses_extra_data, "details": method.details,
             "anonymous": method.is_anonymous,
             "revealed_at": method.revealed_at.isoformat() if method.revealed_at else None,
-            "missing_for_publishing": [str(m) for m in method.missing_metadata]}
+            "fields": method.fields or {},
+            "declared_fields": {b.track: [f.as_json() for f in fields] for b, fields in methods.field_sets(method)},
+            "missing_for_publishing": methods.missing_for_publishing(method)}

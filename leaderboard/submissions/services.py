@@ -40,7 +40,9 @@ from leaderboard.rankings.models import ANONYMOUS_LABEL
 from leaderboard.rankings.services import refresh_entry
 from leaderboard.submissions import lifecycle, quotas
 from leaderboard.submissions.lifecycle import PLATFORM_REFUND_NOTE, Kind, Status, do_fail
+from leaderboard.submissions.methods import missing_fields
 from leaderboard.submissions.models import Method, RefusedUpload, Submission
+from leaderboard.submissions.phase_rules import publish_limit_refusal
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +110,13 @@ class SelectionLocked(SubmissionRejected):
 
     status = 409
     code = "selection_locked"
+
+
+class PublishLimit(SubmissionRejected):
+    """The team already has as many published rows on the split as its challenge phase allows (HTTP 409)."""
+
+    status = 409
+    code = "too_many_published"
 
 
 def user_can_see(user: AbstractBaseUser, submission: Submission) -> bool:
@@ -332,6 +341,8 @@ def check_publish(user: AbstractBaseUser, submission: Submission, publish: bool 
         method = Method.objects.select_for_update().get(pk=submission.method_id)
         if (locked := selection_refusal(submission, publish)) is not None:
             raise SelectionLocked(locked)
+        if publish and (too_many := publish_limit_refusal(submission)) is not None:
+            raise PublishLimit(too_many)
         if publish and anonymous and not method.is_anonymous:
             _check_can_go_anonymous(method)
             Method.objects.filter(pk=method.pk).update(is_anonymous=True)
@@ -344,7 +355,10 @@ def check_publishable(submission: Submission) -> None:
     """Refuse to publish a submission without scores, or of a method not described yet."""
     if submission.status != Status.FINISHED or not submission.results.exists():
         raise SubmissionRejected("Only a finished submission with scores can be published.")
-    missing = submission.method.missing_metadata if settings.PUBLISH_NEEDS_METHOD_DETAILS else []
+    missing = [str(m) for m in submission.method.missing_metadata] if settings.PUBLISH_NEEDS_METHOD_DETAILS else []
+    # The benchmark's required method fields are asked whatever the setting: its board filters on them.
+    benchmark = submission.split.benchmark
+    missing += [f"{label} ({benchmark.title})" for label in missing_fields(submission.method, benchmark)]
     if missing:
         raise SubmissionRejected(
             f"Describe the method {submission.method.name!r} before publishing: missing "

@@ -20,6 +20,7 @@ from leaderboard.lib import thresholds
 from leaderboard.participation.selectors import current_announcements
 from leaderboard.submissions import quotas, services
 from leaderboard.submissions.forms import MethodForm, SubmissionForm
+from leaderboard.submissions.methods import check_update_method, missing_for_publishing
 from leaderboard.submissions.models import Method, Submission
 from leaderboard.submissions.selectors import (
     list_submissions_for,
@@ -93,14 +94,15 @@ def method(request: HttpRequest, pk: int) -> HttpResponse:
     method = get_object_or_404(Method.objects.select_related("team"), pk=pk, team__members=request.user)
     form = MethodForm(request.POST or None, instance=method)
     if request.method == "POST" and form.is_valid():
-        form.save()
+        method = check_update_method(form)
         messages.success(request, f"Saved {method.name}.")
         next_url = request.POST.get("next", "")
         if url_has_allowed_host_and_scheme(next_url, allowed_hosts={request.get_host()}):
             return redirect(next_url)
         return redirect("submissions:method", pk=pk)
     return render(request, "submissions/method.html",
-                  {"method": method, "form": form, "next": request.GET.get("next", "")})
+                  {"method": method, "form": form, "next": request.GET.get("next", ""),
+                   "missing": missing_for_publishing(method)})
 
 
 @login_required
@@ -144,6 +146,7 @@ def detail(request: HttpRequest, pk: int) -> HttpResponse:
     iou = thresholds.chosen(spec, request.GET)  # MMScan's 14 metrics: one threshold's 7 at a time
     return render(request, "submissions/detail.html", {
         "submission": submission, "result": result, "spec": spec, "place": queue_place(submission),
+        "specs": {m: submission.split.benchmark.metric_spec(m) for m in spec.metrics},
         "shown_metrics": thresholds.metrics_at(spec, iou),
         "iou_links": thresholds.links(spec, iou, lambda t: f"?iou={t}"),
         "validators": validator_commands(submission), "selection": services.selection_notice(submission)})

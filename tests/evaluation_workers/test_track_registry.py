@@ -79,7 +79,7 @@ def test_a_broken_plugin_is_named_and_the_others_still_load(installed: Path, nam
     out = run_python(installed, code, name)
     assert out.returncode == 0, out.stderr
     loaded, error = out.stdout.splitlines()
-    assert loaded == str(sorted([*names(), "example", "incomplete"]))  # every other installed track, and the plugins that load
+    assert loaded == str(sorted([*names(), "example", "example-error", "incomplete"]))  # every other installed track, and the plugins that load
     assert expected in error
     assert f"Track plugin {name!r} failed to load" in out.stderr  # logged, not hidden
 

@@ -104,6 +104,14 @@ def sqa3d_split(db: None, sqa3d_files: dict[str, Path]) -> Any:
 
 
 @pytest.fixture
+def error_track(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """The fixture plugin's ``example-error`` track (lower is better, in cm) installed in this process."""
+    from tests.leaderboard.metric_tracks import installed_error_track
+
+    yield from installed_error_track(monkeypatch)
+
+
+@pytest.fixture
 def sent_tasks(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     """Replace the site's task dispatch with a recorder (narrow unit tests only)."""
     from leaderboard.celery import app

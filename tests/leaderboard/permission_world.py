@@ -1,6 +1,6 @@
 """The world the permission tests try every route and every hidden row on (``test_permissions``,
 ``test_hidden_rows``): six roles, published, private, queued and anonymous submissions, a paper row,
-an upload in progress, teams and tokens.
+an upload in progress, teams and tokens, a host page and an archived challenge.
 
 Test modules take the fixtures with ``world = pytest.fixture(permission_world.world)`` and
 ``fast_passwords = pytest.fixture(autouse=True)(permission_world.fast_passwords)``.
@@ -76,6 +76,26 @@ class World:
         services.check_publish(owner, hidden, anonymous=True)
         self.anonymous = Submission.objects.select_related("method").get(pk=hidden.pk)
         self.anonymous_entry = LeaderboardEntry.objects.get(method=self.anonymous.method)
+        self._challenge()
+
+    def _challenge(self) -> None:
+        """A host page and a challenge on sqa3d/test whose final board was archived (with HiddenNet on it),
+        the split open again afterwards for the other routes."""
+        from datetime import timedelta
+
+        from django.utils import timezone
+
+        from leaderboard.benchmarks.models import Benchmark, Challenge, Phase, Split
+        from leaderboard.rankings.archive import do_archive
+
+        split = Split.objects.select_related("benchmark").get(benchmark__track="sqa3d", name="test")
+        Benchmark.objects.filter(pk=split.benchmark_id).update(pages={"rules": "# Rules\n\nBe fair."})
+        self.challenge = Challenge.objects.create(benchmark=split.benchmark, name="sqa3d-2026", title="SQA3D 2026",
+                                                  post_challenge=False)
+        Phase.objects.create(challenge=self.challenge, order=0, name="test", title="Test", split=split)
+        Split.objects.filter(pk=split.pk).update(deadline=timezone.now() - timedelta(hours=1))
+        do_archive(self.challenge)
+        Split.objects.filter(pk=split.pk).update(deadline=None)
 
     def counter(self) -> int:
         self.n += 1

@@ -100,6 +100,20 @@ def site(transactional_db, maintainer, sqa3d_split, sqa3d_files, sent_tasks, tmp
     paper = LeaderboardEntry.objects.filter(split=sqa3d_split, is_paper=True).first()
     sqa_entry = LeaderboardEntry.objects.get(submission=sqa)
     mm_entry = LeaderboardEntry.objects.get(submission=mm)
+    # A challenge on sqa3d/test whose final board was archived (the split open again afterwards).
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from leaderboard.benchmarks.models import Challenge, Phase
+    from leaderboard.rankings.archive import do_archive
+
+    challenge = Challenge.objects.create(benchmark=sqa3d_split.benchmark, name="sqa3d-2026", title="SQA3D 2026",
+                                         post_challenge=False)
+    Phase.objects.create(challenge=challenge, order=0, name="test", title="Test", split=sqa3d_split)
+    Split.objects.filter(pk=sqa3d_split.pk).update(deadline=timezone.now() - timedelta(hours=1))
+    do_archive(challenge)
+    Split.objects.filter(pk=sqa3d_split.pk).update(deadline=None)
     return {"user": user, "sqa": sqa, "mm": mm, "team": team, "other": other, "token": token,
             "paper": paper, "sqa_entry": sqa_entry, "mm_entry": mm_entry, "personal": personal_team(user),
             "uid": urlsafe_base64_encode(force_bytes(other.pk)),
@@ -129,6 +143,12 @@ def visits(s: dict[str, Any]) -> dict[str, list[str]]:
         "rankings:method": [f"/methods/{method}/", f"/methods/{s['mm'].method_id}/"],
         "rankings:bibtex": [f"/methods/{method}/bibtex"],
         "rankings:entry": [f"/entries/{s['paper'].pk}/"],
+        "benchmarks:page": ["/benchmarks/mmscan-vg/pages/overview/", "/benchmarks/mmscan-vg/pages/rules/"],
+        "rankings:challenge": ["/benchmarks/mmscan-vg/challenges/mmscan-vg-demo/",
+                               "/benchmarks/sqa3d/challenges/sqa3d-2026/"],
+        "rankings:challenge-export": ["/benchmarks/sqa3d/challenges/sqa3d-2026/export.csv",
+                                      "/benchmarks/sqa3d/challenges/sqa3d-2026/export.json"],
+        "rankings:challenge-bibtex": ["/benchmarks/sqa3d/challenges/sqa3d-2026/bibtex"],
         "rankings:entry_bibtex": [f"/entries/{s['paper'].pk}/bibtex"],
         "favicon": ["/favicon.ico"],
         "submissions:mine": ["/submissions/"],
@@ -176,6 +196,7 @@ def visits(s: dict[str, Any]) -> dict[str, list[str]]:
         "api-compare": [f"/api/v1/leaderboards/sqa3d/compare{compare}"],
         "api-progress": ["/api/v1/leaderboards/sqa3d/progress"],
         "api-method": [f"/api/v1/methods/{method}"],
+        "api-challenge": ["/api/v1/leaderboards/mmscan-vg/challenges/mmscan-vg-demo"],
         "api-openapi": ["/api/v1/openapi.json"],
         "api-docs": ["/api/"],
         "moderation:desk": ["/moderation/", "/moderation/?queue=all"],
@@ -184,6 +205,7 @@ def visits(s: dict[str, Any]) -> dict[str, list[str]]:
         "moderation:submission": [f"/moderation/submissions/{mm}/"],
         "moderation:act": [f"/moderation/submissions/{mm}/verify/"],
         "moderation:track": ["/moderation/tracks/mmscan-vg/"],
+        "moderation:finals": ["/moderation/tracks/sqa3d/finals/test.zip"],
         "moderation:participants": ["/moderation/tracks/sqa3d/participants/"],
         "moderation:participants_csv": ["/moderation/tracks/sqa3d/participants.csv"],
         "moderation:outreach": ["/moderation/tracks/sqa3d/announcements/"],
@@ -203,7 +225,8 @@ SIGNED_OUT = ["/", "/benchmarks/sqa3d/", "/accounts/login/", "/accounts/signup/"
 
 # Files, not pages: fetched, not photographed.
 DOWNLOADS = {"rankings:export", "rankings:bibtex", "rankings:entry_bibtex", "favicon", "benchmarks:format_sample",
-             "benchmarks:bundle_schema", "moderation:participants_csv"}
+             "benchmarks:bundle_schema", "moderation:participants_csv", "rankings:challenge-export",
+             "rankings:challenge-bibtex", "moderation:finals"}
 # Forms post here; a GET is answered 405 without a page (the page they lead to is visited).
 POST_ONLY = {"submissions:publish", "submissions:cancel", "submissions:reveal", "accounts:revoke_token", "accounts:remove_member",
              "logout", "moderation:act"}

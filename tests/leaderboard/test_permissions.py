@@ -166,6 +166,16 @@ MATRIX: dict[str, list[Op]] = {
         data=lambda w: {"on": "1", "reason": "matrix"}, allowed={"staff", "track_maintainer"},
         intact=lambda w: not Submission.objects.get(pk=w.published.pk).is_hidden)],
     "/moderation/tracks/<slug:track>/": [Op("get", lambda w: "/moderation/tracks/sqa3d/", maintainers())],
+    "/moderation/tracks/<slug:track>/finals/<slug:split>.zip": [Op("get", lambda w: "/moderation/tracks/sqa3d/"
+                                                                                    "finals/test.zip", maintainers())],
+    "/benchmarks/<slug:track>/pages/<slug:page>/": [Op("get", lambda w: "/benchmarks/sqa3d/pages/rules/", public())],
+    "/benchmarks/<slug:track>/challenges/<slug:name>/": [Op("get", lambda w: "/benchmarks/sqa3d/challenges/sqa3d-2026/",
+                                                            public())],
+    "/benchmarks/<slug:track>/challenges/<slug:name>/export.<str:fmt>": [
+        Op("get", lambda w: "/benchmarks/sqa3d/challenges/sqa3d-2026/export.csv", public()),
+        Op("get", lambda w: "/benchmarks/sqa3d/challenges/sqa3d-2026/export.json", public())],
+    "/benchmarks/<slug:track>/challenges/<slug:name>/bibtex": [
+        Op("get", lambda w: "/benchmarks/sqa3d/challenges/sqa3d-2026/bibtex", public())],
     "/moderation/tracks/<slug:track>/participants/": [
         Op("get", lambda w: "/moderation/tracks/sqa3d/participants/", maintainers()),
         Op("post", lambda w: "/moderation/tracks/sqa3d/participants/", maintainers(302),
@@ -236,6 +246,8 @@ MATRIX: dict[str, list[Op]] = {
                                                       public())],
     "/api/v1/methods/<int:pk>": [Op("get", lambda w: f"/api/v1/methods/{w.published.method_id}", public()),
                                  Op("get", lambda w: f"/api/v1/methods/{w.anonymous.method_id}", public())],
+    "/api/v1/leaderboards/<slug:track>/challenges/<slug:name>": [
+        Op("get", lambda w: "/api/v1/leaderboards/sqa3d/challenges/sqa3d-2026", public())],
     "/api/v1/openapi.json": [Op("get", lambda w: "/api/v1/openapi.json", public())],
 }
 

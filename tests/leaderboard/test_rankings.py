@@ -211,7 +211,7 @@ def test_csv_cells_that_a_spreadsheet_would_run_are_quoted_and_numbers_stay_numb
     assert {r["team"] for r in rows} == {"'@Lab"}
     assert by_method["Plain"]["EM"] == "-0.25"
     # Method and team names are stripped on the way in; tabs and CRs are quoted wherever they come from.
-    from leaderboard.rankings.views import _csv_cell
+    from leaderboard.rankings.exports import csv_cell as _csv_cell
 
     assert [_csv_cell(v) for v in ("\tx", "\rx", -1.5, 0, "a=b")] == ["'\tx", "'\rx", -1.5, 0, "a=b"]
 

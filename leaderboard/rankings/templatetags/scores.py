@@ -2,13 +2,19 @@ from typing import Any
 
 from django import template
 
-from leaderboard.rankings.numbers import as_fraction, percent
+from evaluation_workers.tracks.base import FRACTION, MetricSpec
+from leaderboard.rankings.numbers import as_fraction, number, percent
 
 register = template.Library()
 
-# Every number below follows one rule (rankings/numbers.py): one decimal of a percentage;
-# a value that rounds to 0.0 but is not zero is "<0.1" ("-<0.1" below zero); zero, or float
-# noise around it, is "0.0", never "-0.0"; a difference also writes "+" before a positive value.
+# Every number below follows one rule (rankings/numbers.py), by the metric's spec (``spec``:
+# a ``MetricSpec``; absent, a fraction shown as a percentage with one decimal): a value that rounds
+# to zero but is not zero is "<0.1" ("-<0.1" below zero); zero, or float noise around it, is "0.0",
+# never "-0.0"; a difference also writes "+" before a positive value.
+
+
+def _spec(spec: Any) -> MetricSpec:
+    return spec if isinstance(spec, MetricSpec) else FRACTION
 
 
 @register.filter
@@ -25,15 +31,27 @@ def signed_pct(value: Any) -> str:
 
 
 @register.filter
+def num(value: Any, spec: Any = None) -> str:
+    """A score as its metric's spec writes it (a percentage, or a value in its unit, with its decimals)."""
+    return number(value, _spec(spec))
+
+
+@register.filter
+def signed_num(value: Any, spec: Any = None) -> str:
+    """A difference as its metric's spec writes it, with its sign."""
+    return number(value, _spec(spec), signed=True)
+
+
+@register.filter
 def get_item(mapping: Any, key: str) -> Any:
     return mapping.get(key) if hasattr(mapping, "get") else None
 
 
 @register.simple_tag
-def score(scores: Any, metric: str, group: str = "") -> str:
-    """A flat score (``metric`` overall, or ``group/metric``) as a percentage."""
+def score(scores: Any, metric: str, group: str = "", spec: Any = None) -> str:
+    """A flat score (``metric`` overall, or ``group/metric``) as its spec writes it."""
     key = f"{group}/{metric}" if group else metric
-    return pct(scores.get(key) if hasattr(scores, "get") else None)
+    return number(scores.get(key) if hasattr(scores, "get") else None, _spec(spec))
 
 
 def _bounds(bounds: Any) -> tuple[float, float] | None:
@@ -44,22 +62,37 @@ def _bounds(bounds: Any) -> tuple[float, float] | None:
 
 
 @register.filter
-def pm(bounds: Any) -> str:
-    """An interval [lo, hi] as "±" half its width in percentage points; "" where there is none."""
+def pm(bounds: Any, spec: Any = None) -> str:
+    """An interval [lo, hi] as "±" half its width (in points for a fraction); "" where there is none."""
     found = _bounds(bounds)
-    return "" if found is None else f"±{percent((found[1] - found[0]) / 2)}"
+    return "" if found is None else f"±{number((found[1] - found[0]) / 2, _spec(spec))}"
 
 
 @register.filter
-def span(bounds: Any) -> str:
-    """An interval as "[lo, hi]" in percent (a tooltip: the interval need not be symmetric)."""
+def span(bounds: Any, spec: Any = None) -> str:
+    """An interval as "[lo, hi]" (a tooltip: the interval need not be symmetric)."""
     found = _bounds(bounds)
-    return "" if found is None else f"95 % interval [{percent(found[0])}, {percent(found[1])}]"
+    spec = _spec(spec)
+    return "" if found is None else f"95 % interval [{number(found[0], spec)}, {number(found[1], spec)}]"
 
 
 @register.simple_tag
-def interval(intervals: Any, metric: str, group: str = "") -> str:
+def interval(intervals: Any, metric: str, group: str = "", spec: Any = None) -> str:
     """The ± of a flat interval key (``metric``, or ``group/metric``)."""
     key = f"{group}/{metric}" if group else metric
-    return pm(intervals.get(key) if hasattr(intervals, "get") else None)
+    return pm(intervals.get(key) if hasattr(intervals, "get") else None, spec)
 
+
+@register.simple_tag
+def cell(values: Any, key: str, specs: Any = None) -> str:
+    """``values[key]`` written by the spec of ``key`` in ``specs`` (metric -> ``MetricSpec``; absent: a fraction)."""
+    value = values.get(key) if hasattr(values, "get") else None
+    return number(value, _spec(specs.get(key) if hasattr(specs, "get") else None))
+
+
+@register.simple_tag
+def bounds_of(intervals: Any, key: str, specs: Any = None) -> str:
+    """``lo–hi`` of the interval ``intervals[key]``, written by the spec of ``key``; "" where there is none."""
+    found = _bounds(intervals.get(key) if hasattr(intervals, "get") else None)
+    spec = _spec(specs.get(key) if hasattr(specs, "get") else None)
+    return "" if found is None else f"{number(found[0], spec)}–{number(found[1], spec)}"
