@@ -14,9 +14,11 @@ use it) and ``QueryDeadline`` is raised, an ``OperationalError`` that the site
 answers with 503 and ``Retry-After``. ``Gate`` lets at most ``limit`` threads of
 the process wait on the database at once (``WEB_THREADS - 1`` in a web process,
 so one is always free for ``/healthz`` and the cached pages): a thread that finds
-them all taken waits ``grace`` seconds for one (a busy but healthy database
-frees one in milliseconds), then is refused (``DatabaseBusy``, also a 503), and
-from then on, until some wait gets an answer again, is refused at once.
+them all taken waits for one as long as the oldest of those waits is younger than
+``stall_after`` seconds (a busy or slow but answering database frees one well
+within it, however loaded the machine), and is refused (``DatabaseBusy``, also a
+503) once the oldest has gone that long unanswered; from then on, until some wait
+gets an answer again, it is refused at once.
 
 Nothing is bounded until ``enable`` is called: the web process calls it
 (``leaderboard.wsgi``); the site worker, migrations and management commands
@@ -26,6 +28,7 @@ wait as long as their work takes.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import threading
 import time
@@ -37,8 +40,10 @@ import psycopg
 
 log = logging.getLogger(__name__)
 
-# How long a thread that finds every slot taken waits for one before it is refused.
-GRACE_SECONDS = 0.2
+# How long the oldest wait of a process goes unanswered, every slot taken, before the database is taken
+# for stalled: a web request's statements take milliseconds, and a loaded machine (CI: twelve uploads and
+# eight pollers on two cores) stretched some past 0.2 s, which refused an upload of a healthy database.
+STALL_SECONDS = 1.0
 
 
 class QueryDeadline(psycopg.OperationalError):
@@ -52,10 +57,11 @@ class DatabaseBusy(psycopg.OperationalError):
 class Gate:
     """How many threads of this process wait on the database now, and whether it stopped answering."""
 
-    def __init__(self, limit: int, grace: float = GRACE_SECONDS) -> None:
+    def __init__(self, limit: int, stall_after: float = STALL_SECONDS) -> None:
         self.limit = max(1, limit)
-        self.grace = grace
-        self.waiting = 0
+        self.stall_after = stall_after
+        self._since: dict[int, float] = {}  # each wait's start (time.monotonic), by its ticket
+        self._tickets = itertools.count()
         # Set when a wait ran out of time or a thread was refused; cleared by the next answer.
         self.stalled = False
         self._cond = threading.Condition()
@@ -63,7 +69,7 @@ class Gate:
     @contextlib.contextmanager
     def entered(self) -> Iterator[None]:
         """A slot for one wait on the database; ``DatabaseBusy`` when none is free."""
-        self._enter()
+        ticket = self._enter()
         answered = False
         try:
             yield
@@ -72,21 +78,32 @@ class Gate:
             self._stall("a wait ran out of time")
             raise
         finally:
-            self._leave(answered)
+            self._leave(ticket, answered)
 
-    def _enter(self) -> None:
+    @property
+    def waiting(self) -> int:
+        """How many threads of this process wait on the database now."""
+        return len(self._since)
+
+    def _enter(self) -> int:
         with self._cond:
-            if self.waiting >= self.limit and not self.stalled:
-                self._cond.wait_for(lambda: self.waiting < self.limit, timeout=self.grace)
+            while self.waiting >= self.limit and not self.stalled:
+                unanswered = time.monotonic() - min(self._since.values())
+                if unanswered >= self.stall_after:
+                    break
+                self._cond.wait(timeout=self.stall_after - unanswered)
             if self.waiting >= self.limit:
-                busy = f"{self.waiting} requests of this process already wait on the database"
+                busy = (f"{self.waiting} requests of this process already wait on the database, the oldest "
+                        f"unanswered for {time.monotonic() - min(self._since.values()):.1f} s")
                 self._stall_locked(busy)
                 raise DatabaseBusy(f"{busy}; it is not answering them")
-            self.waiting += 1
+            ticket = next(self._tickets)
+            self._since[ticket] = time.monotonic()
+            return ticket
 
-    def _leave(self, answered: bool) -> None:
+    def _leave(self, ticket: int, answered: bool) -> None:
         with self._cond:
-            self.waiting -= 1
+            del self._since[ticket]
             if answered and self.stalled:
                 self.stalled = False
                 log.warning("The database answers again; requests of this process wait on it as usual")
