@@ -292,6 +292,19 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, st
         yield server
 
 
+def s3_bucket(s3_server: dict[str, str], name: str) -> str:
+    """The bucket ``name`` of the test S3 server, made through the server if it is not there yet: a
+    folder made beside the server is not seen while rclone keeps its listing of the buckets (a test
+    that listed them earlier in the session would make the next one's bucket missing)."""
+    import boto3
+
+    if not Path(s3_server["root"], name).is_dir():
+        client = boto3.client("s3", endpoint_url=s3_server["endpoint"], aws_access_key_id=s3_server["access_key"],
+                              aws_secret_access_key=s3_server["secret_key"], region_name="us-east-1")
+        client.create_bucket(Bucket=name)
+    return name
+
+
 @pytest.fixture
 def s3_storage(settings: Any, s3_server: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """The site stores predictions in the test S3 server; workers started later read them there."""

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.leaderboard.conftest import ROOT, scoring_worker
+from tests.leaderboard.conftest import ROOT, s3_bucket, scoring_worker
 from tests.leaderboard.test_multihost import site_worker, submit, wait_done
 
 pytestmark = pytest.mark.live
@@ -17,8 +17,7 @@ pytestmark = pytest.mark.live
 
 @pytest.fixture
 def labels_bucket(settings, s3_storage):
-    Path(s3_storage["root"], "labels").mkdir(exist_ok=True)
-    settings.LABELS_S3_BUCKET, settings.LABELS_S3_PREFIX = "labels", f"t{uuid.uuid4().hex[:6]}/"
+    settings.LABELS_S3_BUCKET, settings.LABELS_S3_PREFIX = s3_bucket(s3_storage, "labels"), f"t{uuid.uuid4().hex[:6]}/"
     return settings.LABELS_S3_PREFIX
 
 

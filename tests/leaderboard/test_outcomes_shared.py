@@ -18,7 +18,7 @@ import pytest
 
 from evaluation_workers import contracts
 from evaluation_workers.worker import significance
-from tests.leaderboard.conftest import describe_method, scoring_worker
+from tests.leaderboard.conftest import describe_method, s3_bucket, scoring_worker
 from tests.leaderboard.test_multihost import site_worker, submit, wait_done
 
 pytestmark = pytest.mark.live
@@ -26,15 +26,8 @@ pytestmark = pytest.mark.live
 
 @pytest.fixture
 def outcomes_bucket(s3_server: dict[str, str]) -> dict[str, str]:
-    """The workers' settings for a prefix of their own in the ``outcomes`` bucket of the test S3 server
-    (made through the server: a folder made beside it is not seen while rclone keeps its listing)."""
-    import boto3
-
-    client = boto3.client("s3", endpoint_url=s3_server["endpoint"], aws_access_key_id=s3_server["access_key"],
-                          aws_secret_access_key=s3_server["secret_key"], region_name="us-east-1")
-    if not Path(s3_server["root"], "outcomes").is_dir():
-        client.create_bucket(Bucket="outcomes")
-    return {"EVAL_OUTCOMES_S3_BUCKET": "outcomes", "EVAL_OUTCOMES_S3_PREFIX": f"t{uuid.uuid4().hex[:6]}/",
+    """The workers' settings for a prefix of their own in the ``outcomes`` bucket of the test S3 server."""
+    return {"EVAL_OUTCOMES_S3_BUCKET": s3_bucket(s3_server, "outcomes"), "EVAL_OUTCOMES_S3_PREFIX": f"t{uuid.uuid4().hex[:6]}/",
             "EVAL_OUTCOMES_S3_ENDPOINT_URL": s3_server["endpoint"],
             "EVAL_OUTCOMES_S3_ACCESS_KEY_ID": s3_server["access_key"],
             "EVAL_OUTCOMES_S3_SECRET_ACCESS_KEY": s3_server["secret_key"]}
