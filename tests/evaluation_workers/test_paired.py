@@ -159,20 +159,23 @@ def test_a_submission_against_itself_is_not_significant(tmp_path: Path) -> None:
 
     from evaluation_workers.synthetic.mmscan_vg import make_data
 
-    labels, preds = make_data(40, seed=2, min_preds=1, max_preds=8, max_gt=3, empty_fraction=0.0,
-                              objects_per_scene=5)
+    labels, preds = make_data(200, seed=2, min_preds=1, max_preds=8, max_gt=3, empty_fraction=0.0,
+                              objects_per_scene=5)  # 20 scenes: the fewest tested
     (tmp_path / "l.json").write_text(json.dumps(labels))
     (tmp_path / "p.json").write_text(json.dumps(preds))
     kept: dict[str, Any] = {}
     get_track("mmscan-vg").score(tmp_path / "l.json", tmp_path / "p.json", outcomes=kept)
-    found = significance.compare("mmscan-vg", kept, kept, resamples=50)
+    found = significance.compare("mmscan-vg", kept, kept, resamples=50, permutations=40)
     assert found["error"] == "" and found["resamples"] == 50
     spec = get_track("mmscan-vg")
     assert set(found["findings"]) >= {*spec.metrics, *(f"{g}/{m}" for g in spec.groups for m in spec.metrics)}
     for key, finding in found["findings"].items():
-        if finding["difference"] is not None:
+        if finding["scenes"] < 20:  # a category of fewer scenes than the minimum: not tested
+            assert finding["p_value"] is None and finding["interval"] is None and "/" in key, key
+        elif finding["difference"] is not None:
             assert finding["p_value"] == 1.0 and finding["interval"] == [0.0, 0.0], key
             assert finding["difference"] == 0.0, key
+            assert finding["test"] == "paired-permutation-by-scene" and finding["permutations"] == 40, key
     assert found["findings"]["AP_box@0.25"]["difference"] == 0.0
 
 

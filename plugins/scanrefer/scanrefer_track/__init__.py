@@ -17,7 +17,7 @@ import numpy as np
 from evaluation_workers import partitions
 from evaluation_workers._xp import array_namespace
 from evaluation_workers.errors import LabelsError
-from evaluation_workers.metrics import bootstrap, weighted
+from evaluation_workers.metrics import bootstrap, permutation, weighted
 from evaluation_workers.results import make_result, sha256_file, sha256_tree
 from evaluation_workers.tracks.base import DetailRows, Manifest, Progress, Result, Track
 from scanrefer_track.iou import paired_iou
@@ -228,6 +228,7 @@ TRACK = Track(
     statistic=outcomes_statistic,
     units_of=units_of,
     scenes_of=bootstrap.scenes_of,
+    stack=permutation.stack_units,
     groups_of=groups_of,
     max_inflated_bytes=MAX_INFLATED_BYTES,
     detail_rows=DetailRows("cells", "Cell"),
