@@ -68,8 +68,9 @@ Statistic = Callable[[Any], Mapping[str, Any]]
 
 
 def _int_setting(name: str, default: int, least: int | None = None) -> int:
-    """The integer in the environment variable ``name`` (``default`` when unset), at least ``least``."""
-    raw = os.environ.get(name, str(default))
+    """The integer in the environment variable ``name`` (``default`` when unset or empty, as a copied
+    deploy/.env.example leaves it), at least ``least``."""
+    raw = os.environ.get(name) or str(default)
     try:
         value = int(raw)
     except ValueError:

@@ -55,7 +55,7 @@ import numpy as np
 from evaluation_workers.metrics import bootstrap
 
 TEST = "paired-permutation-by-scene"
-"""The name a finding carries (``contracts.PairedFinding``): the test that decides its p-value."""
+"""The name a finding carries (``contracts.PAIRED_TEST_NAME``): the test that decides its p-value."""
 
 EXACT_MAX_SCENES = 16  # 2^15 assignments computed at most: a few seconds on the tracks' shapes
 # p-values in steps of 1/1000 (the bootstrap's were 2/1001): Holm over 49 pairs can still reach 0.05. The cost is
@@ -73,7 +73,7 @@ class Unpaired(ValueError):
 
 def permutations_setting() -> int:
     """``EVAL_PAIRED_PERMUTATIONS``: the random swaps of a Monte Carlo test (999 by default)."""
-    raw = os.environ.get("EVAL_PAIRED_PERMUTATIONS", str(DEFAULT_PERMUTATIONS))
+    raw = os.environ.get("EVAL_PAIRED_PERMUTATIONS") or str(DEFAULT_PERMUTATIONS)
     try:
         value = int(raw)
     except ValueError:

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import F, FloatField, Q, QuerySet
+from django.db.models import F, FloatField, IntegerField, Q, QuerySet
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 
@@ -38,7 +38,14 @@ from leaderboard.rankings.models import (
     export_columns,
     export_texts,
 )
-from leaderboard.rankings.paired_tests import Family, Rung, Verdict, board_verdicts, testable_units
+from leaderboard.rankings.paired_tests import (
+    Family,
+    Rung,
+    Verdict,
+    board_verdicts,
+    testable_units,
+    too_few_scenes,
+)
 
 PAGE_SIZE = 50
 
@@ -172,9 +179,14 @@ def ordered_entries(view: LeaderboardView) -> QuerySet[LeaderboardEntry]:
 
 def with_units(entries: QuerySet[LeaderboardEntry]) -> QuerySet[LeaderboardEntry]:
     """``entries`` with what tells whether two rows can be tested against each other
-    (``paired_tests.testable_units``): their results' labels, scorer and partition."""
+    (``paired_tests.testable_units``, ``too_few_scenes``): their results' labels, scorer and
+    partition, and the scenes their bootstrap recorded with its minimum."""
+    def recorded(name: str) -> Cast:
+        return Cast(KeyTextTransform(name, "result__bootstrap"), IntegerField())
+
     return entries.annotate(test_labels=F("result__labels_sha256"), test_scorer=F("result__scorer_version"),
-                            test_partition=F("result__partition"))
+                            test_partition=F("result__partition"), test_scenes=recorded("units"),
+                            test_min_scenes=recorded("min_scenes"))
 
 
 @dataclass
@@ -236,15 +248,17 @@ def leaderboard_page(view: LeaderboardView, page_size: int = PAGE_SIZE) -> Page:
         rows.append(RankedRow(rank=rank, entry=entry, cells=[entry.scores.get(c) for c in view.columns],
                               bounds=[entry.intervals.get(c) for c in view.columns], headers=view.headers))
     verdicts, family = board_verdicts([_rung(e.pk, e.result_id, e.test_labels, e.test_scorer, e.test_partition,
-                                             e.sort_value) for e in page_entries], view.sort, view.split.pk, "shown")
+                                             e.sort_value, e.test_scenes, e.test_min_scenes) for e in page_entries],
+                                      view.sort, view.split.pk, "shown")
     for above, row, verdict in zip([None, *rows], rows, verdicts):
         row.versus_above, row.above_id = verdict, above.entry.pk if above and verdict else None
     return Page(rows=rows, number=number, count=count, page_size=page_size, significance=family)
 
 
 def _rung(entry_id: int, result_id: int | None, labels: str | None, scorer: str | None, partition: str | None,
-          value: Any) -> Rung:
-    return Rung(entry_id, result_id, testable_units(labels, scorer, partition), value is not None)
+          value: Any, scenes: int | None, min_scenes: int | None) -> Rung:
+    return Rung(entry_id, result_id, testable_units(labels, scorer, partition), value is not None,
+                too_few_scenes({"units": scenes, "min_scenes": min_scenes}))
 
 
 def significance_json(verdict: Verdict | None, above_id: int | None) -> dict[str, Any]:
@@ -365,9 +379,10 @@ def export_rows(view: LeaderboardView, limit: int, fmt: str) -> tuple[list[Expor
 
     previous, rank = None, None
     listed = with_units(ordered_entries(view)).values_list(*EXPORT_FIELDS, "sort_value", "result_id", "test_labels",
-                                                           "test_scorer", "test_partition")[:limit]
-    for i, (*fields, value, result_id, labels, scorer, partition) in enumerate(listed):
-        rungs.append(_rung(fields[0], result_id, labels, scorer, partition, value))
+                                                           "test_scorer", "test_partition", "test_scenes",
+                                                           "test_min_scenes")[:limit]
+    for i, (*fields, value, result_id, labels, scorer, partition, scenes, least) in enumerate(listed):
+        rungs.append(_rung(fields[0], result_id, labels, scorer, partition, value, scenes, least))
         if value is None:
             rank = None
         elif not i or value != previous:

@@ -1,8 +1,9 @@
-"""The paired bootstrap against a slow, obvious reference: a loop over the same resamples
-(``bootstrap.draw_indices``) that rebuilds each resample's per-question hits and subtracts
-the means, for every key at once (EM and EM_R, overall and per question type); resampling
-scenes, the same scenes for both; and its false-positive rate on methods equally good by
-construction, with scene effects (after Holm's adjustment: tests/leaderboard/test_multiplicity.py)."""
+"""The paired bootstrap (the interval of a difference) against a slow, obvious reference: a loop over
+the same resamples (``bootstrap.draw_indices``) that rebuilds each resample's per-question hits and
+subtracts the means, for every key at once (EM and EM_R, overall and per question type); resampling
+scenes, the same scenes for both. The service's test's false-positive rate on methods equally good
+by construction, with scene effects (after Holm's adjustment: tests/leaderboard/test_multiplicity.py;
+the permutation test itself: test_permutation.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 
 from evaluation_workers import outcomes
-from evaluation_workers.metrics import bootstrap, paired
+from evaluation_workers.metrics import bootstrap, paired, permutation
 from evaluation_workers.tracks import get_track
 from evaluation_workers.tracks import sqa3d as sqa3d_track
 from evaluation_workers.worker import significance
@@ -130,22 +131,25 @@ def equally_good(rng: np.random.Generator, methods: int, scenes: int = 67, per_s
     return found
 
 
-def adjacent_p_values(methods: list[Any], by_scene: bool, seed: int) -> list[float]:
-    """EM's raw p-values of the adjacent pairs of the methods in order of EM (a board's family)."""
+def adjacent_p_values(methods: list[Any], by_scene: bool, seed: int, permutations: int = 199) -> list[float]:
+    """EM's raw p-values of the adjacent pairs of the methods in order of EM (a board's family), by the
+    service's test (``permutation``: 199 swaps here, for speed); ``by_scene`` False swaps single
+    questions as if they were independent."""
     ranked = sorted(methods, key=lambda m: -m["em"].mean())
     n = ranked[0]["em"].shape[0]
     out = []
     for upper, lower in zip(ranked, ranked[1:]):
-        found = paired.paired_bootstrap(sqa3d_track.outcomes_statistic(upper), sqa3d_track.outcomes_statistic(lower),
-                                        n, 400, seed=seed, scenes=upper["scene"] if by_scene else None)
+        stacked = sqa3d_track.outcomes_statistic(permutation.stack_units(upper, lower))
+        found = permutation.paired_permutation(stacked, n, upper["scene"] if by_scene else np.arange(n),
+                                               permutations, seed=seed)
         out.append(found["EM"]["p_value"])
     return out
 
 
 def test_the_scene_paired_test_keeps_its_false_positive_rate_where_a_question_paired_one_does_not() -> None:
-    """Two methods equally good by construction, 200 simulated SQA3D-shaped splits: the test by scene
-    calls them different at about its 5 % level (binomial 99 % band of 200 draws at 0.05: 0.01-0.10);
-    resampling questions as if independent calls them different far more often."""
+    """Two methods equally good by construction, 200 simulated SQA3D-shaped splits: the test swapping
+    scenes calls them different at about its 5 % level (binomial 99 % band of 200 draws at 0.05:
+    0.01-0.10); swapping questions as if independent calls them different far more often."""
     rng = np.random.default_rng(20261202)
     pairs = [equally_good(rng, 2) for _ in range(200)]
     by_scene = np.mean([adjacent_p_values(p, True, seed=r + 1)[0] < 0.05 for r, p in enumerate(pairs)])

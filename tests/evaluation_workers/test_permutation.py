@@ -279,3 +279,21 @@ def test_the_stacked_openscan_outcomes_pool_both_submissions_curves_as_scoring_a
 
     names = sorted({name.split("/")[1][:-4] for name in members})
     _assert_mix_is_scored_as_stacked("openscan", labels, (kept[0], kept[1]), names, mix, _swaps(len(names), 3))
+
+
+def test_the_swaps_and_the_minimum_are_settings_an_empty_line_leaves_at_their_defaults(monkeypatch):
+    """As a copied deploy/.env.example leaves them (``EVAL_BOOTSTRAP_MIN_SCENES=``); nonsense is refused by name."""
+    from evaluation_workers.metrics import bootstrap
+
+    monkeypatch.setenv("EVAL_PAIRED_PERMUTATIONS", "")
+    monkeypatch.setenv("EVAL_BOOTSTRAP_MIN_SCENES", "")
+    assert permutation.permutations_setting() == 999 and bootstrap.min_scenes_setting(150) == 150
+    for raw, words in (("many", "Expected EVAL_PAIRED_PERMUTATIONS to be an integer, but got 'many'"),
+                       ("0", "Expected EVAL_PAIRED_PERMUTATIONS >= 1, but got 0")):
+        monkeypatch.setenv("EVAL_PAIRED_PERMUTATIONS", raw)
+        with pytest.raises(ValueError, match=words):
+            permutation.permutations_setting()
+    monkeypatch.setenv("EVAL_PAIRED_PERMUTATIONS", "60")
+    a, b = _pair(20, 3, seed=9)
+    found = significance.compare("sqa3d", a, b, resamples=30)
+    assert found["error"] == "" and found["findings"]["EM"]["permutations"] == 60

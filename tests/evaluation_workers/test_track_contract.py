@@ -77,7 +77,8 @@ def test_its_demo_predictions_validate_and_score_to_a_full_result(demo: dict[str
 
 
 def test_its_statistic_on_the_whole_split_is_the_scored_value(demo: dict[str, Any]) -> None:
-    """What the bootstrap resamples is the metric itself: all units once give the exact numbers."""
+    """What the bootstrap resamples is the metric itself: all units once give the exact numbers; and
+    the paired test's stack of two results holds each: one half's units alone give its numbers."""
     track: Track = demo["track"]
     outcomes = demo["outcomes"]
     assert outcomes, f"{track.name}: score(..., outcomes={{}}) fills the per-unit outcomes"
@@ -89,6 +90,13 @@ def test_its_statistic_on_the_whole_split_is_the_scored_value(demo: dict[str, An
             assert float(np.asarray(values[metric])[0]) == pytest.approx(scored, abs=1e-12), metric
     if track.scenes_of is not None:
         assert np.asarray(track.scenes_of(outcomes)).shape == (n,)
+    # The paired test's stack of the outcomes with themselves: either half alone is the whole split again.
+    assert track.stack is not None, f"{track.name}: Track.stack gives the paired test"
+    stacked = track.statistic(track.stack(outcomes, outcomes))
+    halves = stacked(np.concatenate([np.eye(2).repeat(n, axis=1)]))  # rows: A's units only, B's units only
+    for metric, scored in result["metrics"].items():
+        if scored is not None and metric in halves:
+            assert np.asarray(halves[metric]) == pytest.approx([scored, scored], abs=1e-12), metric
 
 
 def test_its_samples_pass_its_own_validation(demo: dict[str, Any]) -> None:

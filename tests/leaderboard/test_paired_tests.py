@@ -29,8 +29,9 @@ KEYS = export_columns(get_track("sqa3d"))
 def findings(p: float = 0.5, difference: float = 0.01, **p_by_key: float) -> dict[str, Any]:
     """A worker's findings for every SQA3D key: ``p`` unless ``p_by_key`` (``What_EM`` for What/EM) says."""
     chosen = {k.replace("_EM", "/EM"): v for k, v in p_by_key.items()}
-    return {key: {"test": "paired-bootstrap-by-scene", "difference": difference, "p_value": chosen.get(key, p),
-                  "interval": [difference - 0.02, difference + 0.02]} for key in KEYS}
+    return {key: {"test": "paired-permutation-by-scene", "difference": difference, "p_value": chosen.get(key, p),
+                  "interval": [difference - 0.02, difference + 0.02], "permutations": 999, "exact": False,
+                  "scenes": 67, "min_scenes": 20} for key in KEYS}
 
 
 @pytest.fixture
@@ -227,7 +228,8 @@ def test_a_row_not_significantly_different_from_the_one_above_says_so_with_the_a
     assert [r["no_significant_difference_from_entry_id"] for r in rows["rows"]] == [None, upper.pk]
     assert [r["adjusted_p_value"] for r in rows["rows"]] == [None, 0.31]
     assert rows["significance"] == {"adjustment": "holm", "key": "EM", "pairs": 1, "not_computed": 0,
-                                    "level": 0.05, "over": "the adjacent pairs of scored rows shown"}
+                                    "level": 0.05, "over": "the adjacent pairs of scored rows shown",
+                                    "test": "paired-permutation-by-scene"}
 
 
 def test_a_significant_difference_gets_no_mark_and_its_p_value(client, published, answer):
@@ -287,7 +289,8 @@ def test_the_compare_page_says_pending_then_the_verdict_with_both_p_values(clien
     [found] = api["tests"]
     sign = -1 if flipped else 1
     assert found["difference"] == pytest.approx(sign * 0.05) and found["significant"] is True
-    assert found["p_value"] == found["adjusted_p_value"] == 0.004 and found["test"] == "paired-bootstrap-by-scene"
+    assert found["p_value"] == found["adjusted_p_value"] == 0.004 and found["test"] == "paired-permutation-by-scene"
+    assert found["permutations"] == 999 and found["exact"] is False and found["disagreement"] == ""
     assert found["interval"] == pytest.approx(sorted([sign * 0.03, sign * 0.07]))
     assert api["significance"]["pairs"] == 1 and api["significance"]["key"] == "EM"
 
@@ -318,8 +321,10 @@ def test_the_compare_note_describes_the_track_s_own_test(client, db, track, unit
     page = client.get(f"/benchmarks/{track}/compare/?split={split.name}&e={entries[0].pk}&e={entries[1].pk}"
                       ).content.decode()
     note = page.split('id="significance-method">')[1].split("</p>")[0]
-    within = "" if unit == "scene" else f" (every {unit} of a drawn scene)"
-    assert f"each bootstrap resample of scenes{within} is applied to both methods and {spec.primary_metric}" in note
+    within = "" if unit == "scene" else f" (every {unit} of a swapped scene)"
+    assert (f"the two methods' outcomes are swapped scene by scene{within} and {spec.primary_metric} is recomputed "
+            "for both on each swapped split") in note
+    assert "interval of the difference comes from the scene bootstrap" in note
     assert "McNemar" not in page and "EM_R" not in note
 
 
@@ -351,7 +356,8 @@ def test_the_exports_carry_each_row_s_adjusted_test_against_the_row_above(client
     answer(PairedTest.objects.get(), findings(p=0.001, What_EM=0.25))
     body = client.get("/benchmarks/sqa3d/export.json?split=test&paper=0&sort=What/EM").json()
     assert body["significance"] == {"adjustment": "holm", "key": "What/EM", "pairs": 1, "not_computed": 0,
-                                    "level": 0.05, "over": "the adjacent pairs of scored rows in this file"}
+                                    "level": 0.05, "over": "the adjacent pairs of scored rows in this file",
+                                    "test": "paired-permutation-by-scene"}
     assert [(r["no_significant_difference_from_entry_id"], r["adjusted_p_value"]) for r in body["rows"]] == [
         (None, None), (body["rows"][0]["entry_id"], 0.25)]
     rows = list(csv.DictReader(io.StringIO(client.get("/benchmarks/sqa3d/export.csv?split=test&paper=0")
@@ -402,11 +408,13 @@ def test_a_worker_answer_keeps_numbers_only_and_moves_cached_pages_on(client, pu
     url = "/api/v1/leaderboards/sqa3d?split=test&paper=0"
     assert client.get(url).json()["rows"][1]["adjusted_p_value"] is None
     assert client.get(url)["X-Page-Cache"] == "hit"
-    answer(test, {"EM": {"test": "paired-bootstrap-by-scene", "difference": float("nan"), "p_value": 1.5,
-                         "interval": [0.1, "x"]}, "What/EM": "not a finding"})
+    answer(test, {"EM": {"test": "paired-permutation-by-scene", "difference": float("nan"), "p_value": 1.5,
+                         "interval": [0.1, "x"], "permutations": True, "exact": "yes", "scenes": -3},
+                  "What/EM": "not a finding"})
     test.refresh_from_db()
-    assert test.findings == {"EM": {"test": "paired-bootstrap-by-scene", "difference": None, "p_value": 1.0,
-                                    "interval": None}}
+    assert test.findings == {"EM": {"test": "paired-permutation-by-scene", "difference": None, "p_value": 1.0,
+                                    "interval": None, "permutations": None, "exact": None, "scenes": None,
+                                    "min_scenes": None}}
     assert client.get(url).json()["rows"][1]["adjusted_p_value"] == 1.0, "the cached copy moved on"
 
 
@@ -416,3 +424,117 @@ def test_a_worker_error_is_shown_as_the_reason(client, owner, published, answer)
     api = client.get(f"/api/v1/leaderboards/sqa3d/compare?split=test&e={upper.pk}&e={lower.pk}").json()
     assert api["tests"][0]["status"] == "unavailable" and api["tests"][0]["reason"] == "outcomes unavailable"
     assert api["significance"]["pairs"] == 0
+
+
+@pytest.fixture(scope="module")
+def openscan_demo_pair(tmp_path_factory) -> dict[str, Any]:
+    """OpenScan's demo labels (4 scenes) and two results on them, 15 points of AP apart (the demo
+    predictions, and a copy with half the masks' classes shuffled)."""
+    import numpy as np
+
+    from evaluation_workers.synthetic import openscan
+
+    folder = tmp_path_factory.mktemp("openscan-demo")
+    labels, predictions = openscan.write_demo(folder, "val")
+    arrays = dict(np.load(predictions))
+    rng = np.random.default_rng(0)
+    for key in [k for k in arrays if k.endswith(".classes")]:
+        flip = rng.random(arrays[key].shape[0]) < 0.5
+        arrays[key] = arrays[key].copy()
+        arrays[key][flip] = rng.permutation(arrays[key][flip])
+    worse = folder / "worse.npz"
+    np.savez(worse, **arrays)
+    track = get_track("openscan")
+    return {"labels": labels, "files": [predictions, worse],
+            "results": [track.score(labels, p, lambda f, m="": None) for p in (predictions, worse)]}
+
+
+def test_a_split_with_fewer_scenes_than_the_minimum_is_never_tested_nor_marked(
+        client, owner, sent_tasks, openscan_demo_pair, answer, django_capture_on_commit_callbacks):
+    """Issue 34: on OpenScan's demo split (4 scenes, where every interval is withheld) the compare page
+    said "significant, p 0.002". Below the intervals' minimum no test is asked; one stored before (the
+    paired bootstrap's) is not shown; the pair says why; boards and exports carry no mark."""
+    from leaderboard.benchmarks.models import Split
+    from leaderboard.benchmarks.services import do_load_labels
+
+    load_bundled_benchmarks()
+    split = Split.objects.select_related("benchmark").get(benchmark__track="openscan", name="val")
+    do_load_labels(split, openscan_demo_pair["labels"])
+    entries = []
+    for name, path, result in zip(("OsA", "OsC"), openscan_demo_pair["files"], openscan_demo_pair["results"]):
+        with django_capture_on_commit_callbacks(execute=True):
+            sub = services.check_create_submission(user=owner, track="openscan", split="val", method_name=name,
+                                                   file=io.BytesIO(path.read_bytes()), file_name=path.name)
+            lifecycle.record_result(submission_id=sub.pk, attempt=1, result=result)
+            Method.objects.filter(pk=sub.method_id).update(description="d", authors="a", uses_extra_data=False)
+            services.check_publish(owner, sub)
+        entries.append(LeaderboardEntry.objects.get(method_id=sub.method_id))
+    assert not paired_sent(sent_tasks) and not PairedTest.objects.exists(), "nothing asked below the minimum"
+    a, c = entries
+    test = PairedTest.objects.create(result_a_id=min(a.result_id, c.result_id),
+                                     result_b_id=max(a.result_id, c.result_id))
+    answer(test, {"AP": {"test": "paired-bootstrap-by-scene", "difference": 0.177, "p_value": 0.002,
+                         "interval": [0.132, 0.206]}})
+    why = "too few scenes to test (4 scenes; at least 150)"
+    pair = f"split=val&e={a.pk}&e={c.pk}"
+    page = client.get(f"/benchmarks/openscan/compare/?{pair}").content.decode()
+    verdict = page.split('<tr data-pair="')[1].split("</tr>")[0]
+    assert why in verdict and "significant" not in verdict and "0.002" not in page
+    [found] = client.get(f"/api/v1/leaderboards/openscan/compare?{pair}").json()["tests"]
+    assert (found["status"], found["reason"], found["p_value"]) == ("unavailable", why, None)
+    board = client.get("/benchmarks/openscan/?split=val&paper=0").content.decode()
+    assert "no-sig-diff" not in board and "significance-note" not in board
+    rows = client.get("/api/v1/leaderboards/openscan?split=val&paper=0").json()
+    assert [r["adjusted_p_value"] for r in rows["rows"]] == [None, None] and rows["significance"]["pairs"] == 0
+    exported = client.get("/benchmarks/openscan/export.json?split=val&paper=0").json()
+    assert [r["adjusted_p_value"] for r in exported["rows"]] == [None, None]
+    csv_rows = list(csv.DictReader(io.StringIO(client.get("/benchmarks/openscan/export.csv?split=val&paper=0")
+                                               .content.decode())))
+    assert [(r["adjusted_p_value"], r["no_significant_difference_from_row_above"]) for r in csv_rows] == [
+        ("", ""), ("", "")]
+
+
+def test_where_the_p_value_and_the_interval_disagree_the_compare_page_says_which_decided(client, published,
+                                                                                         answer):
+    upper, lower = published("Upper"), published("Lower", flip=20)
+    test = PairedTest.objects.get()
+    pair = f"split=test&e={upper.pk}&e={lower.pk}"
+    for p, interval, words in (
+            (0.03, [-0.01, 0.05], "the permutation test decided: p = 0.030 is below 0.05 though the bootstrap "
+                                  "interval of the difference holds 0"),
+            (0.2, [0.01, 0.05], "the permutation test decided: p = 0.200 is not below 0.05 though the bootstrap "
+                                "interval of the difference excludes 0"),
+            (0.03, [0.01, 0.05], "")):
+        found = findings(p=0.5)
+        found["EM"] = {**found["EM"], "p_value": p, "interval": interval, "difference": 0.02}
+        answer(test, found)
+        [shown] = client.get(f"/api/v1/leaderboards/sqa3d/compare?{pair}").json()["tests"]
+        assert shown["disagreement"] == words and shown["significant"] is (p < 0.05)
+        verdict = client.get(f"/benchmarks/sqa3d/compare/?{pair}").content.decode().split('<tr data-pair="')[1]
+        verdict = verdict.split("</tr>")[0]
+        assert (words in verdict) if words else ("disagreement" not in verdict), p
+        assert 'title="999 random swaps of scenes and the split as it is"' in verdict
+
+
+def test_the_migration_forgets_the_tests_the_bootstrap_decided_and_the_command_asks_them_again(
+        published, answer, sent_tasks, django_capture_on_commit_callbacks):
+    import importlib
+
+    from django.apps import apps
+    from django.core.management import call_command
+
+    published("A"), published("B", flip=10), published("C", flip=40)
+    tests = list(PairedTest.objects.order_by("pk"))
+    old = {key: {**f, "test": "paired-bootstrap-by-scene"} for key, f in findings(p=0.002).items()}
+    answer(tests[0], old)
+    for test in tests[1:]:
+        answer(test, findings(p=0.002))
+    importlib.import_module("leaderboard.rankings.migrations.0010_forget_tests_decided_by_the_bootstrap").forget(
+        apps, None)
+    assert list(PairedTest.objects.order_by("pk").values_list("pk", flat=True)) == [t.pk for t in tests[1:]]
+    sent_tasks.clear()
+    with django_capture_on_commit_callbacks(execute=True):
+        call_command("ask_paired_tests", "--track", "sqa3d", stdout=io.StringIO())
+    [asked] = paired_sent(sent_tasks)
+    again = PairedTest.objects.get(pk=asked["kwargs"]["test_id"])
+    assert (again.result_a_id, again.result_b_id) == (tests[0].result_a_id, tests[0].result_b_id)
