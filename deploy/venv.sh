@@ -3,7 +3,7 @@
 PYTHON=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
-  .venv/bin/python -m pip install -q --upgrade pip "setuptools>=64"  # setuptools: the editable installs below build without isolation
+  .venv/bin/python -m pip install -q --upgrade pip
 fi
 ensure_requirements() {
   local stamp=".venv/.installed-$(basename "$1")"
@@ -14,15 +14,17 @@ ensure_requirements() {
   fi
 }
 ensure_requirements "$1"
-# The checkout itself, editable and without dependencies: puts the `lb` client on PATH and declares
-# the built-in tracks (entry points); then each track package under plugins/. Again when a
-# pyproject.toml changes (a new entry point is only seen once installed).
-projects=". $(ls -d plugins/*/ 2>/dev/null | tr '\n' ' ')"
-want=$(cat pyproject.toml plugins/*/pyproject.toml 2>/dev/null | sha256sum)
+# This checkout's distributions, editable, held to requirements.txt's pins (-c; tests/test_distributions.py
+# checks that each dependency they declare is pinned): the scoring core (with the built-in tracks, as
+# entry points), the worker, the `lb` client, the site, then each track package under plugins/.
+# Again when a pyproject.toml changes (a new entry point is only seen once installed); built with
+# hatchling in pip's isolated build environment.
+projects="distributions/core distributions/worker distributions/cli . $(ls -d plugins/*/ 2>/dev/null | tr '\n' ' ')"
+want=$(cat distributions/checkout.py distributions/*/pyproject.toml pyproject.toml plugins/*/pyproject.toml 2>/dev/null | sha256sum)
 if [ ! -x .venv/bin/lb ] || [ "$(cat .venv/.installed-projects 2>/dev/null)" != "$want" ]; then
-  for project in $projects; do
-    .venv/bin/python -m pip install -q --no-deps --no-build-isolation -e "$project"
-  done
+  editable=()
+  for project in $projects; do editable+=(-e "$project"); done
+  .venv/bin/python -m pip install -q -c requirements.txt "${editable[@]}"
   echo "$want" > .venv/.installed-projects
 fi
 # Bytecode for the project's own modules (pip compiles what it installs, not an editable checkout):

@@ -5,6 +5,7 @@
     manifest  --track T --labels L
     convert   --track T --from FORM IN OUT [--manifest M | --labels L] [options]
     convert-labels --track mmscan-vg --annotations MMScan_VG.json --infos embodiedscan_infos_val.pkl --split val OUT
+    check-track NAME [--keep DIR]
     worker    [celery worker options]
 
 ``score`` prints the result JSON of METRICS.md; ``validate`` checks a file's
@@ -13,7 +14,9 @@ a message naming the file and field on a bad file. ``convert`` turns a
 codebase's own output (Open3DIS ``.pth``, an OpenMask3D dump, an EmbodiedScan
 challenge ``.pkl``, LEO's ``results.json``) into an accepted form on the
 researcher's machine (``evaluation_workers/convert/``); ``convert-labels``
-writes MMScan VG labels from the dataset's files on the maintainer's. ``worker`` starts a
+writes MMScan VG labels from the dataset's files on the maintainer's. ``check-track`` runs the
+contract every track keeps on an installed track's demo data and names each rule it breaks
+(``evaluation_workers/tracks/contract.py``; exit 1 if one fails). ``worker`` starts a
 scoring worker on the queues of the tracks in ``EVAL_TRACKS`` (default: all)
 for its device (``EVAL_QUEUE_DEVICES``, default from ``EVAL_DEVICE``),
 normal queues first, then their bulk twins (``evaluation_workers.queues``);
@@ -72,6 +75,10 @@ def _parser() -> argparse.ArgumentParser:
     labels.add_argument("--split", required=True, help="the split key in the annotations (val, test)")
     labels.add_argument("out", type=Path, help="labels JSON to write (for manage.py load_labels)")
 
+    checked = sub.add_parser("check-track", help="check an installed track against the contract every track keeps")
+    checked.add_argument("name", help="the track's name (its entry point in scene_leaderboards.tracks)")
+    checked.add_argument("--keep", type=Path, metavar="DIR", help="write the demo data here and keep it")
+
     worker = sub.add_parser("worker", help="run a scoring worker on the queues of EVAL_TRACKS")
     worker.add_argument("celery_args", nargs=argparse.REMAINDER, help="passed to celery worker")
     return parser
@@ -105,10 +112,21 @@ def run_convert(args: argparse.Namespace, manifest: dict[str, Any] | None) -> st
     return summary + "\nvalid: " + json.dumps(checked, default=str)
 
 
+WORKER_MISSING = ("the scoring worker is not installed here: it is the scene-leaderboards-worker distribution "
+                  "(python -m pip install -c requirements.txt ./distributions/worker, from the repository's root)")
+
+
 def run_worker(celery_args: Sequence[str]) -> int:
     from evaluation_workers import signing
     from evaluation_workers.queues import served_devices, served_tracks, worker_queues
-    from evaluation_workers.worker import metrics
+
+    try:
+        from evaluation_workers.worker import metrics
+    except ModuleNotFoundError as exc:  # the core alone (an offline scorer): no worker, no Celery
+        if not (exc.name or "").startswith(("evaluation_workers.worker", "celery", "kombu", "prometheus_client")):
+            raise
+        print(f"error: {WORKER_MISSING}", file=sys.stderr)
+        return 2
 
     metrics.prepare()  # before the app (and prometheus_client) is imported: every pool process writes there
     from evaluation_workers.worker.app import app
@@ -135,12 +153,40 @@ def run_worker(celery_args: Sequence[str]) -> int:
     return 0
 
 
+def check_track(name: str, keep: Path | None = None) -> int:
+    """Run the track contract's rules on ``name``; print each, and say which failed (exit 1) in words."""
+    from evaluation_workers.tracks import UnknownTrack
+    from evaluation_workers.tracks.contract import Report, check
+
+    try:
+        track = get_track(name)
+    except UnknownTrack as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # a plugin that fails to import: say so, as the registry logs it
+        print(f"error: track {name!r} failed to load: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    print(f"check-track {name}: {track.title}, scorer {track.scorer_version} "
+          f"({getattr(track.score, '__module__', '?')})", flush=True)
+    report = Report()
+    for finding in check(name, keep):
+        report.findings.append(finding)
+    print("\n".join(report.lines()))
+    if report.failed:
+        print(f"error: {name} breaks {len(report.failed)} rule(s) of the track contract: "
+              f"{'; '.join(f.rule.name for f in report.failed)} (docs/writing-a-track.md)", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     allocator.tune()  # before the worker forks its pool: the children inherit the settings
     if argv[:1] == ["worker"]:  # everything after it is celery's (argparse would take its dashes)
         return run_worker(argv[1:])
     args = _parser().parse_args(argv)
+    if args.command == "check-track":
+        return check_track(args.name, args.keep)
     if (problem := input_problem(args)) is not None:
         print(f"error: {problem}", file=sys.stderr)
         return 1

@@ -137,6 +137,19 @@ def sha256_tree(path: Path) -> str:
     return hashlib.sha256("".join(lines).encode()).hexdigest()
 
 
+def labels_sha256(loaded: Path) -> str:
+    """The checksum the site records for labels ``manage.py load_labels`` was given (``loaded``: a file or
+    a folder), which every result scored on them carries as ``labels_sha256``: ``sha256_tree`` of what was
+    loaded, a folder's derived files (``manifest.json``, anything under ``.cache``: ``DERIVED_NAMES``) left out.
+
+    A track that scores the folder its ``prepare_labels`` wrote gets the same value from that folder when it
+    copies a loaded folder's files as they are and adds only derived ones; one that copies a loaded *file*
+    into its folder hashes that file. Labels loaded with a public subset are the exception: the site then
+    hashes the prepared folder, ``partition.txt`` included, so the track hashes that folder too.
+    """
+    return sha256_tree(loaded)
+
+
 def clean_number(value: Any) -> float | None:
     """A metric as JSON allows it: a float, or None where undefined (never NaN)."""
     if value is None:

@@ -17,7 +17,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from evaluation_workers.signing import SigningKeyError, checked_key
-from leaderboard.lib.env import env, envbool, envfloat, envint, envlist, envmode, generated_secret
+from leaderboard.lib.env import env, envbool, envfloat, envint, envlist, envmode, envpaths, generated_secret
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(env("DATA_DIR") or BASE_DIR / "data").resolve()
@@ -163,6 +163,9 @@ SITE_URL = (env("SITE_URL") or "http://127.0.0.1:8000").rstrip("/")
 # labels: under LABELS_DIR, which only workers read (load_labels writes it).
 UPLOADS_DIR = Path(env("UPLOADS_DIR") or DATA_DIR / "uploads")
 LABELS_DIR = Path(env("LABELS_DIR") or DATA_DIR / "labels")
+# Where a benchmark bundle's files (labels `source`, `public_subset`) may be read from besides the
+# bundle's own folder (leaderboard/benchmarks/bundle_files.py): absolute folders, comma-separated.
+LABELS_SOURCE_ROOTS = envpaths("LABELS_SOURCE_ROOTS")
 # Hidden labels in object storage instead (a bucket, or a prefix of one, that workers read
 # with their own credentials): load_labels uploads each version there and keeps no local copy;
 # the site itself never reads it. Endpoint, region and keys default to the uploads' S3_*.

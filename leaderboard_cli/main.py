@@ -146,7 +146,22 @@ def _manifest_answer(args: argparse.Namespace) -> dict[str, Any]:
     return data
 
 
+# Where the scoring core is not installed (`lb` alone: the scene-leaderboards-cli distribution).
+NEEDS_CORE = ("{command} runs the scoring core's {what}, which is not installed here: install the client with "
+              "its `validate` extra and the core, from the repository's root: "
+              "python -m pip install -c requirements.txt \"./distributions/cli[validate]\" ./distributions/core")
+
+
+def _need_core(command: str, what: str) -> None:
+    """``ApiError`` saying how to install the core, unless it is installed."""
+    try:
+        import evaluation_workers.cli  # noqa: F401
+    except ImportError:
+        raise ApiError(NEEDS_CORE.format(command=command, what=what)) from None
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
+    _need_core("validate", "validators")
     from evaluation_workers.errors import SubmissionError
     from evaluation_workers.tracks import get_track
 
@@ -181,6 +196,7 @@ def _invalid(path: Path, message: str) -> int:
 
 def cmd_convert(args: argparse.Namespace) -> int:
     """The scoring core's converter (``python -m evaluation_workers convert``), the manifest from the server."""
+    _need_core("convert", "converters")
     from evaluation_workers.cli import input_problem, run_convert
     from evaluation_workers.errors import SubmissionError
 
@@ -196,8 +212,12 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 
 def _offer_convert(args: argparse.Namespace) -> int | None:
-    """A file only a converter reads is never uploaded: print the command, run it if asked."""
-    from evaluation_workers.convert import NEEDS_CONVERTING, command
+    """A file only a converter reads is never uploaded: print the command, run it if asked. (Without the
+    core, the server refuses such a file by its name, with the same advice.)"""
+    try:
+        from evaluation_workers.convert import NEEDS_CONVERTING, command
+    except ImportError:
+        return None
 
     path = Path(args.file)
     match = NEEDS_CONVERTING.get(path.suffix.lower())
@@ -382,12 +402,16 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("file")
     c.set_defaults(func=cmd_validate)
 
-    c = sub.add_parser("convert", help="convert a codebase's own output (Open3DIS .pth, EmbodiedScan .pkl, ...) "
-                                       "into an accepted file, here")
-    from evaluation_workers.cli import add_convert_arguments
-
-    add_convert_arguments(c, manifest_from_labels=False)
-    c.add_argument("--split", help="the split whose manifest checks the result (default: the track's default)")
+    text = "convert a codebase's own output (Open3DIS .pth, EmbodiedScan .pkl, ...) into an accepted file, here"
+    try:
+        from evaluation_workers.cli import add_convert_arguments
+    except ImportError:  # every word goes to `lb convert`, which says how to install the core
+        c = sub.add_parser("convert", help=text, prefix_chars="\0", add_help=False)
+        c.add_argument("arguments", nargs=argparse.REMAINDER)
+    else:
+        c = sub.add_parser("convert", help=text)
+        add_convert_arguments(c, manifest_from_labels=False)
+        c.add_argument("--split", help="the split whose manifest checks the result (default: the track's default)")
     c.set_defaults(func=cmd_convert)
 
     c = sub.add_parser("submit", help="upload predictions (large files in resumable parts)")

@@ -11,7 +11,7 @@ Each module converts one source format into a form the server accepts:
 
 ``mmscan_labels`` is the maintainer's labels converter (``convert-labels``).
 The server reads no upload with this package: formats that need unpickling
-are refused there (with ``refusal_hint``'s advice) and converted here.
+are refused there (with ``refusal_hint``'s advice, ``evaluation_workers.unpickled``) and converted here.
 """
 
 from __future__ import annotations
@@ -21,6 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from evaluation_workers.convert.common import ConvertError
+from evaluation_workers.unpickled import NEEDS_CONVERTING, refusal_hint
+
+__all__ = ["EXAMPLES", "FORMS", "NEEDS_CONVERTING", "ConvertError", "command", "convert", "forms", "refusal_hint"]
 
 FORMS: dict[str, dict[str, str]] = {
     "openscan": {"open3dis": "evaluation_workers.convert.open3dis",
@@ -39,9 +42,6 @@ EXAMPLES: dict[tuple[str, str], str] = {
     ("sqa3d", "leo"): "lb convert --track sqa3d --from leo --questions v1_balanced_questions_test_scannetv2.json "
                       "results.json predictions.json",
 }
-
-# File endings that only a converter reads: ``lb submit`` offers the command instead of uploading.
-NEEDS_CONVERTING = {".pth": ("openscan", "open3dis"), ".pkl": ("mmscan-vg", "embodiedscan-pkl")}
 
 
 def forms(track: str) -> list[str]:
@@ -64,13 +64,3 @@ def command(track: str, form: str, source: str) -> str:
     """The exact command line that converts ``source`` (printed by ``lb submit``)."""
     out = Path(source).with_suffix(".npz" if track == "mmscan-vg" else ".zip" if track == "openscan" else ".json")
     return f"lb convert --track {track} --from {form} {source} {out.name}"
-
-
-def refusal_hint(file_name: str) -> str:
-    """What to add to the server's refusal of a file only a converter reads ("" for any other file)."""
-    match = NEEDS_CONVERTING.get(Path(file_name).suffix.lower())
-    if match is None:
-        return ""
-    track, form = match
-    return (f" Files that need unpickling are never opened on the server: convert it where your code runs, "
-            f"e.g. `lb convert --track {track} --from {form} ...` (see /benchmarks/{track}/format/).")

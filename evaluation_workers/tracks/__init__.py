@@ -2,11 +2,11 @@
 
 A track is a ``Track`` (``base.py``) that a Python package declares under the
 entry-point group ``scene_leaderboards.tracks`` (name: the track's slug; value:
-``module:TRACK``). The three built-in tracks are declared the same way, in this
-repository's ``pyproject.toml``; a track package installed beside the service
-(``plugins/scanrefer`` is one) is found without any change here. Run from a
-source tree that was never installed, the built-in tracks are read from that
-``pyproject.toml``. Finding the tracks imports none of them: ``get_track``
+``module:TRACK``). The three built-in tracks are declared the same way, by the
+core's distribution (``distributions/core/pyproject.toml``); a track package
+installed beside the core (``plugins/scanrefer`` is one) is found without any
+change here. Run from a source tree that was never installed, the built-in
+tracks are read from that ``pyproject.toml``. Finding the tracks imports none of them: ``get_track``
 imports the one asked for.
 
 Writing a track: docs/writing-a-track.md.
@@ -23,7 +23,7 @@ from pathlib import Path
 from evaluation_workers.tracks.base import Track
 
 ENTRY_POINT_GROUP = "scene_leaderboards.tracks"
-_SOURCE_TREE = Path(__file__).resolve().parents[2] / "pyproject.toml"
+_SOURCE_TREE = Path(__file__).resolve().parents[2] / "distributions" / "core" / "pyproject.toml"
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ class UnknownTrack(KeyError):
 
 
 def _source_tree_entry_points() -> list[EntryPoint]:
-    """The built-in tracks declared in this source tree's pyproject.toml (none outside a checkout)."""
+    """The built-in tracks declared in this source tree's core pyproject.toml (none outside a checkout)."""
     try:
         project = tomllib.loads(_SOURCE_TREE.read_text(encoding="utf-8")).get("project", {})
     except (OSError, tomllib.TOMLDecodeError):

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from evaluation_workers.unpickled import refusal_hint
+
 Manifest = dict[str, Any]
 """Public facts about a labels version (ids, sizes, vocabulary; never labels)."""
 
@@ -77,7 +79,12 @@ class DetailRows:
 
 @dataclass(frozen=True)
 class Track:
-    """One benchmark track.
+    """One benchmark track (a plugin imports it as ``evaluation_workers.plugin.Track``).
+
+    The fields without a default are required; of the others, ``description``, ``unit``, ``statistic``,
+    ``units_of``, ``format_doc``, ``metrics_doc``, ``samples`` and ``write_demo`` are required by the
+    track contract (``python -m evaluation_workers check-track``), the rest may keep their defaults
+    (docs/writing-a-track.md).
 
     Attributes:
         name: slug used in URLs, task payloads and result JSON ("sqa3d").
@@ -181,8 +188,6 @@ class Track:
         """
         if file_name.lower().endswith(self.upload_suffixes):
             return None
-        from evaluation_workers.convert import refusal_hint  # the converters import the tracks
-
         return f"{file_name}: expected a file ending in {' or '.join(self.upload_suffixes)}." + refusal_hint(file_name)
 
     def size_refusal(self, file_name: str, size: int | None, limit: int | None = None) -> str | None:

@@ -9,7 +9,10 @@ labels made private, a revealed board un-revealed) is refused unless ``allow_res
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import difflib
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,6 +23,7 @@ from django.contrib.auth.models import Group
 from django.db import transaction
 from django.utils import timezone
 
+from evaluation_workers.errors import LabelsError
 from evaluation_workers.tracks import get_track
 from leaderboard.benchmarks.bundles import (
     BUNDLES_DIR,
@@ -31,7 +35,7 @@ from leaderboard.benchmarks.bundles import (
 )
 from leaderboard.benchmarks.models import Benchmark, Split
 from leaderboard.benchmarks.permissions import maintainer_group
-from leaderboard.benchmarks.services import do_load_labels, labels_checksum
+from leaderboard.benchmarks.services import discard_labels, do_load_labels, labels_checksum
 from leaderboard.lib.pagecache import bump
 from leaderboard.moderation.models import AuditEntry
 from leaderboard.rankings.models import LeaderboardEntry
@@ -53,12 +57,19 @@ def demo_writer(track: str) -> Callable[[Path, str], tuple[Path, Path]] | None:
 class Change:
     text: str
     affected: str = ""  # the published results it would re-score or hide; empty when none
+    diff: list[str] = field(default_factory=list)  # a long value's change, line by line (``_changed``)
+
+    @property
+    def whole(self) -> str:
+        """The change with its diff, as the audit log keeps it."""
+        return "\n".join([self.text, *self.diff])
 
 
 @dataclass
 class Context:
     actor_name: str
     notes: list[str] = field(default_factory=list)  # what the steps say besides the changes (demo predictions)
+    stored: list[str] = field(default_factory=list)  # labels versions written, removed again if a later step fails
 
 
 @dataclass
@@ -68,8 +79,9 @@ class Plan:
     steps: list[Callable[[Context], Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
-    def change(self, text: str, step: Callable[[Context], Any] | None = None, affected: str = "") -> None:
-        self.changes.append(Change(text, affected))
+    def change(self, text: str, step: Callable[[Context], Any] | None = None, affected: str = "",
+               diff: list[str] | None = None) -> None:
+        self.changes.append(Change(text, affected, diff or []))
         if step is not None:
             self.steps.append(step)
 
@@ -85,7 +97,8 @@ class RescoreRefused(Exception):
         self.plan = plan
         lines = [f"{plan.bundle.path.name}: refused: these changes would re-score or hide published results "
                  f"(load it again with --allow-rescore to make them):"]
-        lines += [f"  - {c.text}: {c.affected}" for c in plan.refusals]
+        for c in plan.refusals:
+            lines += [f"  - {c.text}: {c.affected}", *(f"      {line}" for line in c.diff)]
         super().__init__("\n".join(lines))
 
 
@@ -96,13 +109,33 @@ def published_results(split: Split) -> str:
     return f"{len(names)} published result{'s' * (len(names) != 1)}: {', '.join(names)}" if names else ""
 
 
+SHORT = 60  # a value this long or shorter is shown inline (``old -> new``); a longer one as a diff
+
+
 def _show(value: Any) -> str:
     if isinstance(value, datetime):
         return f"{value.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
     if isinstance(value, dict):  # keys in order: PostgreSQL's jsonb gives them back in its own
         value = dict(sorted(value.items()))
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return repr(value)
+
+
+def _lines(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return value.splitlines() or [""]
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str).splitlines()
+    return [_show(value)]
+
+
+def _changed(subject: str, name: str, old: Any, new: Any) -> tuple[str, list[str]]:
+    """``subject: name old -> new`` with both values whole, or, when either is long or spans lines,
+    ``subject: name changed:`` and a unified diff of the two (never a value cut short)."""
+    a, b = _show(old), _show(new)
+    if len(a) <= SHORT and len(b) <= SHORT and "\n" not in a + b:
+        return f"{subject}: {name} {a} -> {b}", []
+    diff = difflib.unified_diff(_lines(old), _lines(new), "now", "bundle", lineterm="", n=2)
+    return f"{subject}: {name} changed:", list(diff)[2:]  # without the ---/+++ header
 
 
 def _split(track: str, name: str) -> Split:
@@ -135,7 +168,8 @@ def _plan_benchmark(plan: Plan, benchmark: Benchmark | None) -> None:
         return
     diff = {k: v for k, v in wanted.items() if getattr(benchmark, k) != v}
     for k, v in diff.items():
-        plan.change(f"benchmark {b.track}: {k} {_show(getattr(benchmark, k))} -> {_show(v)}")
+        text, lines = _changed(f"benchmark {b.track}", k, getattr(benchmark, k), v)
+        plan.change(text, diff=lines)
     if diff:
         plan.steps.append(lambda ctx: Benchmark.objects.filter(pk=benchmark.pk).update(**diff))
 
@@ -164,8 +198,8 @@ def _plan_fields(plan: Plan, split: Split | None, spec: SplitSpec) -> None:
     diff = {k: v for k, v in wanted.items() if getattr(split, k) != v}
     shown = published_results(split) if diff else ""
     for k, v in diff.items():
-        plan.change(f"split {split}: {k} {_show(getattr(split, k))} -> {_show(v)}",
-                    affected=shown if _hides(split, k, v) else "")
+        text, lines = _changed(f"split {split}", k, getattr(split, k), v)
+        plan.change(text, affected=shown if _hides(split, k, v) else "", diff=lines)
     if diff:
         plan.steps.append(lambda ctx: _update_split(track, spec.name, diff))
 
@@ -195,10 +229,22 @@ def _rescore(split: Split) -> int:
     return sum(lifecycle.do_enqueue(pk, bulk=True) is not None for pk in ids)
 
 
-def _load_source(ctx: Context, track: str, spec: SplitSpec, replaces: bool) -> None:
-    split = _split(track, spec.name)
-    label_set, _ = do_load_labels(split, spec.labels.source, loaded_by=ctx.actor_name,
-                                  partition=spec.labels.public_subset)
+@contextmanager
+def _about(bundle: Bundle, key: str) -> Iterator[None]:
+    """Labels a track refuses, or files that cannot be read, as one line naming the bundle and the key."""
+    try:
+        yield
+    except (LabelsError, OSError) as exc:
+        raise BundleError([f"{bundle.path.name}: {key}: {exc}"]) from exc
+
+
+def _load_source(ctx: Context, bundle: Bundle, spec: SplitSpec, replaces: bool) -> None:
+    split = _split(bundle.track, spec.name)
+    with _about(bundle, f"{spec.labels.key}.source"):
+        label_set, created = do_load_labels(split, spec.labels.source, loaded_by=ctx.actor_name,
+                                            partition=spec.labels.public_subset)
+    if created:
+        ctx.stored.append(label_set.storage_key)
     if replaces:
         ctx.notes.append(f"{split}: labels {label_set.sha256[:12]} active; {_rescore(split)} submissions queued "
                          f"to be re-scored")
@@ -207,7 +253,9 @@ def _load_source(ctx: Context, track: str, spec: SplitSpec, replaces: bool) -> N
 def _load_synthetic(ctx: Context, track: str, name: str) -> None:
     split = _split(track, name)
     labels, predictions = demo_writer(track)(Path(settings.DATA_DIR) / "demo" / track, name)
-    label_set, _ = do_load_labels(split, labels, loaded_by=ctx.actor_name)
+    label_set, created = do_load_labels(split, labels, loaded_by=ctx.actor_name)
+    if created:
+        ctx.stored.append(label_set.storage_key)
     ctx.notes.append(f"{split}: demo labels {label_set.sha256[:12]}; try uploading {predictions}")
 
 
@@ -216,18 +264,19 @@ def _plan_labels(plan: Plan, split: Split | None, spec: SplitSpec, synthetic: bo
     active = split.active_labels if split else None
     if labels.kind == "synthetic" and synthetic and active is None:
         if demo_writer(track) is None:
-            raise BundleError([f"{plan.bundle.path.name}: splits: {spec.name}: synthetic labels, but the track "
+            raise BundleError([f"{plan.bundle.path.name}: {labels.key}.synthetic: synthetic labels, but the track "
                                f"{track} has no demo generator (write_demo)"])
         plan.change(f"split {track}/{spec.name}: load the track's synthetic demo labels",
                     lambda ctx: _load_synthetic(ctx, track, spec.name))
     if labels.kind != "source":
         return
-    sha = labels_checksum(split or _draft(track, spec.name), labels.source, labels.public_subset)
+    with _about(plan.bundle, f"{labels.key}.source"):
+        sha = labels_checksum(split or _draft(track, spec.name), labels.source, labels.public_subset)
     if active is not None and active.sha256 == sha:
         return
     was = f" (replacing {active.sha256[:12]})" if active else ""
     plan.change(f"split {track}/{spec.name}: load labels {sha[:12]} from {labels.source}{was}",
-                lambda ctx: _load_source(ctx, track, spec, replaces=active is not None),
+                lambda ctx: _load_source(ctx, plan.bundle, spec, replaces=active is not None),
                 affected=published_results(split) if split and active else "")
 
 
@@ -321,16 +370,20 @@ def apply(planned: Plan, *, allow_rescore: bool = False, dry_run: bool = False, 
         return planned
     b = planned.bundle
     ctx = Context(actor_name=actor_name or (actor.get_username() if actor else LOADED_BY))
-    with transaction.atomic():
-        for step in planned.steps:
-            step(ctx)
-        bump(b.track)
-        if audit:
-            AuditEntry.objects.create(
-                actor=actor, actor_name=ctx.actor_name, action=AuditEntry.Action.LOAD_BENCHMARK, track=b.track,
-                target=f"benchmark {b.track} from {b.path.name}"[:300],
-                details={"bundle": str(b.path), "changes": [c.text for c in planned.changes],
-                         "allow_rescore": allow_rescore, "affected": [c.affected for c in planned.refusals]})
+    try:
+        with transaction.atomic():
+            for step in planned.steps:
+                step(ctx)
+            bump(b.track)
+            if audit:
+                AuditEntry.objects.create(
+                    actor=actor, actor_name=ctx.actor_name, action=AuditEntry.Action.LOAD_BENCHMARK, track=b.track,
+                    target=f"benchmark {b.track} from {b.path.name}"[:300],
+                    details={"bundle": str(b.path), "changes": [c.whole for c in planned.changes],
+                             "allow_rescore": allow_rescore, "affected": [c.affected for c in planned.refusals]})
+    except BaseException:
+        discard_labels(ctx.stored)  # the rows went with the transaction; the files they named go too
+        raise
     planned.notes = ctx.notes
     return planned
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from django.conf import settings
@@ -48,6 +50,41 @@ def _staging_root(split: Split) -> Path | None:
     return parent
 
 
+def _prune(folder: Path) -> None:
+    """Remove ``folder`` and its parents up to ``LABELS_DIR`` while they are empty (a refused load
+    leaves no folder behind)."""
+    root = Path(settings.LABELS_DIR)
+    while folder != root and folder.is_relative_to(root):
+        try:
+            folder.rmdir()
+        except OSError:  # not empty (another version), or gone
+            return
+        folder = folder.parent
+
+
+@contextmanager
+def _pruned_on_failure(folder: Path | None) -> Iterator[Path | None]:
+    """``folder``, removed again (with its empty parents) when what runs in it fails."""
+    try:
+        yield folder
+    except BaseException:
+        if folder is not None:
+            _prune(folder)
+        raise
+
+
+def discard_labels(keys: list[str]) -> None:
+    """Remove the versions ``do_load_labels`` stored under ``keys`` when the load that stored them
+    was rolled back (their rows are gone). A bucket's copies stay: the site may only write there,
+    and a version nobody's row names is never read."""
+    if labels_store.is_enabled():
+        return
+    for key in keys:
+        dest = Path(settings.LABELS_DIR) / key
+        shutil.rmtree(dest, ignore_errors=True)
+        _prune(dest.parent)
+
+
 def labels_checksum(split: Split, source: Path, partition: Path | None = None) -> str:
     """The checksum ``do_load_labels`` would give these labels (and public subset) on ``split``; nothing stored."""
     source = Path(source)
@@ -81,8 +118,9 @@ def do_load_labels(split: Split, source: Path, loaded_by: str = "",
         raise FileNotFoundError(f"Labels not found: {source}")
     public = partitions.parse(Path(partition).read_text(encoding="utf-8")) if partition is not None else None
     # Prepare into a temporary folder and rename (or upload), so a crash never leaves a
-    # half-written version under its final name.
-    with tempfile.TemporaryDirectory(dir=_staging_root(split), prefix=".loading-") as tmp:
+    # half-written version under its final name, and labels refused leave no folder at all.
+    with (_pruned_on_failure(_staging_root(split)) as root,
+          tempfile.TemporaryDirectory(dir=root, prefix=".loading-") as tmp):
         staging = Path(tmp) / "labels"
         manifest: dict | None = None
         if public is None:

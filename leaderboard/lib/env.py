@@ -60,6 +60,15 @@ def envlist(name: str, default: str = "") -> list[str]:
     return [item.strip() for item in value.split(",") if item.strip()]
 
 
+def envpaths(name: str) -> list[Path]:
+    """Absolute paths, comma-separated: ``LABELS_SOURCE_ROOTS=/srv/labels,/data/benchmarks``."""
+    paths = [Path(item) for item in envlist(name)]
+    if relative := [str(p) for p in paths if not p.is_absolute()]:
+        raise ImproperlyConfigured(f"Unexpected value {name}={env(name)!r}: expected absolute paths, "
+                                   f"but got {', '.join(relative)}")
+    return paths
+
+
 def envfloat(name: str, default: float) -> float:
     value = env(name)
     if value is None or value == "":

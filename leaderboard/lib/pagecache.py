@@ -58,8 +58,9 @@ from django.utils.cache import (
     patch_vary_headers,
     set_response_etag,
 )
+from prometheus_client import Counter
 
-from leaderboard.ops import metrics
+from leaderboard.lib.counters import COUNTED
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,11 @@ ALL = "*"  # the version of the pages that span tracks; every bump moves it
 # After a cache error, stop asking Redis for this long (each try could wait for a timeout).
 RETRY_SECONDS = 5.0
 _UNTIL_ATTR = "_page_cache_until"
+# Requests by anonymous visitors to cached pages: "hit" (served from the cache), "miss" (rendered), "error"
+# (the cache failed to answer); served at /metrics (leaderboard.ops.metrics).
+PAGE_CACHE = Counter("leaderboard_page_cache_requests", "Requests to cached public pages, by what the cache did",
+                     ["result"], registry=COUNTED)
+_HIT, _MISS, _ERROR = (PAGE_CACHE.labels(r) for r in ("hit", "miss", "error"))
 # How long a request waits for another one that renders the same page (then renders it too).
 RENDER_WAIT_SECONDS = 3.0
 # Pages each process keeps in memory beside Redis (see _lookup), if not larger
@@ -321,7 +327,7 @@ class PageCacheMiddleware:
             version, stored = _lookup(version_key, key)
         except CacheErrors as error:
             _cache_failed("read", error)
-            metrics.PAGE_CACHE_ERROR.inc()
+            _ERROR.inc()
             return self.get_response(request)
         rendering = False
         if stored is None:
@@ -337,10 +343,10 @@ class PageCacheMiddleware:
             # Django logs every answer of 400 and above; an unknown id asked again and again was
             # logged when it was rendered (a flood of them costs a line each otherwise).
             response._has_been_logged = True  # type: ignore[attr-defined]
-            metrics.PAGE_CACHE_HIT.inc()
+            _HIT.inc()
             return response
         response = self.get_response(request)
-        metrics.PAGE_CACHE_MISS.inc()
+        _MISS.inc()
         timeout = _timeout(request)
         # A response that sets a cookie (a CSRF token, a message) belongs to one viewer.
         if (response.status_code in STORED_STATUSES and not response.cookies and not response.streaming

@@ -47,15 +47,14 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
 from evaluation_workers import contracts
+from leaderboard.lib import pagecache  # noqa: F401  (its counter, PAGE_CACHE, is in COUNTED)
+from leaderboard.lib.counters import COUNTED
 from leaderboard.ops.outages import outage
 
 log = logging.getLogger(__name__)
 
-# Counted here, in each web process.
-COUNTED = CollectorRegistry(auto_describe=True)
-PAGE_CACHE = Counter("leaderboard_page_cache_requests", "Requests to cached public pages, by what the cache did",
-                     ["result"], registry=COUNTED)
-PAGE_CACHE_HIT, PAGE_CACHE_MISS, PAGE_CACHE_ERROR = (PAGE_CACHE.labels(r) for r in ("hit", "miss", "error"))
+# Counted in each web process, each counter beside what counts it (lib.counters): the page cache's in
+# lib.pagecache (imported here, so that a scrape lists it before the first request), 503s here.
 UNAVAILABLE = Counter("leaderboard_unavailable_responses", "503 answers, by the service that failed",
                       ["cause"], registry=COUNTED)
 

@@ -9,6 +9,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from evaluation_workers.tracks.metric_ranges import score_refusal
 from leaderboard.benchmarks import phases
 from leaderboard.benchmarks.models import Split
 from leaderboard.lib.pagecache import bump
@@ -148,6 +149,9 @@ def paper_row_fields(split: Split, data: dict[str, Any], row: dict[str, Any], wh
     metadata = paper_metadata(data, row)
     if metadata["protocol"] and spec.protocol(metadata["protocol"]) is None:
         raise ValueError(f"{where}: {row['method']}: unknown protocol {metadata['protocol']!r} for {spec.name}")
+    for key, value in row["scores"].items():
+        if refusal := score_refusal(spec, key, value):
+            raise ValueError(f"{where}: {row['method']}: scores.{key}: {refusal}")
     return {"paper_note": row.get("note") or data.get("source", ""),
             "scores": row["scores"], "primary_score": row["scores"].get(spec.primary_metric),
             "uses_extra_data": row.get("uses_extra_data", False),

@@ -79,6 +79,32 @@ def test_a_broken_plugin_is_named_and_the_others_still_load(installed: Path, nam
     out = run_python(installed, code, name)
     assert out.returncode == 0, out.stderr
     loaded, error = out.stdout.splitlines()
-    assert loaded == str(sorted([*names(), "example"]))  # every other installed track, and the good plugin
+    assert loaded == str(sorted([*names(), "example", "incomplete"]))  # every other installed track, and the plugins that load
     assert expected in error
     assert f"Track plugin {name!r} failed to load" in out.stderr  # logged, not hidden
+
+
+def check_track(installed: Path, name: str) -> subprocess.CompletedProcess[str]:
+    """The documented command for a track's author (docs/writing-a-track.md), on a package installed outside
+    the checkout."""
+    return subprocess.run([sys.executable, "-m", "evaluation_workers", "check-track", name], capture_output=True,
+                          text=True, timeout=120, cwd=installed,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join([str(installed), str(ROOT)])})
+
+
+def test_an_installed_plugin_passes_the_track_contract_with_the_documented_command(installed: Path) -> None:
+    out = check_track(installed, "example")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "ok      scores a full result" in out.stdout and "0 failed" in out.stdout
+
+
+def test_a_plugin_that_breaks_the_contract_is_told_each_rule_in_words(installed: Path) -> None:
+    out = check_track(installed, "incomplete")
+    assert out.returncode == 1, out.stdout + out.stderr
+    failed = [line.split("FAILED")[1].split(":")[0].strip() for line in out.stdout.splitlines() if "FAILED" in line]
+    assert failed == ["has a format page", "its manifest is public facts", "scores a full result",
+                      "its samples pass its own validation"]
+    assert "format_doc is not set" in out.stdout and "the result says track 'example'" in out.stdout
+    assert "breaks 4 rule(s) of the track contract: has a format page; its manifest is public facts;" in out.stderr
+    unknown = check_track(installed, "nope")
+    assert unknown.returncode == 2 and "Unknown track 'nope'" in unknown.stderr

@@ -106,7 +106,7 @@ def test_convert_names_an_output_folder_that_does_not_exist_before_converting(lb
 def test_the_console_script_is_installed():
     lb = Path(sys.executable).parent / "lb"
     if not lb.exists():
-        pytest.skip("run `pip install -e . --no-deps` (deploy/venv.sh does)")
+        pytest.skip("install distributions/cli (deploy/venv.sh does)")
     result = subprocess.run([str(lb), "--help"], capture_output=True, text=True, cwd=ROOT,
                             env={**os.environ, "LB_CONFIG": "/nonexistent/config.json"})
     assert result.returncode == 0 and "submit" in result.stdout

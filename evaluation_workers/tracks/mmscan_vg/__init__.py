@@ -21,20 +21,22 @@ from typing import Any
 
 import numpy as np
 
-from evaluation_workers import _xp
-from evaluation_workers.metrics import bootstrap
-from evaluation_workers.metrics.iou3d import DEFAULT_CHUNK_PAIRS
-from evaluation_workers.results import make_result, sha256_file
-from evaluation_workers.synthetic.samples import samples_of
-from evaluation_workers.tracks.base import (
+from evaluation_workers.plugin import (
+    DEFAULT_CHUNK_PAIRS,
     DetailRows,
     Manifest,
     Progress,
     Result,
     ScoringProtocol,
     Track,
+    backend,
+    bootstrap,
+    device_name,
+    make_result,
     no_progress,
+    sha256_file,
 )
+from evaluation_workers.synthetic.samples import samples_of
 from evaluation_workers.tracks.mmscan_vg import intervals
 from evaluation_workers.tracks.mmscan_vg.labels import (
     BOX_ARITY,
@@ -48,7 +50,7 @@ from evaluation_workers.tracks.mmscan_vg.labels import (
     load_labels,
     parse_labels,
 )
-from evaluation_workers.tracks.mmscan_vg.reader import load_predictions
+from evaluation_workers.tracks.mmscan_vg.reader import MAX_INFLATED_BYTES, load_predictions
 from evaluation_workers.tracks.mmscan_vg.score import (
     BLOCK_PAIRS,
     FAMILIES,
@@ -134,8 +136,8 @@ def _score(labels: Path, predictions: Path, progress: Progress,
     progress(0.25, "predictions read")
     if side is not None:
         side.submit(bootstrap.warm_up)
-    xp = _xp.backend()
-    gpu = _xp.device_name() == "gpu"
+    xp = backend()
+    gpu = device_name() == "gpu"
     per_prompt: dict[str, Any] = {}
     values = score_arrays(labels_data, preds, xp, GPU_CHUNK_PAIRS if gpu else DEFAULT_CHUNK_PAIRS, progress,
                           GPU_BLOCK_PAIRS if gpu else BLOCK_PAIRS, per_prompt)
@@ -176,9 +178,6 @@ PROTOCOLS = (
                     "differs from the exact IoU for close, nearly parallel faces. Not scored here."),
 )
 
-# The most a submission may inflate to (zip members, gzip), with room to spare:
-# 209,717 prompts x 256 boxes as JSON text, about 16 GB.
-MAX_INFLATED_BYTES = 24 * 2**30
 MANIFEST_SCHEMA = {
     "type": "object",
     "properties": {

@@ -26,15 +26,18 @@ from typing import IO, Any, Literal
 
 import numpy as np
 
-from evaluation_workers import inflate
-from evaluation_workers.errors import (
+from evaluation_workers.plugin import (
     CORRUPT_COMPRESSED,
+    MAX_RATIO,
     NO_ZIP_DIRECTORY,
+    RATIO_FLOOR,
     UNSUPPORTED_ZIP,
+    Budget,
     PredictionFormatError,
+    inflate,
+    npy_header,
     where,
 )
-from evaluation_workers.limits import MAX_RATIO, RATIO_FLOOR, Budget, npy_header
 from evaluation_workers.tracks.mmscan_vg.checks import check_ids, check_values, clip
 from evaluation_workers.tracks.mmscan_vg.labels import BOX_ARITY, MAX_BOXES_PER_PROMPT, Predictions
 

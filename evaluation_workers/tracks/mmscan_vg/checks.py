@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from evaluation_workers.errors import PredictionFormatError, where
+from evaluation_workers.plugin import PredictionFormatError, where
 
 _ROWS = 1 << 20
 _SHOWN_KEYS = 10

@@ -33,9 +33,15 @@ from typing import Any
 
 import numpy as np
 
-from evaluation_workers._xp import array_namespace, contiguous, into
-from evaluation_workers.metrics import bootstrap, permutation, weighted
-from evaluation_workers.metrics.interleaved import Interleaved
+from evaluation_workers.plugin import (
+    Interleaved,
+    Unpaired,
+    array_namespace,
+    bootstrap,
+    contiguous,
+    into,
+    weighted,
+)
 from evaluation_workers.tracks.mmscan_vg.labels import GROUPS
 from evaluation_workers.tracks.mmscan_vg.score import PER_SAMPLE_KEYS, POOLED, THRESHOLDS
 
@@ -86,7 +92,7 @@ def stack(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> dict[str, np.nd
     it (each submission's own order). Matching never crosses prompts, so every flag stays.
     """
     if "pool_score" not in a or "pool_score" not in b:
-        raise permutation.Unpaired("the outcomes were kept by an older scorer (without the scores of the pooled "
+        raise Unpaired("the outcomes were kept by an older scorer (without the scores of the pooled "
                                    "predictions); re-scoring both results keeps what the test needs")
     n = units_of(a)
     score = np.concatenate([a["pool_score"], b["pool_score"]])

@@ -13,7 +13,8 @@ flat or (N, 1), other keys of an item holding a string, a number, a boolean or
 null, no key twice in an item. (The object form keyed by sample id goes to the
 general reader: simdjson looks a key up by walking the object.) ``read`` returns None for anything else, and
 for anything it cannot parse: the general reader (``json_form``) then reads
-the file and words what is wrong. This module never decides that a file is
+the file and words what is wrong; so does it every file where pysimdjson is not installed (the
+core's ``fast`` extra), with the same arrays and the same refusals, only slower. This module never decides that a file is
 bad, so both readers accept, refuse and word exactly the same files.
 
 No element nested deeper than the shape allows: ``as_buffer`` flattens nested
@@ -32,9 +33,15 @@ from pathlib import Path
 from typing import cast
 
 import numpy as np
-import simdjson
 
-from evaluation_workers.mapped import map_file
+try:  # the core's `fast` extra (the service pins it): without it, every file goes to the general reader
+    import simdjson
+
+    AVAILABLE = True
+except ImportError:
+    AVAILABLE = False
+
+from evaluation_workers.plugin import map_file
 from evaluation_workers.tracks.mmscan_vg.labels import BOX_ARITY, MAX_BOXES_PER_PROMPT
 
 _ALLOWED = frozenset({"sample_id", "pred_bboxes", "pred_scores"})
@@ -60,6 +67,8 @@ def read(data: bytes | bytearray, max_items: int | None = None) -> Flat | None:
     ``max_items``: a list of more items is left to the general reader, which refuses it by its count
     before reading the items one by one.
     """
+    if not AVAILABLE:
+        return None
     return _read(lambda parser: parser.parse(data), data, max_items)
 
 
@@ -67,6 +76,8 @@ def read_file(path: Path, max_items: int | None = None) -> Flat | None:
     """``read`` of a plain JSON file (not gzip, no BOM: the caller checks) without a copy of it in
     Python: simdjson reads the file into its own padded buffer and the brackets are counted on a
     read-only mapping (31 MiB: 30-40 ms less in a fresh process than reading it into bytes first)."""
+    if not AVAILABLE:
+        return None
     mapped = map_file(path)
     if mapped is None or not _LIST.match(mapped):  # an object: simdjson's tape of it would be thrown away
         return None

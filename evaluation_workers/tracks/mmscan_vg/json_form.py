@@ -21,9 +21,18 @@ from typing import Any
 
 import numpy as np
 
-from evaluation_workers import inflate
-from evaluation_workers.errors import CORRUPT_COMPRESSED, PredictionFormatError, where
-from evaluation_workers.limits import MAX_RATIO, Budget, entries_past, entry_cap, iter_gunzip, loads_json
+from evaluation_workers.plugin import (
+    CORRUPT_COMPRESSED,
+    MAX_RATIO,
+    Budget,
+    PredictionFormatError,
+    entries_past,
+    entry_cap,
+    inflate,
+    iter_gunzip,
+    loads_json,
+    where,
+)
 from evaluation_workers.tracks.mmscan_vg import json_arrays
 from evaluation_workers.tracks.mmscan_vg.checks import (
     check_ids,

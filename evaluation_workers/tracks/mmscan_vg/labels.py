@@ -16,10 +16,14 @@ from typing import Any
 import numpy as np
 import orjson
 
-from evaluation_workers import parsed_cache
-from evaluation_workers.errors import LabelsError, PredictionFormatError
-from evaluation_workers.limits import read_maybe_gzip, unlimited
-from evaluation_workers.results import sha256_tree
+from evaluation_workers.plugin import (
+    LabelsError,
+    PredictionFormatError,
+    parsed_cache,
+    read_maybe_gzip,
+    sha256_tree,
+    unlimited,
+)
 
 # Published models output 100-256 queries per prompt.
 MAX_BOXES_PER_PROMPT = 1000

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evaluation_workers.limits import Budget, inflated_budget
+from evaluation_workers.plugin import Budget, inflated_budget
 from evaluation_workers.tracks.mmscan_vg import binary_form, json_form
 from evaluation_workers.tracks.mmscan_vg.labels import Predictions
 
 TRACK_NAME = "mmscan-vg"
+# The most a submission may inflate to (zip members, gzip), with room to spare:
+# 209,717 prompts x 256 boxes as JSON text, about 16 GB.
+MAX_INFLATED_BYTES = 24 * 2**30
 
 
 def load_predictions(path: Path, known: dict[str, int], budget: Budget | None = None) -> Predictions:
@@ -18,14 +21,14 @@ def load_predictions(path: Path, known: dict[str, int], budget: Budget | None = 
         path: the predictions file.
         known: sample id -> label index.
         budget: inflated bytes the submission may still produce; by default
-            ``limits.inflated_budget("mmscan-vg")``.
+            ``limits.inflated_budget("mmscan-vg", MAX_INFLATED_BYTES)``.
 
     Raises:
         PredictionFormatError: naming the file, the sample or array, and the rule.
     """
     path = Path(path)
     if budget is None:
-        budget = Budget(inflated_budget(TRACK_NAME), path.name)
+        budget = Budget(inflated_budget(TRACK_NAME, MAX_INFLATED_BYTES), path.name)
     if binary_form.is_npz(path):
         return binary_form.load(path, known, budget)
     return json_form.load(path, known, budget)

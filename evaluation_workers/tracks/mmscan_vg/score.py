@@ -18,11 +18,16 @@ from typing import Any
 import numpy as np
 from array_api_compat import is_numpy_namespace
 
-from evaluation_workers import _xp
-from evaluation_workers.metrics import grounding
-from evaluation_workers.metrics.iou3d import DEFAULT_CHUNK_PAIRS, indexed_iou3d
-from evaluation_workers.threads import read_ahead, threads
-from evaluation_workers.tracks.base import Progress, no_progress
+from evaluation_workers.plugin import (
+    DEFAULT_CHUNK_PAIRS,
+    Progress,
+    grounding,
+    indexed_iou3d,
+    no_progress,
+    read_ahead,
+    threads,
+    to_numpy,
+)
 from evaluation_workers.tracks.mmscan_vg.labels import GROUPS, SUB_CLASSES, Labels, Predictions
 
 THRESHOLDS = (0.25, 0.5)
@@ -80,7 +85,7 @@ def score_arrays(
     pred_sample = xp.take(pred_sample, order)
     pred_score = xp.take(kept_scores, order)
     del kept_scores
-    box_rows = kept_rows[_xp.to_numpy(order)]  # row in preds.boxes of each sorted prediction
+    box_rows = kept_rows[to_numpy(order)]  # row in preds.boxes of each sorted prediction
     del kept_rows, order
     n_pred = int(box_rows.shape[0])
     n_cols = int(gt_count_h.max()) if n_samples else 1
@@ -109,7 +114,7 @@ def score_arrays(
                 tp_parts[t].append(block["tp"][t])
             progress(0.3 + 0.6 * s1 / n_samples, "IoU and matching")
 
-    host = {key: np.concatenate([_xp.to_numpy(v) for v in parts]) for key, parts in per_sample.items()}
+    host = {key: np.concatenate([to_numpy(v) for v in parts]) for key, parts in per_sample.items()}
     pooled: dict[str, dict[str, float | None]] = {g: {} for g in GROUPS}
     tps = [xp.concat(p) if len(p) > 1 else (p[0] if p else xp.zeros((0,), dtype=xp.bool))
            for p in tp_parts.values()]
@@ -209,11 +214,11 @@ def _outcomes(
     """
     n = int(group_h.shape[0])
     values = np.stack([host[k] for k in PER_SAMPLE_KEYS], axis=1) if n else np.zeros((0, len(PER_SAMPLE_KEYS)))
-    sample_h = _xp.to_numpy(ranking.sample)
-    tp_h = np.stack([_xp.to_numpy(flags) for flags in ranking.tp], axis=1)
+    sample_h = to_numpy(ranking.sample)
+    tp_h = np.stack([to_numpy(flags) for flags in ranking.tp], axis=1)
     return {"values": values, "group": group_h.astype(np.int64), "gt_count": gt_count_h.astype(np.int64),
             "pool_sample": sample_h, "pool_group": group_h.astype(np.int64)[sample_h], "pool_tp": tp_h,
-            "pool_score": np.asarray(_xp.to_numpy(ranking.score), dtype=np.float64)}
+            "pool_score": np.asarray(to_numpy(ranking.score), dtype=np.float64)}
 
 
 def _blocks(pred_count_h: np.ndarray, pred_start_h: np.ndarray, rows_per_block: int) -> list[tuple[int, int]]:

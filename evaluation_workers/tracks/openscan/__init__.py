@@ -10,22 +10,17 @@ from __future__ import annotations
 
 from pathlib import Path as _Path
 
+from evaluation_workers.plugin import DetailRows, Track
 from evaluation_workers.synthetic.samples import samples_of
-from evaluation_workers.tracks.base import DetailRows, Track
 from evaluation_workers.tracks.openscan import intervals, labels
 from evaluation_workers.tracks.openscan.labels import ASPECTS
+from evaluation_workers.tracks.openscan.reader import MAX_INFLATED_BYTES
 from evaluation_workers.tracks.openscan.score import SCORER_VERSION, class_keys, score, validate
 
 __all__ = ["TRACK", "class_keys", "score", "validate"]
 
 COMPACT_SUFFIX = ".npz"
 
-# The most a submission may inflate to (zip members, gzip), with room to spare:
-# 312 scenes x 8 aspects of dense (V, M) masks; a uint8 official zip of 312 scenes x ~150k
-# vertices x 200 masks x 8 aspects is ~75 GB, which is why masks are streamed one member at a
-# time: the budget bounds total work, the per-member cap (the scene's V x MAX_MASKS_PER_SCENE)
-# bounds memory.
-MAX_INFLATED_BYTES = 96 * 2**30
 MANIFEST_SCHEMA = {
     "type": "object",
     "properties": {

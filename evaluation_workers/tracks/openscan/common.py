@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from evaluation_workers.errors import PredictionFormatError
+from evaluation_workers.plugin import PredictionFormatError
 
 # Real methods emit 100-600 masks per scene and aspect; this bounds what a
 # header may announce (EVAL_OPENSCAN_MAX_MASKS_PER_SCENE overrides it).

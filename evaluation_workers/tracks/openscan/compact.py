@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from evaluation_workers.errors import PredictionFormatError, where
+from evaluation_workers.plugin import PredictionFormatError, where
 from evaluation_workers.tracks.openscan.common import (
     ID_KINDS,
     Dropped,

@@ -28,9 +28,17 @@ from typing import Any
 
 import numpy as np
 
-from evaluation_workers._xp import array_namespace, segment_sums
-from evaluation_workers.metrics import bootstrap, permutation, weighted
-from evaluation_workers.metrics.instance_ap import AP25_INDEX, AP50_INDEX, AP_SLICE, IOU_THRESHOLDS
+from evaluation_workers.plugin import (
+    AP25_INDEX,
+    AP50_INDEX,
+    AP_SLICE,
+    IOU_THRESHOLDS,
+    Unpaired,
+    array_namespace,
+    bootstrap,
+    segment_sums,
+    weighted,
+)
 
 UNIT = "scene"
 # Mean AP over classes, some of them rare, is biased on few scenes (a rare class is missing from some
@@ -58,7 +66,7 @@ def stack(a: dict[str, dict[str, np.ndarray]], b: dict[str, dict[str, np.ndarray
     semantic confusion add up per unit. A semantic part that only one of them has is left out.
     """
     if set(a) != set(b):
-        raise permutation.Unpaired("the two results' outcomes hold different aspects")
+        raise Unpaired("the two results' outcomes hold different aspects")
     shift = units_of(a)
     out: dict[str, dict[str, np.ndarray]] = {}
     for aspect, x in a.items():

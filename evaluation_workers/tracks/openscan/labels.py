@@ -21,9 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from evaluation_workers import parsed_cache
-from evaluation_workers.errors import LabelsError
-from evaluation_workers.results import sha256_tree
+from evaluation_workers.plugin import LabelsError, parsed_cache, sha256_tree
 
 ASPECTS = ("affordance", "property", "type", "manner", "synonym", "requirement", "element", "material")
 VOCABULARY_FILE = "vocabulary.json"

@@ -30,15 +30,19 @@ from typing import IO, Any, cast
 
 import numpy as np
 
-from evaluation_workers import inflate
-from evaluation_workers.errors import (
+from evaluation_workers.plugin import (
     CORRUPT_COMPRESSED,
+    LOCAL_HEADER,
     NO_ZIP_DIRECTORY,
     UNSUPPORTED_ZIP,
+    Budget,
     PredictionFormatError,
+    ViewFile,
+    give_back,
+    inflate,
+    map_file,
+    npy_header,
 )
-from evaluation_workers.limits import Budget, npy_header
-from evaluation_workers.mapped import LOCAL_HEADER, ViewFile, give_back, map_file
 
 # What opening or reading a malformed zip can raise inside zipfile/inflate/struct.
 ZIP_ERRORS: tuple[type[Exception], ...] = (

@@ -16,24 +16,33 @@ from typing import Any
 
 import numpy as np
 
-from evaluation_workers._xp import backend, to_device, to_numpy
-from evaluation_workers.errors import PredictionFormatError, where
-from evaluation_workers.metrics import bootstrap
-from evaluation_workers.metrics.instance_ap import (
+from evaluation_workers.plugin import (
     AP25_INDEX,
     AP50_INDEX,
     AP_SLICE,
     IOU_THRESHOLDS,
     MIN_REGION_SIZE,
+    Manifest,
+    PredictionFormatError,
+    Progress,
+    Result,
     average_precision_distinct,
+    backend,
+    bootstrap,
+    confusion,
     intersection_counts,
+    iou_and_accuracy,
+    make_result,
     matching_entries,
+    no_progress,
     positives,
+    read_ahead,
+    sha256_file,
+    threads,
+    to_device,
+    to_numpy,
+    where,
 )
-from evaluation_workers.metrics.semseg import confusion, iou_and_accuracy
-from evaluation_workers.results import make_result, sha256_file
-from evaluation_workers.threads import read_ahead, threads
-from evaluation_workers.tracks.base import Manifest, Progress, Result, no_progress
 from evaluation_workers.tracks.openscan import intervals
 from evaluation_workers.tracks.openscan.common import Proposals
 from evaluation_workers.tracks.openscan.labels import AspectLabels, load_labels, load_vocabulary

@@ -16,8 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from evaluation_workers.errors import PredictionFormatError, where
-from evaluation_workers.limits import Budget
+from evaluation_workers.plugin import Budget, PredictionFormatError, where
 from evaluation_workers.tracks.openscan.common import (
     Dropped,
     Proposals,

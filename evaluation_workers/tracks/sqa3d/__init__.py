@@ -12,13 +12,25 @@ from typing import Any
 
 import numpy as np
 
-from evaluation_workers._xp import array_namespace
-from evaluation_workers.errors import LabelsError
-from evaluation_workers.metrics import bootstrap, permutation, weighted
-from evaluation_workers.metrics.answers import QUESTION_TYPES, clean_answer, match_answer
-from evaluation_workers.results import make_result, sha256_file, sha256_tree
+from evaluation_workers.plugin import (
+    QUESTION_TYPES,
+    LabelsError,
+    Manifest,
+    Progress,
+    Result,
+    ScoringProtocol,
+    Track,
+    array_namespace,
+    bootstrap,
+    clean_answer,
+    make_result,
+    match_answer,
+    sha256_file,
+    sha256_tree,
+    stack_units,
+    weighted,
+)
 from evaluation_workers.synthetic.samples import samples_of
-from evaluation_workers.tracks.base import Manifest, Progress, Result, ScoringProtocol, Track
 from evaluation_workers.tracks.sqa3d.labels import (
     ANNOTATIONS_PATTERN,
     QUESTIONS_PATTERN,
@@ -224,7 +236,7 @@ TRACK = Track(
     statistic=outcomes_statistic,
     units_of=units_of,
     scenes_of=bootstrap.scenes_of,
-    stack=permutation.stack_units,
+    stack=stack_units,
     groups_of=lambda outcomes: bootstrap.groups_of(outcomes["type"], QUESTION_TYPES),
     max_inflated_bytes=MAX_INFLATED_BYTES,
     per_class_keys=(),

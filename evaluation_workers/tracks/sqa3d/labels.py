@@ -15,9 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evaluation_workers.errors import LabelsError
-from evaluation_workers.metrics.answers import clean_answer, question_type
-from evaluation_workers.tracks.base import Manifest
+from evaluation_workers.plugin import LabelsError, Manifest, clean_answer, question_type
 from evaluation_workers.tracks.sqa3d.values import is_int as _is_int
 from evaluation_workers.tracks.sqa3d.values import show as _show
 

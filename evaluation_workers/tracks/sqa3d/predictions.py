@@ -17,8 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from evaluation_workers.errors import PredictionFormatError, where
-from evaluation_workers.limits import entries_past, entry_cap, loads_json
+from evaluation_workers.plugin import PredictionFormatError, entries_past, entry_cap, loads_json, where
 from evaluation_workers.tracks.sqa3d.values import is_int, show
 
 MAX_UPLOAD_BYTES = 50 * 2**20

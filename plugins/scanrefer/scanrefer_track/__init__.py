@@ -14,12 +14,22 @@ from typing import Any
 
 import numpy as np
 
-from evaluation_workers import partitions
-from evaluation_workers._xp import array_namespace
-from evaluation_workers.errors import LabelsError
-from evaluation_workers.metrics import bootstrap, permutation, weighted
-from evaluation_workers.results import make_result, sha256_file, sha256_tree
-from evaluation_workers.tracks.base import DetailRows, Manifest, Progress, Result, Track
+from evaluation_workers.plugin import (
+    PARTITION_FILE,
+    DetailRows,
+    LabelsError,
+    Manifest,
+    Progress,
+    Result,
+    Track,
+    array_namespace,
+    bootstrap,
+    labels_sha256,
+    make_result,
+    sha256_file,
+    stack_units,
+    weighted,
+)
 from scanrefer_track.iou import paired_iou
 from scanrefer_track.labels import ScanReferLabels, labels_file, load_labels, manifest, prepare_labels
 from scanrefer_track.predictions import MAX_INFLATED_BYTES, MAX_UPLOAD_BYTES, check_known, read_submission
@@ -60,12 +70,13 @@ MANIFEST_SCHEMA: dict[str, Any] = {
 
 
 def labels_checksum(labels: Path) -> str:
-    """The checksum the site recorded for these labels: of the labels file a maintainer loaded, or of
-    the prepared folder where it also holds a public subset (``partitions``), as the site hashes it."""
+    """The checksum the site recorded for these labels (the core's rule, ``labels_sha256``): of the labels
+    file a maintainer loaded, which ``prepare_labels`` copies as it is, or of the prepared folder where it
+    also holds a public subset (``PARTITION_FILE``), as the site hashes it then."""
     labels = Path(labels)
-    if labels.is_dir() and (labels / partitions.PARTITION_FILE).is_file():
-        return sha256_tree(labels)
-    return sha256_file(labels_file(labels))
+    if labels.is_dir() and (labels / PARTITION_FILE).is_file():
+        return labels_sha256(labels)
+    return labels_sha256(labels_file(labels))
 
 
 def _missing_warning(missing: int, count: int) -> list[str]:
@@ -228,7 +239,7 @@ TRACK = Track(
     statistic=outcomes_statistic,
     units_of=units_of,
     scenes_of=bootstrap.scenes_of,
-    stack=permutation.stack_units,
+    stack=stack_units,
     groups_of=groups_of,
     max_inflated_bytes=MAX_INFLATED_BYTES,
     detail_rows=DetailRows("cells", "Cell"),

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from evaluation_workers._xp import array_namespace
+from evaluation_workers.plugin import array_namespace
 
 # Added to the union by the script's box3d_iou; part of the metric's definition.
 UNION_EPS = 1e-8

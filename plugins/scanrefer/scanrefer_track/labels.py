@@ -17,9 +17,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from evaluation_workers.errors import LabelsError
-from evaluation_workers.results import DERIVED_NAMES
-from evaluation_workers.tracks.base import Manifest
+from evaluation_workers.plugin import DERIVED_NAMES, LabelsError, Manifest
 from scanrefer_track import values
 from scanrefer_track.iou import corners_to_bounds
 

@@ -14,15 +14,22 @@ parsed whole).
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from evaluation_workers.errors import PredictionFormatError, where
-from evaluation_workers.limits import Budget, entries_past, entry_cap, loads_json, read_maybe_gzip
+from evaluation_workers.plugin import (
+    Budget,
+    PredictionFormatError,
+    entries_past,
+    entry_cap,
+    inflated_budget,
+    loads_json,
+    read_maybe_gzip,
+    where,
+)
 from scanrefer_track import values
 from scanrefer_track.iou import centre_size_to_bounds, corners_to_bounds
 
@@ -55,17 +62,6 @@ class Submission:
     warnings: list[str] = field(default_factory=list)
 
 
-def inflated_limit() -> int:
-    """``EVAL_MAX_INFLATED_BYTES_SCANREFER``, or ``MAX_INFLATED_BYTES``."""
-    raw = os.environ.get("EVAL_MAX_INFLATED_BYTES_SCANREFER")
-    if not raw:
-        return MAX_INFLATED_BYTES
-    try:
-        return int(raw)
-    except ValueError:
-        raise ValueError(f"Expected EVAL_MAX_INFLATED_BYTES_SCANREFER to be a number of bytes, but got {raw!r}") from None
-
-
 def _text(path: Path, name: str) -> str:
     size = path.stat().st_size
     if size == 0:
@@ -73,7 +69,7 @@ def _text(path: Path, name: str) -> str:
     if size > MAX_UPLOAD_BYTES:
         raise PredictionFormatError(f"{name}: Expected at most {MAX_UPLOAD_BYTES // 2**20} MiB, "
                                     f"but got {size / 2**20:.1f} MiB")
-    data = read_maybe_gzip(path, Budget(inflated_limit(), name))
+    data = read_maybe_gzip(path, Budget(inflated_budget("scanrefer", MAX_INFLATED_BYTES), name))
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

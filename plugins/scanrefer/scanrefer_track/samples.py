@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from evaluation_workers.tracks.base import Manifest, Sample
+from evaluation_workers.plugin import Manifest, Sample
 
 SAMPLE_ITEMS = 8  # descriptions in a sample
 

@@ -13,7 +13,7 @@ import scanrefer_reference as reference
 import scanrefer_track
 from scanrefer_track import iou, synthetic
 
-from evaluation_workers.errors import LabelsError, PredictionFormatError
+from evaluation_workers.plugin import LabelsError, PredictionFormatError
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import scanrefer_reference as reference
 import scanrefer_track
 from scanrefer_track import iou, synthetic
 
-from evaluation_workers.tracks.base import no_progress
+from evaluation_workers.plugin import no_progress
 
 
 @pytest.fixture(autouse=True)

@@ -36,8 +36,10 @@ class Command(BaseCommand):
                     raise CommandError(f"{username} is neither staff nor a maintainer of {loaded.track}.")
             planned = apply(plan(loaded), allow_rescore=allow_rescore, dry_run=dry_run,
                             actor=actor)
-        except (BundleError, RescoreRefused, LabelsError, FileNotFoundError, ValueError) as exc:
+        except (BundleError, RescoreRefused) as exc:
             raise CommandError(str(exc)) from exc
+        except (LabelsError, OSError, ValueError) as exc:  # what no check above foresaw: still one line, exit 1
+            raise CommandError(f"{Path(bundle).name}: {exc}") from exc
         if not planned.changes:
             self.stdout.write(f"{loaded.track}: up to date; nothing changed.")
             return
@@ -45,5 +47,7 @@ class Command(BaseCommand):
         self.stdout.write(f"{loaded.track}: {verb}:")
         for change in planned.changes:
             self.stdout.write(f"  - {change.text}" + (f" [{change.affected}]" if change.affected else ""))
+            for line in change.diff:  # a long value's change, whole
+                self.stdout.write(f"      {line}")
         for note in planned.notes:
             self.stdout.write(f"  {note}")
