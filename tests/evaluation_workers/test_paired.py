@@ -186,11 +186,16 @@ def test_a_submission_against_itself_is_not_significant(tmp_path: Path) -> None:
 def test_outcomes_round_trip_through_the_worker_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EVAL_OUTCOMES_DIR", str(tmp_path))
     kept = {"material": {"group": np.arange(3), "score": np.array([0.5, 0.2, 0.1]),
-                         "unit": np.array([0, 70_000, -3])}, "em": np.array([True])}
+                         "unit": np.array([0, 70_000, -3])}, "em": np.array([True]),
+            "pool_score": np.array([0.25, np.nan, -2.0, 1e-3], dtype=np.float32).astype(np.float64)}
     outcomes.save("openscan/abc/def-v1.1.0.npz", kept)
+    with np.load(tmp_path / "openscan/abc/def-v1.1.0.npz") as stored:  # floats that are float32s: stored so
+        assert stored["pool_score"].dtype == np.float32 and stored["material/score"].dtype == np.float64
     back = outcomes.load("openscan/abc/def-v1.1.0.npz")
     assert back is not None and back["em"].tolist() == [True]
     assert back["material"]["score"].tolist() == [0.5, 0.2, 0.1]
+    assert back["pool_score"].dtype == np.float64
+    np.testing.assert_array_equal(back["pool_score"], kept["pool_score"])
     assert back["material"]["unit"].tolist() == [0, 70_000, -3] and back["material"]["unit"].dtype == np.int64
     assert outcomes.load("openscan/abc/none.npz") is None
     assert not list(tmp_path.rglob(".part-*"))
