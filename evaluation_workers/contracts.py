@@ -167,6 +167,11 @@ SWEEP = "submissions.sweep"
 # bootstrap's; a split of fewer scenes than its intervals' minimum gets no test.
 PAIRED_TEST = "evaluation.paired_test"
 PAIRED_TEST_NAME = "paired-permutation-by-scene"  # the test that decides (evaluation_workers.metrics.permutation)
+
+
+def too_few_scenes(scenes: int, least: int) -> str:
+    """Why a pair is not tested, in words: the worker's refusal and the site's own check read alike."""
+    return f"too few scenes to test ({scenes} scene{'s' if scenes != 1 else ''}; at least {least})"
 RECORD_PAIRED_TEST = "rankings.record_paired_test"
 
 

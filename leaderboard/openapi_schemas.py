@@ -151,7 +151,11 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "adjusted_p_value": {**nullable(NUM), "description": "The paired test against the row above on the sorted "
                                                              "column, Holm-adjusted over the page's 'significance' "
                                                              "family; null when the pair is not tested or not "
-                                                             "computed yet"}}),
+                                                             "computed yet"},
+        "paired_test_note": {"type": "string", "description": "Where that test's p (before adjustment) and the "
+                                                              "bootstrap interval of the difference disagree at 0.05: "
+                                                              "that the permutation test decided, in words; else "
+                                                              "empty"}}),
     "Leaderboard": _obj({
         "track": STR, "split": STR, "primary_metric": STR, "metrics": {"type": "array", "items": STR},
         "groups": {"type": "array", "items": STR}, "sort": STR, "order": {"type": "string", "enum": ["asc", "desc"]},

@@ -47,7 +47,7 @@ def compare(track_name: str, a: dict[str, Any], b: dict[str, Any], resamples: in
     if n_scenes < least:
         # No test can be trusted there (an exact one over 4 scenes cannot go below p = 2/16), and the
         # intervals are withheld below the same minimum.
-        return _failed(too_few_scenes(n_scenes, least))
+        return _failed(contracts.too_few_scenes(n_scenes, least))
     if track.stack is None:
         return _failed("this track's scorer gives no paired test")
     try:
@@ -61,11 +61,6 @@ def compare(track_name: str, a: dict[str, Any], b: dict[str, Any], resamples: in
                                   scenes=scenes, groups=track.groups_of(a) if track.groups_of else None,
                                   min_scenes=least)
     return {"findings": findings, "resamples": resamples, "error": ""}
-
-
-def too_few_scenes(scenes: int, least: int) -> str:
-    """Why a pair is not tested, in the words the site shows (it words its own check alike)."""
-    return f"too few scenes to test ({scenes} scene{'s' if scenes != 1 else ''}; at least {least})"
 
 
 def _failed(reason: str) -> dict[str, Any]:

@@ -80,7 +80,7 @@ def too_few_scenes(bootstrap: dict[str, Any] | None) -> str:
     scenes, least = (bootstrap or {}).get("units"), (bootstrap or {}).get("min_scenes")
     if not isinstance(scenes, int) or not isinstance(least, int) or scenes >= least:
         return ""
-    return f"too few scenes to test ({scenes} scene{'s' if scenes != 1 else ''}; at least {least})"
+    return contracts.too_few_scenes(scenes, least)
 
 
 def testable_units(labels_sha256: str | None, scorer_version: str | None, partition: str | None) -> tuple[str, str] | None:
@@ -335,13 +335,13 @@ def _adjust(verdicts: Sequence[Verdict | None]) -> tuple[int, int]:
     return len(family), sum(v.status != "done" for v in family)
 
 
-def _p_values(pairs: set[Pair], key: str, split_id: int) -> dict[Pair, tuple[bool, str, float | None]]:
-    """(computed, error, raw p-value on ``key``) of each of ``pairs`` that was asked, reading the one
-    number from each stored test (a board's export may span thousands of tests)."""
+def _p_values(pairs: set[Pair], key: str, split_id: int) -> dict[Pair, tuple[bool, str, float | None, Any]]:
+    """(computed, error, raw p-value on ``key``, its interval) of each of ``pairs`` that was asked,
+    reading those two values from each stored test (a board's export may span thousands of tests)."""
     if not pairs:
         return {}
     p_value = Cast(KeyTextTransform("p_value", KeyTransform(key, "findings")), FloatField())
-    tests = PairedTest.objects.annotate(p=p_value)
+    tests = PairedTest.objects.annotate(p=p_value, bounds=KeyTransform("interval", KeyTransform(key, "findings")))
     if len(pairs) <= _PAIRS_NAMED:
         named = Q()
         for a, b in pairs:
@@ -349,9 +349,9 @@ def _p_values(pairs: set[Pair], key: str, split_id: int) -> dict[Pair, tuple[boo
         tests = tests.filter(named)
     else:
         tests = tests.filter(result_a__submission__split_id=split_id)
-    return {(a, b): (computed_at is not None, error, p)
-            for a, b, computed_at, error, p in tests.values_list("result_a_id", "result_b_id", "computed_at",
-                                                                   "error", "p") if (a, b) in pairs}
+    return {(a, b): (computed_at is not None, error, p, bounds)
+            for a, b, computed_at, error, p, bounds in tests.values_list(
+                "result_a_id", "result_b_id", "computed_at", "error", "p", "bounds") if (a, b) in pairs}
 
 
 def board_verdicts(rungs: Sequence[Rung], key: str, split_id: int, over: str) -> tuple[list[Verdict | None], Family]:
@@ -365,7 +365,7 @@ def board_verdicts(rungs: Sequence[Rung], key: str, split_id: int, over: str) ->
         if pair is None:
             verdicts.append(None)
             continue
-        computed, error, p = found.get(pair, (False, "", None))
+        computed, error, p, bounds = found.get(pair, (False, "", None, None))
         if pair not in found:
             verdicts.append(Verdict("not_requested"))
         elif not computed:
@@ -373,7 +373,9 @@ def board_verdicts(rungs: Sequence[Rung], key: str, split_id: int, over: str) ->
         elif error or p is None:
             verdicts.append(Verdict("unavailable", reason=error or "undefined on these results"))
         else:
-            verdicts.append(Verdict("done", p_value=p))
+            # Whether the interval holds 0 does not depend on which row is subtracted from which.
+            interval = bounds if isinstance(bounds, list) and len(bounds) == 2 else None
+            verdicts.append(Verdict("done", p_value=p, disagreement=disagreement(p, interval)))
     tests, not_computed = _adjust(verdicts)
     return verdicts, Family(key=key, over=f"the adjacent pairs of scored rows {over}", pairs=tests,
                             not_computed=not_computed)

@@ -265,7 +265,8 @@ def significance_json(verdict: Verdict | None, above_id: int | None) -> dict[str
     """A row's paired test against the row above (entry ``above_id``), as the API and the exports give it."""
     return {"no_significant_difference_from_entry_id":
             above_id if verdict is not None and verdict.no_significant_difference else None,
-            "adjusted_p_value": verdict.adjusted_p_value if verdict is not None else None}
+            "adjusted_p_value": verdict.adjusted_p_value if verdict is not None else None,
+            "paired_test_note": verdict.disagreement if verdict is not None else ""}
 
 
 def entry_as_json(row: RankedRow, columns: list[str]) -> dict[str, Any]:

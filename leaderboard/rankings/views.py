@@ -56,11 +56,13 @@ def _csv_cell(value: Any) -> Any:
     return value
 
 
-def _significance_cells(fields: dict[str, Any]) -> tuple[Any, Any]:
-    """The CSV's ``adjusted_p_value`` and ``no_significant_difference_from_row_above`` (True/False);
-    both empty where the row was not tested against the row above."""
+def _significance_cells(fields: dict[str, Any]) -> tuple[Any, Any, str]:
+    """The CSV's ``adjusted_p_value``, ``no_significant_difference_from_row_above`` (True/False) and
+    ``paired_test_note``; all empty where the row was not tested against the row above."""
     p = fields["adjusted_p_value"]
-    return ("", "") if p is None else (p, fields["no_significant_difference_from_entry_id"] is not None)
+    if p is None:
+        return "", "", ""
+    return p, fields["no_significant_difference_from_entry_id"] is not None, fields["paired_test_note"]
 
 
 def _embargoed(request: HttpRequest, split: Split) -> bool:
@@ -145,6 +147,7 @@ def export(request: HttpRequest, track: str, fmt: str) -> HttpResponse:
         csv.writer(buffer).writerow(["rank", "method", "team", "reported_in_paper", "uses_extra_data", "verified",
                                      "scorer_version", "published_at", "venue", "paper_url", "protocol",
                                      "reference", "adjusted_p_value", "no_significant_difference_from_row_above",
+                                     "paired_test_note",
                                      *view.all_columns, *interval_columns(view.all_columns)])
         # Each row's fields end in a comma, then come its stored score cells.
         writer = csv.writer(buffer, lineterminator=",")

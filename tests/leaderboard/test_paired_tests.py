@@ -494,8 +494,8 @@ def test_a_split_with_fewer_scenes_than_the_minimum_is_never_tested_nor_marked(
         ("", ""), ("", "")]
 
 
-def test_where_the_p_value_and_the_interval_disagree_the_compare_page_says_which_decided(client, published,
-                                                                                         answer):
+def test_where_the_p_value_and_the_interval_disagree_the_pages_say_which_decided(client, published, answer):
+    """The compare page and its API beside the verdict; a board beside its mark, its API and exports per row."""
     upper, lower = published("Upper"), published("Lower", flip=20)
     test = PairedTest.objects.get()
     pair = f"split=test&e={upper.pk}&e={lower.pk}"
@@ -514,6 +514,16 @@ def test_where_the_p_value_and_the_interval_disagree_the_compare_page_says_which
         verdict = verdict.split("</tr>")[0]
         assert (words in verdict) if words else ("disagreement" not in verdict), p
         assert 'title="999 random swaps of scenes and the split as it is"' in verdict
+        # The board says it too: beside the mark, in the API's and the exports' rows.
+        rows = client.get("/api/v1/leaderboards/sqa3d?split=test&paper=0").json()["rows"]
+        assert [r["paired_test_note"] for r in rows] == ["", words]
+        exported = client.get("/benchmarks/sqa3d/export.json?split=test&paper=0").json()["rows"]
+        assert [r["paired_test_note"] for r in exported] == ["", words]
+        csv_rows = list(csv.DictReader(io.StringIO(client.get("/benchmarks/sqa3d/export.csv?split=test&paper=0")
+                                                   .content.decode())))
+        assert [r["paired_test_note"] for r in csv_rows] == ["", words]
+        board = client.get("/benchmarks/sqa3d/?split=test&paper=0").content.decode()
+        assert (f"Note: {words}." in board) == (p >= 0.05 and bool(words)), p
 
 
 def test_the_migration_forgets_the_tests_the_bootstrap_decided_and_the_command_asks_them_again(
