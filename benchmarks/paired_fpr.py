@@ -257,6 +257,8 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="a smoke run: 200 replicates, fewer scenes")
     parser.add_argument("--permutations", type=int,
                         help="B of the Monte Carlo tests (EVAL_PAIRED_PERMUTATIONS; default the service's)")
+    parser.add_argument("--scenes", type=int, nargs="*",
+                        help="only these scene counts (a cell of a long run, run again on its own)")
     args = parser.parse_args()
     os.environ.setdefault("EVAL_DEVICE", "cpu")
     if args.permutations:
@@ -267,6 +269,8 @@ def main() -> int:
     counts = {"sqa3d": (4, 8, 20) if args.quick else (4, 8, 20, 67, 150),
               "mmscan": (4, 8, 20) if args.quick else (4, 8, 20, 67, 150),
               "openscan": (4, 8, 150) if args.quick else (4, 8, 150, 312)}
+    if args.scenes:
+        counts = {shape: tuple(args.scenes) for shape in counts}
     ok = True
     started = time.perf_counter()
     if "sqa3d" in args.shapes:
