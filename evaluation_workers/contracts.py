@@ -178,8 +178,16 @@ SWEEP = "submissions.sweep"
 # Paired significance tests (issue 13). The site asks for one per pair of results; a
 # scoring worker loads both submissions' per-unit outcomes (worker-only storage, keyed by
 # ``outcomes_key``) and answers, for every metric overall and per group at once, with the
-# difference, the raw p-value and the paired interval only.
+# difference, the raw p-value and the paired interval only. Since issue 34 the p-value is a
+# scene-level paired permutation test's (``PAIRED_TEST_NAME``), the interval the scene
+# bootstrap's; a split of fewer scenes than its intervals' minimum gets no test.
 PAIRED_TEST = "evaluation.paired_test"
+PAIRED_TEST_NAME = "paired-permutation-by-scene"  # the test that decides (evaluation_workers.metrics.permutation)
+
+
+def too_few_scenes(scenes: int, least: int) -> str:
+    """Why a pair is not tested, in words: the worker's refusal and the site's own check read alike."""
+    return f"too few scenes to test ({scenes} scene{'s' if scenes != 1 else ''}; at least {least})"
 RECORD_PAIRED_TEST = "rankings.record_paired_test"
 
 
@@ -216,15 +224,21 @@ class PairedTestRequest(TypedDict):
 
 
 class PairedFinding(TypedDict):
-    """One key's test (a metric overall, or ``<group>/<metric>``): ``test`` names it
-    ("paired-bootstrap-by-scene"); ``difference`` is A - B as scored, ``p_value`` two-sided and not
-    adjusted for multiplicity, ``interval`` the paired 95 % interval of A - B; each None
-    where undefined (a group neither result has)."""
+    """One key's test (a metric overall, or ``<group>/<metric>``): ``test`` names the test that gave
+    ``p_value`` (``PAIRED_TEST_NAME``); ``difference`` is A - B as scored, ``p_value`` two-sided and
+    not adjusted for multiplicity, ``interval`` the paired 95 % bootstrap interval of A - B; each
+    None where undefined (a group neither result has) or withheld (a group spanning fewer than
+    ``min_scenes`` of the ``scenes``). ``permutations``: the swaps of scenes the p-value counts
+    (all 2^S when ``exact``, else the random ones)."""
 
     test: str
     difference: float | None
     p_value: float | None
     interval: list[float] | None
+    permutations: NotRequired[int | None]
+    exact: NotRequired[bool | None]
+    scenes: NotRequired[int]
+    min_scenes: NotRequired[int]
 
 
 class PairedTestReport(TypedDict):

@@ -33,7 +33,9 @@ store error is worth trying again.
 Format: one ``.npz`` (no pickle) per result; a nested ``{aspect: {name: array}}``
 is stored under ``"<aspect>/<name>"``. Integer arrays are stored in the
 narrowest integer type that holds them and read back as int64 (MMScan's full
-test split pools tens of millions of boxes: prompt ids fit int32, categories int8).
+test split pools tens of millions of boxes: prompt ids fit int32, categories int8);
+float64 arrays whose every value is a float32 (the scores of MMScan's binary
+form) are stored as float32 and read back as float64, the same values.
 """
 
 from __future__ import annotations
@@ -93,6 +95,10 @@ def _missing(exc: BaseException) -> bool:
 
 def _narrow(value: Any) -> np.ndarray:
     array: np.ndarray = np.asarray(value)
+    if array.dtype == np.float64 and array.size:
+        single = array.astype(np.float32)
+        # Lossless only: every value comes back the same (NaN as NaN).
+        return single if np.array_equal(single.astype(np.float64), array, equal_nan=True) else array
     if array.dtype.kind not in "iu" or not array.size:
         return array
     lo, hi = int(array.min()), int(array.max())
@@ -127,6 +133,8 @@ def _unflatten(flat: dict[str, np.ndarray]) -> dict[str, Any]:
 
 
 def _widen(array: np.ndarray) -> np.ndarray:
+    if array.dtype == np.float32:
+        return array.astype(np.float64)
     return array.astype(np.int64) if array.dtype.kind in "iu" else array
 
 

@@ -26,7 +26,9 @@ predictions.
 scene), ``scenes_of`` and ``groups_of`` (for ``Track.scenes_of``/``groups_of``), ``intervals`` (hand it
 the statistic), ``deferred`` and ``resamples_setting`` (a large split's intervals come in a follow-up
 task), ``Statistic``, ``DEFAULT_MIN_SCENES``, ``weighted_ratio`` (a ratio of resampled sums, NaN-free);
-the modules ``bootstrap`` and ``weighted`` themselves for the rest of their documented functions.
+the modules ``bootstrap`` and ``weighted`` themselves for the rest of their documented functions. The
+paired test (``Track.stack``): ``stack_units`` stacks outcomes that are per-unit arrays only, and a
+``stack`` raises ``Unpaired`` for two results' outcomes it cannot stack.
 
 **Arrays** (one code path for NumPy and CuPy). ``array_namespace``, ``backend``, ``device_name``,
 ``to_device``, ``to_numpy``, ``contiguous``, ``into``, ``segment_sums``.
@@ -116,6 +118,8 @@ if TYPE_CHECKING:  # the same names as _EXPORTS below, for type checkers and rea
     from evaluation_workers.metrics.interleaved import Interleaved as Interleaved
     from evaluation_workers.metrics.iou3d import DEFAULT_CHUNK_PAIRS as DEFAULT_CHUNK_PAIRS
     from evaluation_workers.metrics.iou3d import indexed_iou3d as indexed_iou3d
+    from evaluation_workers.metrics.permutation import Unpaired as Unpaired
+    from evaluation_workers.metrics.permutation import stack_units as stack_units
     from evaluation_workers.metrics.semseg import confusion as confusion
     from evaluation_workers.metrics.semseg import iou_and_accuracy as iou_and_accuracy
     from evaluation_workers.metrics.weighted import weighted_ratio as weighted_ratio
@@ -154,6 +158,7 @@ _EXPORTS: dict[str, str] = {
     **_names("evaluation_workers.metrics.bootstrap", "scene_index", "scenes_of", "groups_of", "intervals",
              "deferred", "resamples_setting", "Statistic", "DEFAULT_MIN_SCENES"),
     **_names("evaluation_workers.metrics.weighted", "weighted_ratio"),
+    **_names("evaluation_workers.metrics.permutation", "stack_units", "Unpaired"),
     **_names("evaluation_workers._xp", "array_namespace", "backend", "device_name", "to_device", "to_numpy",
              "contiguous", "into", "segment_sums"),
     **_names("evaluation_workers.limits", "Budget", "inflated_budget", "read_maybe_gzip", "iter_gunzip",

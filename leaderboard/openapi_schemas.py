@@ -99,13 +99,20 @@ PAIRED_TEST = _obj({
                               "signed-in request asks, within PAIRED_TESTS_PER_USER_HOUR; 'notice' says when it may "
                               "not)"},
     "reason": STR,
-    "test": {"type": "string", "description": "How it was computed (paired-bootstrap-by-scene); empty unless done"},
+    "test": {"type": "string", "description": "The test that gave p_value (paired-permutation-by-scene: the two "
+                                              "methods' outcomes swapped scene by scene); empty unless done"},
     "difference": nullable(NUM),
-    "p_value": {**nullable(NUM), "description": "Two-sided, before adjustment"},
+    "p_value": {**nullable(NUM), "description": "Two-sided, before adjustment; it decides the verdict"},
     "adjusted_p_value": {**nullable(NUM), "description": "Holm-adjusted over the answer's 'significance' family"},
-    "interval": nullable({"type": "array", "items": NUM, "minItems": 2, "maxItems": 2}),
+    "interval": {**nullable({"type": "array", "items": NUM, "minItems": 2, "maxItems": 2}),
+                 "description": "95 % paired interval of the difference, from the scene bootstrap"},
     "significant": {**nullable(BOOL), "description": "adjusted_p_value below the level; false means no "
-                                                     "significant difference, not equality"}},
+                                                     "significant difference, not equality"},
+    "permutations": {**nullable(INT), "description": "The swaps of scenes p_value counts (every one when exact)"},
+    "exact": nullable(BOOL),
+    "disagreement": {"type": "string", "description": "Where p < 0.05 and the interval disagree (the interval "
+                                                      "holds 0, or the reverse): that the permutation test decided, "
+                                                      "in words; empty where they agree"}},
     description="Entry a against entry b (a - b) on the metric, paired on the split's units; only aggregates")
 STATE = {"type": "string", "enum": ["current", "awaiting_rescore", "rescore_failed"],
          "description": "current: scored on the split's current labels; awaiting_rescore: its scores are from the "
@@ -117,7 +124,9 @@ SIGNIFICANCE = _obj({
     "over": {"type": "string", "description": "The tests adjusted together, in words"},
     "pairs": {"type": "integer", "description": "How many tests the adjustment is over"},
     "not_computed": {"type": "integer", "description": "Of them, not answered yet (counted as p = 1)"},
-    "level": NUM}, description="How the p-values shown together were adjusted for multiplicity")
+    "level": NUM,
+    "test": {"type": "string", "description": "The test whose p-values these are (paired-permutation-by-scene)"}},
+    description="How the p-values shown together were adjusted for multiplicity")
 
 LABELS = _obj({
     "loaded": {"type": "boolean", "description": "Labels are loaded on the split (the rest is null until then)"},
@@ -203,7 +212,11 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "adjusted_p_value": {**nullable(NUM), "description": "The paired test against the row above on the sorted "
                                                              "column, Holm-adjusted over the page's 'significance' "
                                                              "family; null when the pair is not tested or not "
-                                                             "computed yet"}}),
+                                                             "computed yet"},
+        "paired_test_note": {"type": "string", "description": "Where that test's p (before adjustment) and the "
+                                                              "bootstrap interval of the difference disagree at 0.05: "
+                                                              "that the permutation test decided, in words; else "
+                                                              "empty"}}),
     "Leaderboard": _obj({
         "track": STR, "split": STR, "primary_metric": STR, "metrics": {"type": "array", "items": STR},
         "metric_specs": METRIC_SPECS, "groups": {"type": "array", "items": STR}, "sort": STR, "order": {"type": "string", "enum": ["asc", "desc"]},

@@ -68,8 +68,9 @@ Statistic = Callable[[Any], Mapping[str, Any]]
 
 
 def _int_setting(name: str, default: int, least: int | None = None) -> int:
-    """The integer in the environment variable ``name`` (``default`` when unset), at least ``least``."""
-    raw = os.environ.get(name, str(default))
+    """The integer in the environment variable ``name`` (``default`` when unset or empty, as a copied
+    deploy/.env.example leaves it), at least ``least``."""
+    raw = os.environ.get(name) or str(default)
     try:
         value = int(raw)
     except ValueError:
@@ -196,7 +197,7 @@ def _scene_count(n_units: int, scenes: np.ndarray | None) -> int:
     return n_units if scenes is None else int(scenes.max(initial=-1)) + 1
 
 
-def _run_blocks(
+def run_blocks(
     statistic: Statistic, n_units: int, n_blocks: int, block: Callable[[int], np.ndarray], xp: Any, width: int,
     subset: np.ndarray | None, scenes: np.ndarray | None, on_block: Callable[[int, np.ndarray], None] | None = None,
 ) -> dict[str, np.ndarray]:
@@ -274,7 +275,7 @@ def replicates(
         if keep and int(counts.max(initial=0)) <= 255:
             small[j] = counts.astype(np.uint8)
 
-    values = _run_blocks(statistic, n_units, blocks_of(resamples), block, xp, width, subset, scenes, note)
+    values = run_blocks(statistic, n_units, blocks_of(resamples), block, xp, width, subset, scenes, note)
     if keep:
         _keep(split, small)
     return values
@@ -294,7 +295,7 @@ def jackknife(
         counts[np.arange(rows.shape[0]), rows] = 0.0
         return counts
 
-    return _run_blocks(statistic, n_units, blocks_of(drawn), block, xp, width, subset, scenes)
+    return run_blocks(statistic, n_units, blocks_of(drawn), block, xp, width, subset, scenes)
 
 
 def observed(statistic: Statistic, n_units: int, xp: Any = None, subset: np.ndarray | None = None,

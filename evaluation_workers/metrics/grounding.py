@@ -209,6 +209,7 @@ class Ranking:
 
     sample: Any  # (N,) int64 sample of each ranked prediction
     tp: tuple[Any, ...]  # per threshold, (N,) bool
+    score: Any = None  # (N,) float64 score of each ranked prediction, when asked for (``rank``)
 
     def members(self, set_of_sample: Any, n_sets: int) -> list[Any]:
         """Each set's positions in the ranking, ascending; ``set_of_sample`` (S,) is each sample's set
@@ -218,8 +219,9 @@ class Ranking:
         return [xp.nonzero(ranked_set == s)[0] for s in range(n_sets)]
 
 
-def rank(pred_score: Any, pred_sample: Any, tps: Sequence[Any]) -> Ranking:
-    """The pooled ``Ranking`` of all predictions: ``tps`` (N,) bool true positives per threshold."""
+def rank(pred_score: Any, pred_sample: Any, tps: Sequence[Any], with_score: bool = False) -> Ranking:
+    """The pooled ``Ranking`` of all predictions: ``tps`` (N,) bool true positives per threshold;
+    ``with_score``: keep the ranked scores too (what another ranking is merged with by)."""
     xp = array_namespace(pred_score, pred_sample)
     order = pooled_order(pred_score)
     # The sample and the flags packed in one integer: one gather along the ranking, not one per array.
@@ -229,7 +231,7 @@ def rank(pred_score: Any, pred_sample: Any, tps: Sequence[Any]) -> Ranking:
     packed = xp.take(packed, order)
     flags = tuple(((packed >> i) & 1) == 1 for i in range(len(tps)))
     packed >>= len(tps)
-    return Ranking(sample=packed, tp=flags)
+    return Ranking(sample=packed, tp=flags, score=xp.take(pred_score, order) if with_score else None)
 
 
 def ranked_ap(hit: Any, n_gt: int) -> tuple[float, float]:

@@ -146,6 +146,58 @@ def make_arrays(
     return labels, arrays
 
 
+def make_methods(
+    samples: int,
+    methods: int,
+    seed: int = 0,
+    min_preds: int = 0,
+    max_preds: int = 12,
+    max_gt: int = 3,
+    objects_per_scene: int = 12,
+    prompts_per_scene: int = 10,
+    scene_spread: float = 0.5,
+    method_spread: float = 0.5,
+    tilted_fraction: float = 0.15,
+) -> tuple[list[dict[str, Any]], list[dict[str, np.ndarray]]]:
+    """One set of labels and the predictions of ``methods`` equally good methods on it.
+
+    Each scene has a difficulty shared by every method (a log-normal factor, sd ``scene_spread``,
+    on the near misses' offsets) and each method its own luck in it (another, sd
+    ``method_spread``): the scene-by-method effect that makes a method's lead in one scene carry
+    over to its other prompts. The methods are drawn alike, so none is better in the population
+    (``benchmarks/paired_fpr.py``). Predictions are the binary form's arrays, float64.
+    """
+    rng = np.random.default_rng([seed, 0])
+    n_scenes = max(1, samples // prompts_per_scene)
+    scenes = [_scene(rng, objects_per_scene, tilted_fraction) for _ in range(n_scenes)]
+    difficulty = np.exp(scene_spread * rng.standard_normal(n_scenes))
+    labels: list[dict[str, Any]] = []
+    for i in range(samples):
+        scene_id = i * n_scenes // samples  # prompts of a scene are consecutive, as in the label files
+        targets = rng.choice(scenes[scene_id].shape[0], size=int(rng.integers(1, max_gt + 1)), replace=False)
+        labels.append({"sample_id": f"scene{scene_id:04d}_00__{i:06d}", "scan_id": f"scene{scene_id:04d}_00",
+                       "text": f"find the object(s) number {i}",
+                       "sub_class": SUB_CLASSES[int(rng.integers(len(SUB_CLASSES)))],
+                       "gt_bboxes": scenes[scene_id][targets].tolist()})
+    predicted = []
+    for m in range(methods):
+        mrng = np.random.default_rng([seed, 1 + m])
+        luck = difficulty * np.exp(method_spread * mrng.standard_normal(n_scenes))
+        counts = np.zeros(samples + 1, dtype=np.int64)
+        box_parts, score_parts = [], []
+        for i, label in enumerate(labels):
+            scene_id = i * n_scenes // samples
+            n_pred = int(mrng.integers(min_preds, max_preds + 1))
+            boxes, scores = _predictions(mrng, np.asarray(label["gt_bboxes"]), scenes[scene_id], n_pred,
+                                         tilted_fraction, float(luck[scene_id]))
+            counts[i + 1] = n_pred
+            box_parts.append(boxes)
+            score_parts.append(scores)
+        predicted.append({"sample_id": np.array([x["sample_id"] for x in labels]), "offsets": np.cumsum(counts),
+                          "pred_bboxes": np.concatenate(box_parts), "pred_scores": np.concatenate(score_parts)})
+    return labels, predicted
+
+
 def generate(args: argparse.Namespace) -> dict[str, str]:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -183,6 +183,14 @@ class Track:
             absent (None) for a track whose units are its scenes.
         groups_of: ``(outcomes) -> {group: (n,) bool}`` the units of each
             breakdown group (an interval per group needs enough scenes).
+        stack: ``(outcomes_a, outcomes_b) -> outcomes`` of 2n units, A's then B's (B's unit i
+            is unit n + i), such that ``statistic`` of them with weights w (b, 2n) is the
+            metric of A's units weighted by w[:, :n] together with B's weighted by
+            w[:, n:], exactly as if scored as one submission (for pooled AP, one ranking of
+            both's predictions). The paired permutation test swaps the two scene by scene
+            through it (``metrics.permutation``); a track without it gets no paired test.
+            ``permutation.stack_units`` serves outcomes that are per-unit arrays only; it raises
+            ``permutation.Unpaired`` for outcomes it cannot stack (kept by an older scorer).
         min_scenes: the fewest scenes an interval is given for, unless
             ``EVAL_BOOTSTRAP_MIN_SCENES`` says otherwise: where the track's
             simulated coverage reaches 90 % (benchmarks/coverage.py).
@@ -229,6 +237,7 @@ class Track:
     width: Callable[[Any], int] | None = None
     scenes_of: Callable[[Any], Any] | None = None
     groups_of: Callable[[Any], dict[str, Any]] | None = None
+    stack: Callable[[Any, Any], Any] | None = None
     min_scenes: int = 20  # as bootstrap.DEFAULT_MIN_SCENES (the core's tracks module imports no numpy)
     max_inflated_bytes: int = 1 << 30
     detail_rows: DetailRows | None = None

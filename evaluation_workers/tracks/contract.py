@@ -210,6 +210,22 @@ def _statistic_gives_the_scored_values(track: Track, demo: Demo | None) -> None:
         _require(shape == (n,), f"scenes_of gives shape {shape}, not ({n},)")
 
 
+def _stacks_two_results(track: Track, demo: Demo | None) -> None:
+    assert demo is not None
+    if track.stack is None:
+        raise Skipped("no stack: the track's pairs of results get no paired test")
+    if track.statistic is None or track.units_of is None:
+        raise Skipped("no statistic (see the rule on intervals)")
+    n = track.units_of(demo.outcomes)
+    halves = track.statistic(track.stack(demo.outcomes, demo.outcomes))(np.eye(2).repeat(n, axis=1))
+    for metric, scored in demo.result["metrics"].items():
+        if scored is not None and metric in halves:
+            got = [float(v) for v in np.asarray(halves[metric])]
+            _require(all(math.isclose(v, scored, rel_tol=0, abs_tol=1e-12) for v in got),
+                     f"{metric}: the stack of the outcomes with themselves gives {got} with either half's units "
+                     f"alone, the result {scored}")
+
+
 def _samples_pass_its_validation(track: Track, demo: Demo | None) -> None:
     assert demo is not None
     _require(bool(track.samples), "samples is empty (the format page offers at least one file to download)")
@@ -245,6 +261,8 @@ RULES: tuple[Rule, ...] = (
          "manifest.json and .cache (plugin.labels_sha256)", _checksums_what_was_loaded),
     Rule("its statistic gives the scored values", "statistic(outcomes) on one resample of every unit once "
          "gives each scored metric exactly; scenes_of one scene per unit", _statistic_gives_the_scored_values),
+    Rule("stacks two results for the paired test", "statistic(stack(outcomes, outcomes)) with either half's "
+         "units alone gives each scored metric exactly, when there is a stack", _stacks_two_results),
     Rule("its samples pass its own validation", "at least one sample, each named as the track accepts and "
          "valid against the demo's manifest", _samples_pass_its_validation),
 )

@@ -2,11 +2,14 @@
 
 The site asks by name (``contracts.PAIRED_TEST``) with the two results'
 outcome keys; this task loads both submissions' per-unit outcomes
-(``outcomes``, worker-only, shared by every worker host), runs the paired bootstrap once for every metric
-overall and per group (``metrics.paired``), resampling the split's scenes, and reports only aggregates
-(``contracts.PairedTestReport``: per key the observed difference, the raw
-p-value and the paired interval) to the site queue, with the two results'
+(``outcomes``, worker-only, shared by every worker host), runs the paired test once for every metric
+overall and per group (``metrics.paired``: the scene-level permutation test's p-value, the scene
+bootstrap's interval), and reports only aggregates (``contracts.PairedTestReport``: per key the
+observed difference, the raw p-value and the paired interval) to the site queue, with the two results'
 revisions the request named.
+
+A split with fewer scenes than the minimum of the intervals (``Track.min_scenes``,
+``EVAL_BOOTSTRAP_MIN_SCENES``) gets no test: the answer is the error "too few scenes to test".
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from evaluation_workers import contracts, outcomes
-from evaluation_workers.metrics import bootstrap, paired
+from evaluation_workers.metrics import bootstrap, paired, permutation
 from evaluation_workers.tracks import get_track
 from evaluation_workers.worker.app import app
 from evaluation_workers.worker.tasks import REPORT_RETRY
@@ -25,7 +28,8 @@ from evaluation_workers.worker.tasks import REPORT_RETRY
 log = logging.getLogger(__name__)
 
 
-def compare(track_name: str, a: dict[str, Any], b: dict[str, Any], resamples: int | None = None) -> dict[str, Any]:
+def compare(track_name: str, a: dict[str, Any], b: dict[str, Any], resamples: int | None = None,
+            permutations: int | None = None) -> dict[str, Any]:
     """Every key's test of A - B from both submissions' outcomes (``PairedTestReport`` less the id)."""
     track = get_track(track_name)
     assert track.statistic is not None and track.units_of is not None
@@ -39,10 +43,24 @@ def compare(track_name: str, a: dict[str, Any], b: dict[str, Any], resamples: in
     if track.scenes_of and (scenes is None or not np.array_equal(scenes, track.scenes_of(b))):
         # Resampling units of one scene as independent claims more certainty than there is.
         return _failed("the outcomes name no scenes (kept by an older scorer), or not the same ones")
+    n_scenes = n if scenes is None else int(scenes.max(initial=-1)) + 1
+    least = bootstrap.min_scenes_setting(track.min_scenes)
+    if n_scenes < least:
+        # No test can be trusted there (an exact one over 4 scenes cannot go below p = 2/16), and the
+        # intervals are withheld below the same minimum.
+        return _failed(contracts.too_few_scenes(n_scenes, least))
+    if track.stack is None:
+        return _failed("this track's scorer gives no paired test")
+    try:
+        stacked = track.stack(a, b)
+    except permutation.Unpaired as exc:
+        return _failed(str(exc))
     width = max(track.width(a), track.width(b)) if track.width else 1
     # The same scenes drawn for both: the resamples of the intervals (bootstrap.replicates, same seed).
-    findings = paired.paired_bootstrap(track.statistic(a), track.statistic(b), n, resamples, width=width,
-                                       scenes=scenes)
+    findings = paired.paired_test(track.statistic(a), track.statistic(b), track.statistic(stacked), n, resamples,
+                                  permutations, width=width, stacked_width=track.width(stacked) if track.width else 1,
+                                  scenes=scenes, groups=track.groups_of(a) if track.groups_of else None,
+                                  min_scenes=least)
     return {"findings": findings, "resamples": resamples, "error": ""}
 
 

@@ -105,9 +105,10 @@ def export_rows(view: LeaderboardView, limit: int, fmt: str) -> tuple[list[Expor
 
     previous, rank = None, None
     listed = with_units(ordered_entries(view)).values_list(*EXPORT_FIELDS, "sort_value", "result_id", "test_labels",
-                                                           "test_scorer", "test_partition")[:limit]
-    for i, (*fields, value, result_id, labels, scorer, partition) in enumerate(listed):
-        rungs.append(rung(fields[0], result_id, labels, scorer, partition, value))
+                                                           "test_scorer", "test_partition", "test_scenes",
+                                                           "test_min_scenes")[:limit]
+    for i, (*fields, value, result_id, labels, scorer, partition, scenes, least) in enumerate(listed):
+        rungs.append(rung(fields[0], result_id, labels, scorer, partition, value, scenes, least))
         if value is None:
             rank = None
         elif not i or value != previous:
@@ -133,12 +134,10 @@ def export_rows(view: LeaderboardView, limit: int, fmt: str) -> tuple[list[Expor
     return rows, family
 
 
-
-
 # The CSV's columns before the scores (then one per method field the benchmark declares, ``field.<name>``).
 CSV_HEAD = ["rank", "method", "team", "reported_in_paper", "uses_extra_data", "verified", "scorer_version",
             "published_at", "venue", "paper_url", "protocol", "reference", "adjusted_p_value",
-            "no_significant_difference_from_row_above", "listed_apart", "labels", "method_paper", "method_paper_url",
+            "no_significant_difference_from_row_above", "paired_test_note", "listed_apart", "labels", "method_paper", "method_paper_url",
             "state", "after_challenge"]
 
 
@@ -147,11 +146,13 @@ def csv_header(columns: list[str], fields: list[MethodField]) -> list[str]:
     return [*CSV_HEAD, *(f"field.{f.name}" for f in fields), *columns, *interval_columns(columns)]
 
 
-def _significance_cells(fields: dict[str, Any]) -> tuple[Any, Any]:
-    """The CSV's ``adjusted_p_value`` and ``no_significant_difference_from_row_above`` (True/False);
-    both empty where the row was not tested against the row above."""
+def _significance_cells(fields: dict[str, Any]) -> tuple[Any, Any, str]:
+    """The CSV's ``adjusted_p_value``, ``no_significant_difference_from_row_above`` (True/False) and
+    ``paired_test_note``; all empty where the row was not tested against the row above."""
     p = fields["adjusted_p_value"]
-    return ("", "") if p is None else (p, fields["no_significant_difference_from_entry_id"] is not None)
+    if p is None:
+        return "", "", ""
+    return p, fields["no_significant_difference_from_entry_id"] is not None, fields["paired_test_note"]
 
 
 def csv_text(view: LeaderboardView, rows: list[ExportRow], fields: list[MethodField], scored_on: str) -> str:

@@ -148,7 +148,7 @@ class LeaderboardEntry(models.Model):
 
 
 class PairedTest(models.Model):
-    """The paired bootstrap of two results, every score key at once (A - B).
+    """The paired test of two results (a permutation test's p, a bootstrap interval), every score key at once (A - B).
 
     Asked of a scoring worker (``contracts.PAIRED_TEST``) when a change of the
     split's rows makes the pair neighbours on one of its boards, or when a

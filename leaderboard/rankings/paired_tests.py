@@ -2,10 +2,16 @@
 
 The site never holds per-unit outcomes: it asks a scoring worker by name
 (``contracts.PAIRED_TEST``, on the track's bulk queue, so a test never delays
-a new submission) with the two results' outcome keys; the worker runs one
-paired bootstrap for every score key and sends back aggregates
-(``record_paired_test``, a site-queue task), kept in ``PairedTest``, one row
-per pair of results.
+a new submission) with the two results' outcome keys; the worker tests every
+score key at once (the scene-level permutation test's p-value, the scene
+bootstrap's interval of the difference: ``evaluation_workers.metrics.paired``)
+and sends back aggregates (``record_paired_test``, a site-queue task), kept in
+``PairedTest``, one row per pair of results.
+
+No test below the minimum of scenes: a split whose results recorded fewer scenes
+than their intervals' minimum (``Result.bootstrap``: ``units`` < ``min_scenes``,
+every interval withheld) is never asked, and a pair there says "too few scenes
+to test" wherever it would show a test (the worker refuses such a pair too).
 
 Who asks:
 
@@ -28,6 +34,9 @@ the adjacent pairs of the rows shown, on the sorted column; on the compare
 page, every pair of the selected rows, on the shown metric. A pair whose
 adjusted p-value is at least ``LEVEL`` shows "no significant difference
 (p = ...)": that is not evidence that the two are equal. Ranks do not change.
+The p-value decides; where the bootstrap interval shown beside it disagrees
+(p < ``LEVEL`` with an interval that holds 0, or the reverse) the compare page
+and its API say that the permutation test decided (``Verdict.disagreement``).
 """
 
 from __future__ import annotations
@@ -69,6 +78,16 @@ def pair_of(x: int, y: int) -> Pair:
     return (x, y) if x < y else (y, x)
 
 
+def too_few_scenes(bootstrap: dict[str, Any] | None) -> str:
+    """Why a result's pairs are not tested ("too few scenes to test (4 scenes; at least 150)"), or ""
+    when its bootstrap record (``Result.bootstrap``) shows enough scenes or says nothing of them
+    (intervals off or deferred: the worker checks then). The worker's refusal reads the same."""
+    scenes, least = (bootstrap or {}).get("units"), (bootstrap or {}).get("min_scenes")
+    if not isinstance(scenes, int) or not isinstance(least, int) or scenes >= least:
+        return ""
+    return contracts.too_few_scenes(scenes, least)
+
+
 def testable_units(labels_sha256: str | None, scorer_version: str | None, partition: str | None) -> tuple[str, str] | None:
     """What two results must share to be tested: the labels and the scorer (then they score the
     same units); None for a row that is never tested (reported in a paper, or a partition's
@@ -87,11 +106,13 @@ class Rung:
     result_id: int | None
     units: tuple[str, str] | None  # ``testable_units``
     valued: bool  # has a value in the ranked column
+    too_few: str = ""  # ``too_few_scenes``
 
 
 def _testable(upper: Rung, lower: Rung) -> bool:
     return (upper.units is not None and upper.units == lower.units and upper.valued and lower.valued
-            and upper.result_id is not None and lower.result_id is not None)
+            and upper.result_id is not None and lower.result_id is not None
+            and not upper.too_few and not lower.too_few)
 
 
 # Asking
@@ -101,7 +122,8 @@ def list_board_pairs(split: Split) -> set[Pair]:
     """Every pair of scored rows that are neighbours on a board of ``split``: sorted by any column
     (each metric overall and per group), either way, with or without the training-data filter.
 
-    Paper rows are never tested, so the neighbours of the scored rows alone are enough: two
+    Paper rows are never tested, nor rows on too few scenes (``too_few_scenes``: they share the
+    split's labels with every other row there), so the neighbours of the scored rows alone are enough: two
     scored rows adjacent on a board that shows paper rows are adjacent among scored rows too.
     The order is ``selectors.ordered_entries``'s (value, then the primary metric best first by its
     direction, then earlier publication, then id); rows without the column's value are not tested on it.
@@ -109,11 +131,12 @@ def list_board_pairs(split: Split) -> set[Pair]:
     primary = split.benchmark.spec.primary_metric
     primary_sign = 1 if split.benchmark.metric_spec(primary).lower_is_better else -1
     rows = [(pk, result_id, testable_units(labels, scorer, partition), scores, published_at, extra)
-            for pk, result_id, labels, scorer, partition, scores, published_at, extra in
+            for pk, result_id, labels, scorer, partition, scores, published_at, extra, bootstrap in
             LeaderboardEntry.objects.filter(split=split, is_paper=False, result__isnull=False,
                                             state=ResultState.CURRENT).values_list(
                 "pk", "result_id", "result__labels_sha256", "result__scorer_version", "result__partition",
-                "scores", "published_at", "uses_extra_data")]
+                "scores", "published_at", "uses_extra_data", "result__bootstrap")
+            if not too_few_scenes(bootstrap)]
     rows = [r for r in rows if r[2] is not None]
     subsets = [rows, [r for r in rows if not r[5]], [r for r in rows if r[5]]]
     pairs: set[Pair] = set()
@@ -281,6 +304,10 @@ def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
 
 
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
 def _finding(found: dict[str, Any]) -> dict[str, Any]:
     """One key's ``contracts.PairedFinding``, numbers only."""
     interval = found.get("interval")
@@ -288,7 +315,10 @@ def _finding(found: dict[str, Any]) -> dict[str, Any]:
     p = _number(found.get("p_value"))
     return {"test": str(found.get("test", ""))[:40], "difference": _number(found.get("difference")),
             "p_value": None if p is None else min(1.0, max(0.0, p)),
-            "interval": bounds if bounds is not None and None not in bounds else None}
+            "interval": bounds if bounds is not None and None not in bounds else None,
+            "permutations": _count(found.get("permutations")),
+            "exact": found.get("exact") if isinstance(found.get("exact"), bool) else None,
+            "scenes": _count(found.get("scenes")), "min_scenes": _count(found.get("min_scenes"))}
 
 
 # Reading: what pages say
@@ -298,8 +328,11 @@ def _finding(found: dict[str, Any]) -> dict[str, Any]:
 class Verdict:
     """One pair's test on one key as a page shows it (x - y): ``status`` "done", "pending" (asked,
     not answered), "recomputing" (one of the two results changed since its answer, which is not
-    shown), "not_requested" or "unavailable" (``reason`` says why); ``p_value`` raw,
-    ``adjusted_p_value`` Holm's over the page's family; ``significant`` when that is below LEVEL."""
+    shown), "not_requested" or "unavailable" (``reason`` says why); ``p_value`` raw (the
+    permutation test's, over ``permutations`` swaps of scenes, all of them when ``exact``),
+    ``adjusted_p_value`` Holm's over the page's family; ``significant`` when that is below LEVEL;
+    ``interval`` the scene bootstrap's; ``disagreement``: where p < LEVEL and the interval disagree,
+    which decided, in words ("" where they agree)."""
 
     status: str
     reason: str = ""
@@ -309,6 +342,9 @@ class Verdict:
     adjusted_p_value: float | None = None
     interval: list[float] | None = None
     significant: bool | None = None
+    permutations: int | None = None
+    exact: bool | None = None
+    disagreement: str = ""
 
     @property
     def no_significant_difference(self) -> bool:
@@ -327,7 +363,7 @@ class Family:
 
     def as_json(self) -> dict[str, Any]:
         return {"adjustment": "holm", "key": self.key, "over": self.over, "pairs": self.pairs,
-                "not_computed": self.not_computed, "level": LEVEL}
+                "not_computed": self.not_computed, "level": LEVEL, "test": contracts.PAIRED_TEST_NAME}
 
 
 def _adjust(verdicts: Sequence[Verdict | None]) -> tuple[int, int]:
@@ -341,13 +377,13 @@ def _adjust(verdicts: Sequence[Verdict | None]) -> tuple[int, int]:
     return len(family), sum(v.status != "done" for v in family)
 
 
-def _p_values(pairs: set[Pair], key: str, split_id: int) -> dict[Pair, tuple[str, str, float | None]]:
-    """(``paired_revisions.status``, error, raw p-value on ``key``) of each of ``pairs`` that was asked,
-    reading the one number from each stored test (a board's export may span thousands of tests)."""
+def _p_values(pairs: set[Pair], key: str, split_id: int) -> dict[Pair, tuple[str, str, float | None, Any]]:
+    """(``paired_revisions.status``, error, raw p-value on ``key``, its interval) of each of ``pairs`` that
+    was asked, reading those two values from each stored test (a board's export may span thousands of tests)."""
     if not pairs:
         return {}
     p_value = Cast(KeyTextTransform("p_value", KeyTransform(key, "findings")), FloatField())
-    tests = PairedTest.objects.annotate(p=p_value)
+    tests = PairedTest.objects.annotate(p=p_value, bounds=KeyTransform("interval", KeyTransform(key, "findings")))
     if len(pairs) <= _PAIRS_NAMED:
         named = Q()
         for a, b in pairs:
@@ -356,9 +392,10 @@ def _p_values(pairs: set[Pair], key: str, split_id: int) -> dict[Pair, tuple[str
     else:
         tests = tests.filter(result_a__submission__split_id=split_id)
     fields = ("result_a_id", "result_b_id", "computed_at", "invalidated_at", "revision_a", "revision_b",
-              "result_a__revision", "result_b__revision", "error", "p")
-    return {(a, b): (status(computed_at is not None, invalidated_at is not None, (ra, rb), (now_a, now_b)), error, p)
-            for a, b, computed_at, invalidated_at, ra, rb, now_a, now_b, error, p in tests.values_list(*fields)
+              "result_a__revision", "result_b__revision", "error", "p", "bounds")
+    return {(a, b): (status(computed_at is not None, invalidated_at is not None, (ra, rb), (now_a, now_b)), error, p,
+                     bounds)
+            for a, b, computed_at, invalidated_at, ra, rb, now_a, now_b, error, p, bounds in tests.values_list(*fields)
             if (a, b) in pairs}
 
 
@@ -373,7 +410,7 @@ def board_verdicts(rungs: Sequence[Rung], key: str, split_id: int, over: str) ->
         if pair is None:
             verdicts.append(None)
             continue
-        state, error, p = found.get(pair, (PENDING, "", None))
+        state, error, p, bounds = found.get(pair, (PENDING, "", None, None))
         if pair not in found:
             verdicts.append(Verdict("not_requested"))
         elif state != DONE:
@@ -381,7 +418,9 @@ def board_verdicts(rungs: Sequence[Rung], key: str, split_id: int, over: str) ->
         elif error or p is None:
             verdicts.append(Verdict("unavailable", reason=error or "undefined on these results"))
         else:
-            verdicts.append(Verdict("done", p_value=p))
+            # Whether the interval holds 0 does not depend on which row is subtracted from which.
+            interval = bounds if isinstance(bounds, list) and len(bounds) == 2 else None
+            verdicts.append(Verdict("done", p_value=p, disagreement=disagreement(p, interval)))
     tests, not_computed = _adjust(verdicts)
     return verdicts, Family(key=key, over=f"the adjacent pairs of scored rows {over}", pairs=tests,
                             not_computed=not_computed)
@@ -434,6 +473,9 @@ def _compare_pair(x: LeaderboardEntry, y: LeaderboardEntry) -> tuple[Pair | None
     units = [testable_units(r.labels_sha256, r.scorer_version, r.partition) for r in (x.result, y.result)]
     if units[0] != units[1]:
         return None, "scored against different labels or by different scorers"
+    too_few = too_few_scenes(x.result.bootstrap) or too_few_scenes(y.result.bootstrap)
+    if too_few:
+        return None, too_few
     return pair_of(x.result.pk, y.result.pk), ""
 
 
@@ -450,6 +492,23 @@ def _compare_verdict(x: LeaderboardEntry, test: PairedTest | None, key: str, rea
     # Stored as the smaller result id minus the other: turned round when x is the other.
     sign = 1.0 if x.result_id == test.result_a_id else -1.0
     interval = found.get("interval")
+    shown = None if interval is None else sorted([sign * interval[0], sign * interval[1]])
     return Verdict("done", test=found.get("test", ""), p_value=found["p_value"],
                    difference=None if found.get("difference") is None else sign * found["difference"],
-                   interval=None if interval is None else sorted([sign * interval[0], sign * interval[1]]))
+                   interval=shown, permutations=found.get("permutations"), exact=found.get("exact"),
+                   disagreement=disagreement(found["p_value"], shown))
+
+
+def disagreement(p_value: float, interval: list[float] | None) -> str:
+    """Which decided, in words, where the raw p-value and the bootstrap interval of the difference
+    disagree at ``LEVEL`` (p below it with an interval holding 0, or the reverse); "" where they agree."""
+    if interval is None:
+        return ""
+    holds_zero = interval[0] <= 0.0 <= interval[1]
+    if (p_value < LEVEL) == (not holds_zero):
+        return ""
+    if holds_zero:
+        return (f"the permutation test decided: p = {p_value:.3f} is below {LEVEL} though the bootstrap "
+                f"interval of the difference holds 0")
+    return (f"the permutation test decided: p = {p_value:.3f} is not below {LEVEL} though the bootstrap "
+            f"interval of the difference excludes 0")

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import F, FloatField, Q, QuerySet
+from django.db.models import F, FloatField, IntegerField, Q, QuerySet
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 
@@ -45,7 +45,14 @@ from leaderboard.rankings.models import (
     export_columns,
 )
 from leaderboard.rankings.numbers import best, is_better
-from leaderboard.rankings.paired_tests import Family, Rung, Verdict, board_verdicts, testable_units
+from leaderboard.rankings.paired_tests import (
+    Family,
+    Rung,
+    Verdict,
+    board_verdicts,
+    testable_units,
+    too_few_scenes,
+)
 from leaderboard.submissions.models import ResultState
 
 PAGE_SIZE = 50
@@ -274,9 +281,14 @@ def ordered_entries(view: LeaderboardView) -> QuerySet[LeaderboardEntry]:
 
 def with_units(entries: QuerySet[LeaderboardEntry]) -> QuerySet[LeaderboardEntry]:
     """``entries`` with what tells whether two rows can be tested against each other
-    (``paired_tests.testable_units``): their results' labels, scorer and partition."""
+    (``paired_tests.testable_units``, ``too_few_scenes``): their results' labels, scorer and
+    partition, and the scenes their bootstrap recorded with its minimum."""
+    def recorded(name: str) -> Cast:
+        return Cast(KeyTextTransform(name, "result__bootstrap"), IntegerField())
+
     return entries.annotate(test_labels=F("result__labels_sha256"), test_scorer=F("result__scorer_version"),
-                            test_partition=F("result__partition"))
+                            test_partition=F("result__partition"), test_scenes=recorded("units"),
+                            test_min_scenes=recorded("min_scenes"))
 
 
 @dataclass
@@ -351,22 +363,25 @@ def leaderboard_page(view: LeaderboardView, page_size: int = PAGE_SIZE) -> Page:
                               bounds=[entry.intervals.get(c) for c in view.columns], headers=view.headers,
                               specs=specs, fields=view.field_columns))
     verdicts, family = board_verdicts([rung(e.pk, e.result_id, e.test_labels, e.test_scorer, e.test_partition,
-                                             e.sort_value) for e in page_entries], view.sort, view.split.pk, "shown")
+                                            e.sort_value, e.test_scenes, e.test_min_scenes) for e in page_entries],
+                                      view.sort, view.split.pk, "shown")
     for above, row, verdict in zip([None, *rows], rows, verdicts):
         row.versus_above, row.above_id = verdict, above.entry.pk if above and verdict else None
     return Page(rows=rows, number=number, count=count, page_size=page_size, significance=family)
 
 
 def rung(entry_id: int, result_id: int | None, labels: str | None, scorer: str | None, partition: str | None,
-          value: Any) -> Rung:
-    return Rung(entry_id, result_id, testable_units(labels, scorer, partition), value is not None)
+         value: Any, scenes: int | None, min_scenes: int | None) -> Rung:
+    return Rung(entry_id, result_id, testable_units(labels, scorer, partition), value is not None,
+                too_few_scenes({"units": scenes, "min_scenes": min_scenes}))
 
 
 def significance_json(verdict: Verdict | None, above_id: int | None) -> dict[str, Any]:
     """A row's paired test against the row above (entry ``above_id``), as the API and the exports give it."""
     return {"no_significant_difference_from_entry_id":
             above_id if verdict is not None and verdict.no_significant_difference else None,
-            "adjusted_p_value": verdict.adjusted_p_value if verdict is not None else None}
+            "adjusted_p_value": verdict.adjusted_p_value if verdict is not None else None,
+            "paired_test_note": verdict.disagreement if verdict is not None else ""}
 
 
 def entry_as_json(row: RankedRow, columns: list[str]) -> dict[str, Any]:

@@ -1,8 +1,9 @@
-"""The paired bootstrap against a slow, obvious reference: a loop over the same resamples
-(``bootstrap.draw_indices``) that rebuilds each resample's per-question hits and subtracts
-the means, for every key at once (EM and EM_R, overall and per question type); resampling
-scenes, the same scenes for both; and its false-positive rate on methods equally good by
-construction, with scene effects (after Holm's adjustment: tests/leaderboard/test_multiplicity.py)."""
+"""The paired bootstrap (the interval of a difference) against a slow, obvious reference: a loop over
+the same resamples (``bootstrap.draw_indices``) that rebuilds each resample's per-question hits and
+subtracts the means, for every key at once (EM and EM_R, overall and per question type); resampling
+scenes, the same scenes for both. The service's test's false-positive rate on methods equally good
+by construction, with scene effects (after Holm's adjustment: tests/leaderboard/test_multiplicity.py;
+the permutation test itself: test_permutation.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 
 from evaluation_workers import outcomes
-from evaluation_workers.metrics import bootstrap, paired
+from evaluation_workers.metrics import bootstrap, paired, permutation
 from evaluation_workers.tracks import get_track
 from evaluation_workers.tracks import sqa3d as sqa3d_track
 from evaluation_workers.worker import significance
@@ -130,22 +131,25 @@ def equally_good(rng: np.random.Generator, methods: int, scenes: int = 67, per_s
     return found
 
 
-def adjacent_p_values(methods: list[Any], by_scene: bool, seed: int) -> list[float]:
-    """EM's raw p-values of the adjacent pairs of the methods in order of EM (a board's family)."""
+def adjacent_p_values(methods: list[Any], by_scene: bool, seed: int, permutations: int = 199) -> list[float]:
+    """EM's raw p-values of the adjacent pairs of the methods in order of EM (a board's family), by the
+    service's test (``permutation``: 199 swaps here, for speed); ``by_scene`` False swaps single
+    questions as if they were independent."""
     ranked = sorted(methods, key=lambda m: -m["em"].mean())
     n = ranked[0]["em"].shape[0]
     out = []
     for upper, lower in zip(ranked, ranked[1:]):
-        found = paired.paired_bootstrap(sqa3d_track.outcomes_statistic(upper), sqa3d_track.outcomes_statistic(lower),
-                                        n, 400, seed=seed, scenes=upper["scene"] if by_scene else None)
+        stacked = sqa3d_track.outcomes_statistic(permutation.stack_units(upper, lower))
+        found = permutation.paired_permutation(stacked, n, upper["scene"] if by_scene else np.arange(n),
+                                               permutations, seed=seed)
         out.append(found["EM"]["p_value"])
     return out
 
 
 def test_the_scene_paired_test_keeps_its_false_positive_rate_where_a_question_paired_one_does_not() -> None:
-    """Two methods equally good by construction, 200 simulated SQA3D-shaped splits: the test by scene
-    calls them different at about its 5 % level (binomial 99 % band of 200 draws at 0.05: 0.01-0.10);
-    resampling questions as if independent calls them different far more often."""
+    """Two methods equally good by construction, 200 simulated SQA3D-shaped splits: the test swapping
+    scenes calls them different at about its 5 % level (binomial 99 % band of 200 draws at 0.05:
+    0.01-0.10); swapping questions as if independent calls them different far more often."""
     rng = np.random.default_rng(20261202)
     pairs = [equally_good(rng, 2) for _ in range(200)]
     by_scene = np.mean([adjacent_p_values(p, True, seed=r + 1)[0] < 0.05 for r, p in enumerate(pairs)])
@@ -159,31 +163,39 @@ def test_a_submission_against_itself_is_not_significant(tmp_path: Path) -> None:
 
     from evaluation_workers.synthetic.mmscan_vg import make_data
 
-    labels, preds = make_data(40, seed=2, min_preds=1, max_preds=8, max_gt=3, empty_fraction=0.0,
-                              objects_per_scene=5)
+    labels, preds = make_data(200, seed=2, min_preds=1, max_preds=8, max_gt=3, empty_fraction=0.0,
+                              objects_per_scene=5)  # 20 scenes: the fewest tested
     (tmp_path / "l.json").write_text(json.dumps(labels))
     (tmp_path / "p.json").write_text(json.dumps(preds))
     kept: dict[str, Any] = {}
     get_track("mmscan-vg").score(tmp_path / "l.json", tmp_path / "p.json", outcomes=kept)
-    found = significance.compare("mmscan-vg", kept, kept, resamples=50)
+    found = significance.compare("mmscan-vg", kept, kept, resamples=50, permutations=40)
     assert found["error"] == "" and found["resamples"] == 50
     spec = get_track("mmscan-vg")
     assert set(found["findings"]) >= {*spec.metrics, *(f"{g}/{m}" for g in spec.groups for m in spec.metrics)}
     for key, finding in found["findings"].items():
-        if finding["difference"] is not None:
+        if finding["scenes"] < 20:  # a category of fewer scenes than the minimum: not tested
+            assert finding["p_value"] is None and finding["interval"] is None and "/" in key, key
+        elif finding["difference"] is not None:
             assert finding["p_value"] == 1.0 and finding["interval"] == [0.0, 0.0], key
             assert finding["difference"] == 0.0, key
+            assert finding["test"] == "paired-permutation-by-scene" and finding["permutations"] == 40, key
     assert found["findings"]["AP_box@0.25"]["difference"] == 0.0
 
 
 def test_outcomes_round_trip_through_the_worker_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EVAL_OUTCOMES_DIR", str(tmp_path))
     kept = {"material": {"group": np.arange(3), "score": np.array([0.5, 0.2, 0.1]),
-                         "unit": np.array([0, 70_000, -3])}, "em": np.array([True])}
+                         "unit": np.array([0, 70_000, -3])}, "em": np.array([True]),
+            "pool_score": np.array([0.25, np.nan, -2.0, 1e-3], dtype=np.float32).astype(np.float64)}
     outcomes.save("openscan/abc/def-v1.1.0.npz", kept)
+    with np.load(tmp_path / "openscan/abc/def-v1.1.0.npz") as stored:  # floats that are float32s: stored so
+        assert stored["pool_score"].dtype == np.float32 and stored["material/score"].dtype == np.float64
     back = outcomes.load("openscan/abc/def-v1.1.0.npz")
     assert back is not None and back["em"].tolist() == [True]
     assert back["material"]["score"].tolist() == [0.5, 0.2, 0.1]
+    assert back["pool_score"].dtype == np.float64
+    np.testing.assert_array_equal(back["pool_score"], kept["pool_score"])
     assert back["material"]["unit"].tolist() == [0, 70_000, -3] and back["material"]["unit"].dtype == np.int64
     assert outcomes.load("openscan/abc/none.npz") is None
     assert not list(tmp_path.rglob(".part-*"))

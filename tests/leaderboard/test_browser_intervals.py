@@ -19,7 +19,7 @@ def test_plus_minus_toggle_no_significant_difference_mark_and_error_bars(page, l
     [test] = PairedTest.objects.all()  # asked when BetaQA was published under AlphaQA
     paired_tests.record_paired_test(test_id=test.pk, revision_a=test.result_a.revision,
                                     revision_b=test.result_b.revision, resamples=1000, error="", findings={
-        "EM": {"test": "paired-bootstrap-by-scene", "difference": 0.05, "p_value": 0.42, "interval": [-0.01, 0.11]}})
+        "EM": {"test": "paired-permutation-by-scene", "difference": 0.05, "p_value": 0.42, "interval": [-0.01, 0.11]}})
     alpha, beta = (LeaderboardEntry.objects.get(name=n) for n in ("AlphaQA", "BetaQA"))
 
     page.goto(f"{live_server.url}/benchmarks/sqa3d/?split=test")

@@ -1,5 +1,5 @@
 """Holm's adjustment against a slow, obvious reference (the closure principle), and the paired
-bootstrap with Holm on methods of one population (independent questions, and questions in scenes
+test with Holm on methods of one population (independent questions, and questions in scenes
 with scene effects): significant no more often than the level."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import itertools
 import numpy as np
 import pytest
 
-from evaluation_workers.metrics import paired
+from evaluation_workers.metrics import permutation
 from evaluation_workers.tracks import sqa3d as sqa3d_track
 from leaderboard.rankings.multiplicity import LEVEL, holm
 from tests.evaluation_workers.test_paired import adjacent_p_values, equally_good
@@ -46,7 +46,7 @@ def test_holm_of_the_edge_cases() -> None:
 
 def test_pairs_of_one_population_are_rarely_called_different_after_holm() -> None:
     """Four methods with the same chance of being right on each question (independent
-    questions) on the compare page: of its six pairs, tested by the paired bootstrap, some
+    questions) on the compare page: of its six pairs, tested by the permutation test, some
     pair is "significant" on far more than LEVEL of the pages before adjustment, and on at most
     about LEVEL after Holm's; a single test errs about LEVEL of the time."""
     rng = np.random.default_rng(11)
@@ -54,8 +54,9 @@ def test_pairs_of_one_population_are_rarely_called_different_after_holm() -> Non
     kinds = rng.integers(0, 6, n)
     for _ in range(pages):
         methods = [{"em": e, "em_r": e, "type": kinds} for e in rng.random((4, n)) < 0.5]
-        p = [paired.paired_bootstrap(sqa3d_track.outcomes_statistic(u), sqa3d_track.outcomes_statistic(v), n,
-                                     200)["EM"]["p_value"] for i, u in enumerate(methods) for v in methods[i + 1:]]
+        p = [permutation.paired_permutation(sqa3d_track.outcomes_statistic(permutation.stack_units(u, v)), n,
+                                            np.arange(n), 199)["EM"]["p_value"]
+             for i, u in enumerate(methods) for v in methods[i + 1:]]
         single += p[0] < LEVEL
         any_raw += any(v < LEVEL for v in p)
         any_holm += any(v < LEVEL for v in holm(p))

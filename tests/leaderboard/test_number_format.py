@@ -58,7 +58,7 @@ def test_identical_files_compare_as_zero_never_minus_zero(client, owner, sqa3d_s
     b, _ = publish(owner, sqa3d_files, "Same B")
     # The worker's answer for identical files: a zero difference and interval, stored for the
     # smaller result id; the page asks for the other order, which turns the signs round.
-    found = {"test": "paired-bootstrap-by-scene", "difference": 0.0, "p_value": 1.0, "interval": [0.0, 0.0]}
+    found = {"test": "paired-permutation-by-scene", "difference": 0.0, "p_value": 1.0, "interval": [0.0, 0.0]}
     PairedTest.objects.update_or_create(result_a_id=min(a.result_id, b.result_id),
                                         result_b_id=max(a.result_id, b.result_id),
                                         defaults={"findings": {"EM": found}, "resamples": 1000,

@@ -29,8 +29,9 @@ KEYS = export_columns(get_track("sqa3d"))
 def findings(p: float = 0.5, difference: float = 0.01, **p_by_key: float) -> dict[str, Any]:
     """A worker's findings for every SQA3D key: ``p`` unless ``p_by_key`` (``What_EM`` for What/EM) says."""
     chosen = {k.replace("_EM", "/EM"): v for k, v in p_by_key.items()}
-    return {key: {"test": "paired-bootstrap-by-scene", "difference": difference, "p_value": chosen.get(key, p),
-                  "interval": [difference - 0.02, difference + 0.02]} for key in KEYS}
+    return {key: {"test": "paired-permutation-by-scene", "difference": difference, "p_value": chosen.get(key, p),
+                  "interval": [difference - 0.02, difference + 0.02], "permutations": 999, "exact": False,
+                  "scenes": 67, "min_scenes": 20} for key in KEYS}
 
 
 @pytest.fixture
@@ -230,7 +231,8 @@ def test_a_row_not_significantly_different_from_the_one_above_says_so_with_the_a
     assert [r["no_significant_difference_from_entry_id"] for r in rows["rows"]] == [None, upper.pk]
     assert [r["adjusted_p_value"] for r in rows["rows"]] == [None, 0.31]
     assert rows["significance"] == {"adjustment": "holm", "key": "EM", "pairs": 1, "not_computed": 0,
-                                    "level": 0.05, "over": "the adjacent pairs of scored rows shown"}
+                                    "level": 0.05, "over": "the adjacent pairs of scored rows shown",
+                                    "test": "paired-permutation-by-scene"}
 
 
 def test_a_significant_difference_gets_no_mark_and_its_p_value(client, published, answer):
@@ -290,7 +292,8 @@ def test_the_compare_page_says_pending_then_the_verdict_with_both_p_values(clien
     [found] = api["tests"]
     sign = -1 if flipped else 1
     assert found["difference"] == pytest.approx(sign * 0.05) and found["significant"] is True
-    assert found["p_value"] == found["adjusted_p_value"] == 0.004 and found["test"] == "paired-bootstrap-by-scene"
+    assert found["p_value"] == found["adjusted_p_value"] == 0.004 and found["test"] == "paired-permutation-by-scene"
+    assert found["permutations"] == 999 and found["exact"] is False and found["disagreement"] == ""
     assert found["interval"] == pytest.approx(sorted([sign * 0.03, sign * 0.07]))
     assert api["significance"]["pairs"] == 1 and api["significance"]["key"] == "EM"
 
@@ -321,8 +324,10 @@ def test_the_compare_note_describes_the_track_s_own_test(client, db, track, unit
     page = client.get(f"/benchmarks/{track}/compare/?split={split.name}&e={entries[0].pk}&e={entries[1].pk}"
                       ).content.decode()
     note = page.split('id="significance-method">')[1].split("</p>")[0]
-    within = "" if unit == "scene" else f" (every {unit} of a drawn scene)"
-    assert f"each bootstrap resample of scenes{within} is applied to both methods and {spec.primary_metric}" in note
+    within = "" if unit == "scene" else f" (every {unit} of a swapped scene)"
+    assert (f"the two methods' outcomes are swapped scene by scene{within} and {spec.primary_metric} is recomputed "
+            "for both on each swapped split") in note
+    assert "interval of the difference comes from the scene bootstrap" in note
     assert "McNemar" not in page and "EM_R" not in note
 
 
@@ -354,7 +359,8 @@ def test_the_exports_carry_each_row_s_adjusted_test_against_the_row_above(client
     answer(PairedTest.objects.get(), findings(p=0.001, What_EM=0.25))
     body = client.get("/benchmarks/sqa3d/export.json?split=test&paper=0&sort=What/EM").json()
     assert body["significance"] == {"adjustment": "holm", "key": "What/EM", "pairs": 1, "not_computed": 0,
-                                    "level": 0.05, "over": "the adjacent pairs of scored rows in this file"}
+                                    "level": 0.05, "over": "the adjacent pairs of scored rows in this file",
+                                    "test": "paired-permutation-by-scene"}
     assert [(r["no_significant_difference_from_entry_id"], r["adjusted_p_value"]) for r in body["rows"]] == [
         (None, None), (body["rows"][0]["entry_id"], 0.25)]
     rows = list(csv.DictReader(io.StringIO(client.get("/benchmarks/sqa3d/export.csv?split=test&paper=0")
@@ -405,11 +411,13 @@ def test_a_worker_answer_keeps_numbers_only_and_moves_cached_pages_on(client, pu
     url = "/api/v1/leaderboards/sqa3d?split=test&paper=0"
     assert client.get(url).json()["rows"][1]["adjusted_p_value"] is None
     assert client.get(url)["X-Page-Cache"] == "hit"
-    answer(test, {"EM": {"test": "paired-bootstrap-by-scene", "difference": float("nan"), "p_value": 1.5,
-                         "interval": [0.1, "x"]}, "What/EM": "not a finding"})
+    answer(test, {"EM": {"test": "paired-permutation-by-scene", "difference": float("nan"), "p_value": 1.5,
+                         "interval": [0.1, "x"], "permutations": True, "exact": "yes", "scenes": -3},
+                  "What/EM": "not a finding"})
     test.refresh_from_db()
-    assert test.findings == {"EM": {"test": "paired-bootstrap-by-scene", "difference": None, "p_value": 1.0,
-                                    "interval": None}}
+    assert test.findings == {"EM": {"test": "paired-permutation-by-scene", "difference": None, "p_value": 1.0,
+                                    "interval": None, "permutations": None, "exact": None, "scenes": None,
+                                    "min_scenes": None}}
     assert client.get(url).json()["rows"][1]["adjusted_p_value"] == 1.0, "the cached copy moved on"
 
 

@@ -194,7 +194,7 @@ def test_two_published_methods_are_tested_by_a_worker_and_only_aggregates_reach_
         time.sleep(0.2)
     test = PairedTest.objects.get()
     assert test.error == "" and test.resamples == 1000
-    assert {f["test"] for f in test.findings.values()} == {"paired-bootstrap-by-scene"}
+    assert {f["test"] for f in test.findings.values()} == {"paired-permutation-by-scene"}
 
     # The same numbers, every key, as the worker-side computation from the outcomes kept by the worker.
     def kept(done: dict) -> dict:
@@ -208,7 +208,7 @@ def test_two_published_methods_are_tested_by_a_worker_and_only_aggregates_reach_
     want = significance.compare("sqa3d", *((better, worse_hits) if a_is_better else (worse_hits, better)))
     assert set(test.findings) == set(want["findings"])
     for key, found in test.findings.items():
-        for field in ("difference", "p_value", "interval"):
+        for field in ("difference", "p_value", "interval", "permutations", "exact"):
             expected = want["findings"][key][field]
             assert found[field] == (None if expected is None else pytest.approx(expected)), (key, field)
     assert (test.findings["EM"]["difference"] > 0) == a_is_better

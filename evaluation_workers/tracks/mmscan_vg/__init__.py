@@ -234,6 +234,7 @@ TRACK = Track(
     width=intervals.width,
     scenes_of=bootstrap.scenes_of,
     groups_of=intervals.groups_of,
+    stack=intervals.stack,
     max_inflated_bytes=MAX_INFLATED_BYTES,
     per_class_keys=("per_sub_class",),
     detail_rows=DetailRows("per_sub_class", "Sub-class", parents=SUB_CLASS_GROUP),

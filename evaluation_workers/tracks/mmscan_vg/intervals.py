@@ -33,7 +33,15 @@ from typing import Any
 
 import numpy as np
 
-from evaluation_workers.plugin import Interleaved, array_namespace, bootstrap, contiguous, into, weighted
+from evaluation_workers.plugin import (
+    Interleaved,
+    Unpaired,
+    array_namespace,
+    bootstrap,
+    contiguous,
+    into,
+    weighted,
+)
 from evaluation_workers.tracks.mmscan_vg.labels import GROUPS
 from evaluation_workers.tracks.mmscan_vg.score import PER_SAMPLE_KEYS, POOLED, THRESHOLDS
 
@@ -50,8 +58,20 @@ def groups_of(outcomes: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 def entries(outcomes: dict[str, np.ndarray]) -> int:
-    """What one resample gathers: every pooled prediction and every prompt."""
-    return int(outcomes["pool_sample"].shape[0] + outcomes["values"].size)
+    """What one resample gathers: every pooled prediction up to its group's last true positive, and
+    every prompt."""
+    return int(np.count_nonzero(_up_to_last_hit(outcomes)) + outcomes["values"].size)
+
+
+def _up_to_last_hit(outcomes: dict[str, np.ndarray]) -> np.ndarray:
+    """(R,) bool: the pooled predictions up to their group's last true positive (later ones change
+    neither AP nor AR; outcomes kept before issue 34 hold no others)."""
+    group, tp = outcomes["pool_group"], outcomes["pool_tp"]
+    hits = np.flatnonzero(tp.any(axis=1))
+    last = np.full(len(GROUPS), -1, dtype=np.int64)
+    np.maximum.at(last, group[hits], hits)
+    kept: np.ndarray = np.arange(group.shape[0]) <= last[group]
+    return kept
 
 
 def width(outcomes: dict[str, np.ndarray]) -> int:
@@ -63,6 +83,32 @@ def width(outcomes: dict[str, np.ndarray]) -> int:
     return int((hits + 5 * true.max(axis=0, initial=0)).max(initial=1))
 
 
+def stack(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Both submissions' prompts side by side (``Track.stack``): 2S units, B's prompt i as unit S + i.
+
+    Per-prompt values, categories and box counts stack. The pooled rankings merge into the one a
+    submission holding both's predictions would have: score descending, ties in label order of
+    the prompt (A's and B's prompt i share it: a mix weighs only one of them), then rank within
+    it (each submission's own order). Matching never crosses prompts, so every flag stays.
+    """
+    if "pool_score" not in a or "pool_score" not in b:
+        raise Unpaired("the outcomes were kept by an older scorer (without the scores of the pooled "
+                                   "predictions); re-scoring both results keeps what the test needs")
+    n = units_of(a)
+    score = np.concatenate([a["pool_score"], b["pool_score"]])
+    prompt = np.concatenate([a["pool_sample"], b["pool_sample"]])
+    own_order = np.concatenate([np.arange(a["pool_score"].shape[0]), np.arange(b["pool_score"].shape[0])])
+    order = np.lexsort((own_order, prompt, -score))
+    out = {key: np.concatenate([a[key], b[key]]) for key in ("values", "group", "gt_count")}
+    if "scene" in a and "scene" in b:
+        out["scene"] = np.concatenate([a["scene"], b["scene"]])
+    out["pool_sample"] = np.concatenate([a["pool_sample"], b["pool_sample"] + n])[order]
+    for key in ("pool_group", "pool_tp"):
+        out[key] = np.concatenate([a[key], b[key]])[order]
+    out["pool_score"] = score[order]
+    return out
+
+
 def statistic(outcomes: dict[str, np.ndarray]) -> bootstrap.Statistic:
     """The (b, S) counts -> every metric and every "<group>/<metric>" of the result."""
     values_h = outcomes["values"].astype(np.float64)
@@ -70,7 +116,7 @@ def statistic(outcomes: dict[str, np.ndarray]) -> bootstrap.Statistic:
     onehot_h = (outcomes["group"][:, None] == np.arange(len(GROUPS))[None, :]).astype(np.float64)
     by_group_h = (onehot_h[:, :, None] * values_h[:, None, :]).reshape(n, -1)
     gt_h = onehot_h * outcomes["gt_count"][:, None]
-    pool_group = outcomes["pool_group"]
+    pool_group = np.where(_up_to_last_hit(outcomes), outcomes["pool_group"], -1)
     pools = []
     for gi in range(len(GROUPS)):
         rows = np.flatnonzero(pool_group == gi)

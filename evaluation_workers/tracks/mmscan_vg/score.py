@@ -120,7 +120,7 @@ def score_arrays(
            for p in tp_parts.values()]
     del tp_parts
     # One ranking serves every pooled set: the groups here, the sub-classes and the outcomes below.
-    ranking = grounding.rank(pred_score, pred_sample, tps)
+    ranking = grounding.rank(pred_score, pred_sample, tps, with_score=outcomes is not None)
     del tps
     groups = ranking.members(xp.asarray(group_h), len(GROUPS))
     for gi, g in enumerate(GROUPS):
@@ -156,7 +156,7 @@ def score_arrays(
                 / n_samples
             )
     if outcomes is not None:
-        outcomes.update(_outcomes(host, group_h, gt_count_h, ranking, groups))
+        outcomes.update(_outcomes(host, group_h, gt_count_h, ranking))
     del groups
     per_sub_class = (_per_sub_class(labels.sub_class[scored], host, gt_count_h, ranking, xp)
                      if labels.sub_class is not None else None)
@@ -199,34 +199,26 @@ def _per_sub_class(
 
 def _outcomes(
     host: dict[str, np.ndarray], group_h: np.ndarray, gt_count_h: np.ndarray, ranking: grounding.Ranking,
-    groups: list[Any],
 ) -> dict[str, np.ndarray]:
-    """What the bootstrap needs to recompute every metric on a resample of prompts (host arrays).
+    """What the bootstrap and the paired test need to recompute every metric on a resample of
+    prompts, or on a mix of two submissions' prompts (host arrays).
 
     ``values`` (S, len(PER_SAMPLE_KEYS)) per-prompt metrics; ``group``, ``gt_count`` (S,);
     the pooled rankings of AP_box/AR_box: ``pool_sample`` (R,) prompt of each prediction in
     the pooled order (``grounding.Ranking``: score descending, ties in label order then rank,
     the order of ``ranked_ap``), ``pool_group`` (R,) its group (a group's rows, in order, are
-    its ranking), ``pool_tp`` (R, 2) true-positive flags at 0.25 and 0.5. Each group's ranking
-    stops at its last true positive: later predictions change neither AP nor AR.
+    its ranking), ``pool_tp`` (R, 2) true-positive flags at 0.25 and 0.5, ``pool_score`` (R,)
+    its score. Every prediction is kept: after a group's last true positive they change
+    neither AP nor AR (the statistic leaves them out), but merged with another submission's
+    ranking (``intervals.stack``) they rank above some of its true positives.
     """
     n = int(group_h.shape[0])
     values = np.stack([host[k] for k in PER_SAMPLE_KEYS], axis=1) if n else np.zeros((0, len(PER_SAMPLE_KEYS)))
     sample_h = to_numpy(ranking.sample)
     tp_h = np.stack([to_numpy(flags) for flags in ranking.tp], axis=1)
-    any_hit = np.logical_or.reduce([tp_h[:, t] for t in range(tp_h.shape[1])])
-    # Each group's last true positive in the ranking; its later predictions are left out. Kept in the
-    # ranking's order, groups interleaved: the statistic takes each group's rows in order.
-    last = np.full(len(groups), -1, dtype=np.int64)
-    for gi, members in enumerate(groups):
-        positions = to_numpy(members)
-        hits = np.flatnonzero(any_hit[positions])
-        if hits.size:
-            last[gi] = positions[hits[-1]]
-    ranked_group = group_h.astype(np.int64)[sample_h]
-    keep = np.arange(sample_h.shape[0]) <= last[ranked_group]
     return {"values": values, "group": group_h.astype(np.int64), "gt_count": gt_count_h.astype(np.int64),
-            "pool_sample": sample_h[keep], "pool_group": ranked_group[keep], "pool_tp": tp_h[keep]}
+            "pool_sample": sample_h, "pool_group": group_h.astype(np.int64)[sample_h], "pool_tp": tp_h,
+            "pool_score": np.asarray(to_numpy(ranking.score), dtype=np.float64)}
 
 
 def _blocks(pred_count_h: np.ndarray, pred_start_h: np.ndarray, rows_per_block: int) -> list[tuple[int, int]]:

@@ -66,6 +66,7 @@ TRACK = Track(
     statistic=intervals.statistic,
     units_of=intervals.units_of,
     width=intervals.width,
+    stack=intervals.stack,
     min_scenes=intervals.MIN_SCENES,
     max_inflated_bytes=MAX_INFLATED_BYTES,
     per_class_keys=("per_class", "semantic_per_class"),

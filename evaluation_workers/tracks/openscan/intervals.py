@@ -33,6 +33,7 @@ from evaluation_workers.plugin import (
     AP50_INDEX,
     AP_SLICE,
     IOU_THRESHOLDS,
+    Unpaired,
     array_namespace,
     bootstrap,
     segment_sums,
@@ -54,6 +55,28 @@ def units_of(outcomes: dict[str, dict[str, np.ndarray]]) -> int:
 
 def width(outcomes: dict[str, dict[str, np.ndarray]]) -> int:
     return max([3 * int(o["is_true"].sum()) for o in outcomes.values()] + [1])
+
+
+def stack(a: dict[str, dict[str, np.ndarray]], b: dict[str, dict[str, np.ndarray]]) -> dict[str, dict[str, np.ndarray]]:
+    """Both submissions' scenes side by side (``Track.stack``): 2S units, B's scene i as unit S + i.
+
+    A scene's entries keep their matching outcome whoever else is scored with them, and AP pools the
+    entries of every unit by score (ties count as one point whatever their order), so the stacked
+    entries of each aspect are A's and B's together, B's units shifted by S; the positives and the
+    semantic confusion add up per unit. A semantic part that only one of them has is left out.
+    """
+    if set(a) != set(b):
+        raise Unpaired("the two results' outcomes hold different aspects")
+    shift = units_of(a)
+    out: dict[str, dict[str, np.ndarray]] = {}
+    for aspect, x in a.items():
+        y = b[aspect]
+        out[aspect] = {key: np.concatenate([x[key], y[key]]) for key in ("group", "is_true", "score")}
+        out[aspect]["unit"] = np.concatenate([x["unit"], y["unit"] + shift])
+        out[aspect]["n_pos"] = np.concatenate([x["n_pos"], y["n_pos"]])
+        if x.get("semantic") is not None and y.get("semantic") is not None:
+            out[aspect]["semantic"] = np.concatenate([x["semantic"], y["semantic"]])
+    return out
 
 
 def _curves(o: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -27,6 +27,7 @@ from evaluation_workers.plugin import (
     match_answer,
     sha256_file,
     sha256_tree,
+    stack_units,
     weighted,
 )
 from evaluation_workers.synthetic.samples import samples_of
@@ -235,6 +236,7 @@ TRACK = Track(
     statistic=outcomes_statistic,
     units_of=units_of,
     scenes_of=bootstrap.scenes_of,
+    stack=stack_units,
     groups_of=lambda outcomes: bootstrap.groups_of(outcomes["type"], QUESTION_TYPES),
     max_inflated_bytes=MAX_INFLATED_BYTES,
     per_class_keys=(),

@@ -27,6 +27,7 @@ from evaluation_workers.plugin import (
     labels_sha256,
     make_result,
     sha256_file,
+    stack_units,
     weighted,
 )
 from scanrefer_track.iou import paired_iou
@@ -238,6 +239,7 @@ TRACK = Track(
     statistic=outcomes_statistic,
     units_of=units_of,
     scenes_of=bootstrap.scenes_of,
+    stack=stack_units,
     groups_of=groups_of,
     max_inflated_bytes=MAX_INFLATED_BYTES,
     detail_rows=DetailRows("cells", "Cell"),
