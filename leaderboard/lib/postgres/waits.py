@@ -14,11 +14,12 @@ use it) and ``QueryDeadline`` is raised, an ``OperationalError`` that the site
 answers with 503 and ``Retry-After``. ``Gate`` lets at most ``limit`` threads of
 the process wait on the database at once (``WEB_THREADS - 1`` in a web process,
 so one is always free for ``/healthz`` and the cached pages): a thread that finds
-them all taken waits for one as long as the oldest of those waits is younger than
-``stall_after`` seconds (a busy or slow but answering database frees one well
-within it, however loaded the machine), and is refused (``DatabaseBusy``, also a
-503) once the oldest has gone that long unanswered; from then on, until some wait
-gets an answer again, it is refused at once.
+them all taken waits for one while the database has answered this process within
+``stall_after`` seconds (counted from the later of its last answer and the start
+of the oldest wait: a busy, slow or lock-bound but answering database keeps
+answering some wait, however loaded the machine and however long one statement
+takes), and is refused (``DatabaseBusy``, also a 503) once it has been silent that
+long; from then on, until some wait gets an answer again, it is refused at once.
 
 Nothing is bounded until ``enable`` is called: the web process calls it
 (``leaderboard.wsgi``); the site worker, migrations and management commands
@@ -40,9 +41,10 @@ import psycopg
 
 log = logging.getLogger(__name__)
 
-# How long the oldest wait of a process goes unanswered, every slot taken, before the database is taken
-# for stalled: a web request's statements take milliseconds, and a loaded machine (CI: twelve uploads and
-# eight pollers on two cores) stretched some past 0.2 s, which refused an upload of a healthy database.
+# How long the database stays silent to a process, every slot taken, before it is taken for stalled
+# (and /healthz, waiting for no slot, answers within it). Silence, not the oldest wait's age: on a loaded
+# machine (CI: twelve uploads and eight pollers on two cores) one statement outlasted a second while the
+# other slot's were answered, and judging by the oldest wait refused every upload of a healthy database.
 STALL_SECONDS = 1.0
 
 
@@ -61,6 +63,7 @@ class Gate:
         self.limit = max(1, limit)
         self.stall_after = stall_after
         self._since: dict[int, float] = {}  # each wait's start (time.monotonic), by its ticket
+        self._answered_at = float("-inf")  # the last answer to a wait of this process
         self._tickets = itertools.count()
         # Set when a wait ran out of time or a thread was refused; cleared by the next answer.
         self.stalled = False
@@ -88,22 +91,29 @@ class Gate:
     def _enter(self) -> int:
         with self._cond:
             while self.waiting >= self.limit and not self.stalled:
-                unanswered = time.monotonic() - min(self._since.values())
-                if unanswered >= self.stall_after:
+                silent = self._silent()
+                if silent >= self.stall_after:
                     break
-                self._cond.wait(timeout=self.stall_after - unanswered)
+                self._cond.wait(timeout=self.stall_after - silent)
             if self.waiting >= self.limit:
-                busy = (f"{self.waiting} requests of this process already wait on the database, the oldest "
-                        f"unanswered for {time.monotonic() - min(self._since.values()):.1f} s")
+                busy = (f"{self.waiting} requests of this process already wait on the database, none answered "
+                        f"for {self._silent():.1f} s")
                 self._stall_locked(busy)
                 raise DatabaseBusy(f"{busy}; it is not answering them")
             ticket = next(self._tickets)
             self._since[ticket] = time.monotonic()
             return ticket
 
+    def _silent(self) -> float:
+        """Seconds since the database last answered a wait of this process, or since the oldest wait
+        began where that is later (an idle process's last answer may be an hour old)."""
+        return time.monotonic() - max(self._answered_at, min(self._since.values()))
+
     def _leave(self, ticket: int, answered: bool) -> None:
         with self._cond:
             del self._since[ticket]
+            if answered:
+                self._answered_at = time.monotonic()
             if answered and self.stalled:
                 self.stalled = False
                 log.warning("The database answers again; requests of this process wait on it as usual")
