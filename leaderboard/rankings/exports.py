@@ -26,14 +26,12 @@ from leaderboard.rankings.models import (
     export_texts,
     interval_columns,
 )
-from leaderboard.rankings.paired_tests import Family, Rung, board_verdicts
+from leaderboard.rankings.paired_verdicts import Family, Rung, board_verdicts, rung, significance_json
 from leaderboard.rankings.selectors import (
     LeaderboardView,
     best_first,
     filtered_entries,
     ordered_entries,
-    rung,
-    significance_json,
     with_units,
 )
 from leaderboard.submissions.models import ResultState

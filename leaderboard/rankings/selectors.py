@@ -45,14 +45,7 @@ from leaderboard.rankings.models import (
     export_columns,
 )
 from leaderboard.rankings.numbers import best, is_better
-from leaderboard.rankings.paired_tests import (
-    Family,
-    Rung,
-    Verdict,
-    board_verdicts,
-    testable_units,
-    too_few_scenes,
-)
+from leaderboard.rankings.paired_verdicts import Family, Verdict, board_verdicts, rung, significance_json
 from leaderboard.submissions.models import ResultState
 
 PAGE_SIZE = 50
@@ -368,20 +361,6 @@ def leaderboard_page(view: LeaderboardView, page_size: int = PAGE_SIZE) -> Page:
     for above, row, verdict in zip([None, *rows], rows, verdicts):
         row.versus_above, row.above_id = verdict, above.entry.pk if above and verdict else None
     return Page(rows=rows, number=number, count=count, page_size=page_size, significance=family)
-
-
-def rung(entry_id: int, result_id: int | None, labels: str | None, scorer: str | None, partition: str | None,
-         value: Any, scenes: int | None, min_scenes: int | None) -> Rung:
-    return Rung(entry_id, result_id, testable_units(labels, scorer, partition), value is not None,
-                too_few_scenes({"units": scenes, "min_scenes": min_scenes}))
-
-
-def significance_json(verdict: Verdict | None, above_id: int | None) -> dict[str, Any]:
-    """A row's paired test against the row above (entry ``above_id``), as the API and the exports give it."""
-    return {"no_significant_difference_from_entry_id":
-            above_id if verdict is not None and verdict.no_significant_difference else None,
-            "adjusted_p_value": verdict.adjusted_p_value if verdict is not None else None,
-            "paired_test_note": verdict.disagreement if verdict is not None else ""}
 
 
 def entry_as_json(row: RankedRow, columns: list[str]) -> dict[str, Any]:

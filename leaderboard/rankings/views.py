@@ -20,7 +20,7 @@ from leaderboard.lib import host_pages, thresholds
 from leaderboard.lib.method_fields import declared
 from leaderboard.lib.pagecache import cache_until, cached_page
 from leaderboard.participation.selectors import banners
-from leaderboard.rankings import charts, paired_tests
+from leaderboard.rankings import charts, paired_verdicts
 from leaderboard.rankings.bibtex import paper_row_bibtex
 from leaderboard.rankings.challenges import challenge_states
 from leaderboard.rankings.drilldown import Drilldown, drilldown
@@ -366,11 +366,11 @@ def _better_of(test: dict[str, Any], names: dict[int, str], spec: Any) -> str:
 
 
 def _pair_tests(request: HttpRequest, track: str, entries: list[LeaderboardEntry],
-                metric: str) -> tuple[list[dict[str, Any]], paired_tests.Family, str]:
+                metric: str) -> tuple[list[dict[str, Any]], paired_verdicts.Family, str]:
     """Each pair's paired test on ``metric``, adjusted together; a signed-in user's request asks
     for the pairs nobody asked yet (bounded per user: the notice says so); a visitor's asks nothing."""
     asker = request.user if request.user.is_authenticated else None
-    return paired_tests.compare_verdicts(entries, metric, track, asker=asker)
+    return paired_verdicts.compare_verdicts(entries, metric, track, asker=asker)
 
 
 # API (read anonymously)

@@ -16,7 +16,7 @@ from evaluation_workers import contracts
 from evaluation_workers.tracks import get_track
 from leaderboard.accounts.services import do_create_token
 from leaderboard.benchmarks.bundle_apply import load_bundled_benchmarks, load_bundled_paper_rows
-from leaderboard.rankings import paired_tests
+from leaderboard.rankings import paired_tests, paired_verdicts
 from leaderboard.rankings.models import LeaderboardEntry, PairedTest, export_columns
 from leaderboard.rankings.selectors import LeaderboardView, leaderboard_page
 from leaderboard.submissions import lifecycle, services
@@ -354,7 +354,7 @@ def test_nothing_says_tied_on_pages_api_or_exports(client, owner, published, ans
 def test_the_exports_carry_each_row_s_adjusted_test_against_the_row_above(client, published, answer, monkeypatch,
                                                                           named):
     """``named`` 0: the tests read for the whole split, as for an export of more than 100 rows."""
-    monkeypatch.setattr(paired_tests, "_PAIRS_NAMED", named)
+    monkeypatch.setattr(paired_verdicts, "_PAIRS_NAMED", named)
     published("Upper"), published("Lower", flip=20)
     answer(PairedTest.objects.get(), findings(p=0.001, What_EM=0.25))
     body = client.get("/benchmarks/sqa3d/export.json?split=test&paper=0&sort=What/EM").json()
