@@ -61,6 +61,8 @@ def test_it_closes_a_connection_whose_answer_is_late_and_raises_an_outage(privat
 def test_at_most_the_limit_of_threads_wait_and_the_rest_are_refused_until_an_answer(private_postgres, policy):
     url = private_postgres.url()
     gate = policy(5, 2).gate
+    probes: list[float] = []
+    gate.probe = lambda: probes.append(time.monotonic()) or False  # the server does not answer a probe either
     results: list = [None] * 3
     slow = [threading.Thread(target=sleep_on, args=(url, 2.5, results, i)) for i in range(2)]
     for t in slow:
@@ -74,6 +76,7 @@ def test_at_most_the_limit_of_threads_wait_and_the_rest_are_refused_until_an_ans
     sleep_on(url, 0, results, 2)  # a third thread: waits for a slot until the database has been silent for stall_after, refused
     assert isinstance(results[2], waits.DatabaseBusy), results[2]
     assert gate.stall_after - 0.5 <= time.monotonic() - started < gate.stall_after + 1
+    assert len(probes) == 1
     started = time.monotonic()
     sleep_on(url, 0, results, 2)  # the database is known not to answer: refused at once
     assert isinstance(results[2], waits.DatabaseBusy) and time.monotonic() - started < 0.5
@@ -173,3 +176,65 @@ def test_the_settings_give_postgresql_the_deadline_backend_and_sqlite_its_own(pr
                              "print(settings.DATABASES['default']['ENGINE'])"], cwd=ROOT, env=env,
                             capture_output=True, text=True, timeout=60)
     assert sqlite.stdout.strip() == "django.db.backends.sqlite3", sqlite.stderr
+
+
+def test_slow_statements_on_every_slot_of_a_server_that_answers_its_probe_refuse_no_one(private_postgres, policy):
+    """Every slot waits on a statement longer than the silence (a lock convoy across the web processes
+    looks like this to one of them); the server answers the probe, so a third thread waits its turn."""
+    url = private_postgres.url()
+    gate = policy(5, 2).gate
+    results: list = [None] * 3
+    slow = [threading.Thread(target=sleep_on, args=(url, gate.stall_after * 4, results, i)) for i in range(2)]
+    for t in slow:
+        t.start()
+    deadline = time.monotonic() + 5
+    while gate.waiting < 2:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    sleep_on(url, 0, results, 2)
+    for t in slow:
+        t.join(10)
+    assert results == ["answered"] * 3
+    assert not gate.stalled
+    # The probe itself: a server that answers, and one that is not there.
+    assert waits._probe() is True
+    waits._probe_target = ("host=127.0.0.1 port=9 connect_timeout=2", {})
+    assert waits._probe() is False
+
+
+def test_a_transaction_holding_a_lock_is_not_held_back_by_the_threads_waiting_for_it(private_postgres, policy):
+    """Seen with twelve concurrent uploads of one user: the threads in the slots waited on the user's row
+    lock, and the thread holding it waited for a slot to finish its transaction, so nothing moved until
+    the server's statement timeout (503s). A connection inside a transaction is let through."""
+    url = private_postgres.url()
+    with waits.DeadlineConnection.connect(url, autocommit=True) as setup:
+        setup.execute("CREATE TABLE IF NOT EXISTS gate_lock (id int PRIMARY KEY)")
+        setup.execute("INSERT INTO gate_lock VALUES (1) ON CONFLICT DO NOTHING")
+    gate = policy(3, 1).gate
+    results: list = [None]
+    with waits.DeadlineConnection.connect(url) as holder:
+        holder.execute("SELECT id FROM gate_lock WHERE id = 1 FOR UPDATE")  # the lock, in a transaction
+        waiter = threading.Thread(target=lambda: results.__setitem__(0, lock_and_answer(url)))
+        waiter.start()
+        deadline = time.monotonic() + 5
+        while gate.waiting < 1:  # the only slot: a wait on the lock the holder has
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        time.sleep(gate.stall_after * 2)  # silent long enough to ask the probe, which the server answers
+        started = time.monotonic()
+        holder.execute("SELECT 1")
+        holder.commit()
+        took = time.monotonic() - started
+        waiter.join(10)
+    assert results == ["answered"]
+    assert took < 1, took  # not held until the server cancelled the waiting statement (2 s here)
+    assert not gate.stalled
+
+
+def lock_and_answer(url: str) -> str:
+    try:
+        with waits.DeadlineConnection.connect(url, autocommit=True) as conn:
+            conn.execute("SELECT id FROM gate_lock WHERE id = 1 FOR UPDATE")
+        return "answered"
+    except Exception as exc:  # noqa: BLE001 - the test looks at which
+        return repr(exc)

@@ -16,10 +16,13 @@ the process wait on the database at once (``WEB_THREADS - 1`` in a web process,
 so one is always free for ``/healthz`` and the cached pages): a thread that finds
 them all taken waits for one while the database has answered this process within
 ``stall_after`` seconds (counted from the later of its last answer and the start
-of the oldest wait: a busy, slow or lock-bound but answering database keeps
-answering some wait, however loaded the machine and however long one statement
-takes), and is refused (``DatabaseBusy``, also a 503) once it has been silent that
-long; from then on, until some wait gets an answer again, it is refused at once.
+of the oldest wait). Once it has been silent that long, the waits may all be
+queued on a row lock held by another process (twelve uploads of one user take
+turns on its row across the web processes), so the thread asks the server itself
+(``probe``: ``SELECT 1`` on a connection of its own, within ``PROBE_SECONDS``): a
+server that answers counts as an answer, and the thread waits on; one that does
+not is stalled, and the thread is refused (``DatabaseBusy``, also a 503); from then
+on, until some wait gets an answer again, it is refused at once.
 
 Nothing is bounded until ``enable`` is called: the web process calls it
 (``leaderboard.wsgi``); the site worker, migrations and management commands
@@ -33,7 +36,7 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,7 +48,10 @@ log = logging.getLogger(__name__)
 # (and /healthz, waiting for no slot, answers within it). Silence, not the oldest wait's age: on a loaded
 # machine (CI: twelve uploads and eight pollers on two cores) one statement outlasted a second while the
 # other slot's were answered, and judging by the oldest wait refused every upload of a healthy database.
-STALL_SECONDS = 1.0
+STALL_SECONDS = 0.5
+# How long the server has to answer the probe (a fresh connection and SELECT 1) after such a silence: the
+# two together stay under a second, so /healthz, queued behind a thread that waits, answers within one.
+PROBE_SECONDS = 0.4
 
 
 class QueryDeadline(psycopg.OperationalError):
@@ -59,9 +65,12 @@ class DatabaseBusy(psycopg.OperationalError):
 class Gate:
     """How many threads of this process wait on the database now, and whether it stopped answering."""
 
-    def __init__(self, limit: int, stall_after: float = STALL_SECONDS) -> None:
+    def __init__(self, limit: int, stall_after: float = STALL_SECONDS,
+                 probe: Callable[[], bool] | None = None) -> None:
         self.limit = max(1, limit)
         self.stall_after = stall_after
+        self.probe = probe  # whether the server answers, asked within PROBE_SECONDS; None: silence is a hang
+        self._probing = False
         self._since: dict[int, float] = {}  # each wait's start (time.monotonic), by its ticket
         self._answered_at = float("-inf")  # the last answer to a wait of this process
         self._tickets = itertools.count()
@@ -70,9 +79,15 @@ class Gate:
         self._cond = threading.Condition()
 
     @contextlib.contextmanager
-    def entered(self) -> Iterator[None]:
-        """A slot for one wait on the database; ``DatabaseBusy`` when none is free."""
-        ticket = self._enter()
+    def entered(self, in_transaction: bool = False) -> Iterator[None]:
+        """A slot for one wait on the database; ``DatabaseBusy`` when none is free.
+
+        A connection ``in_transaction`` (between the statements of an open transaction) is let through
+        beyond the limit, unless the database is known not to answer: it may hold the row locks the
+        threads in the slots wait for (twelve uploads of one user take turns on its row), and holding
+        it back would leave them all waiting until the server's statement timeout.
+        """
+        ticket = self._enter(in_transaction)
         answered = False
         try:
             yield
@@ -88,14 +103,16 @@ class Gate:
         """How many threads of this process wait on the database now."""
         return len(self._since)
 
-    def _enter(self) -> int:
+    def _enter(self, in_transaction: bool = False) -> int:
         with self._cond:
-            while self.waiting >= self.limit and not self.stalled:
+            while self.waiting >= self.limit and not self.stalled and not in_transaction:
                 silent = self._silent()
-                if silent >= self.stall_after:
+                if silent < self.stall_after or self._probing:
+                    self._cond.wait(timeout=max(0.01, self.stall_after - silent))
+                    continue
+                if self.probe is None or not self._answers():
                     break
-                self._cond.wait(timeout=self.stall_after - silent)
-            if self.waiting >= self.limit:
+            if self.waiting >= self.limit and (self.stalled or not in_transaction):
                 busy = (f"{self.waiting} requests of this process already wait on the database, none answered "
                         f"for {self._silent():.1f} s")
                 self._stall_locked(busy)
@@ -103,6 +120,21 @@ class Gate:
             ticket = next(self._tickets)
             self._since[ticket] = time.monotonic()
             return ticket
+
+    def _answers(self) -> bool:
+        """Whether the server answers a probe (asked with the condition released; one probe at a time)."""
+        assert self.probe is not None
+        self._probing = True
+        self._cond.release()
+        try:
+            alive = self.probe()
+        finally:
+            self._cond.acquire()
+            self._probing = False
+            self._cond.notify_all()
+        if alive:
+            self._answered_at = time.monotonic()
+        return alive
 
     def _silent(self) -> float:
         """Seconds since the database last answered a wait of this process, or since the oldest wait
@@ -148,8 +180,32 @@ _policy: Policy | None = None
 def enable(timeout: float, waiters: int) -> Policy:
     """Bound every wait of this process on PostgreSQL by ``timeout`` s, with at most ``waiters`` at once."""
     global _policy
-    _policy = Policy(float(timeout), Gate(waiters))
+    _policy = Policy(float(timeout), Gate(waiters, probe=_probe))
     return _policy
+
+
+_probe_target: tuple[str, dict[str, Any]] | None = None  # how the last connection was made
+
+
+def _probe() -> bool:
+    """Whether the server answers ``SELECT 1`` on a fresh connection within ``PROBE_SECONDS``. The
+    probe runs in a thread of its own: one to a server that does not answer ends at its connect
+    timeout, not the caller's."""
+    if _probe_target is None:
+        return False
+    conninfo, kwargs = _probe_target
+    answered = threading.Event()
+
+    def ask() -> None:
+        try:
+            with psycopg.Connection.connect(conninfo, **{**kwargs, "autocommit": True}) as conn:
+                conn.execute("SELECT 1")
+            answered.set()
+        except Exception:  # noqa: BLE001 - a server that cannot answer is the finding
+            pass
+
+    threading.Thread(target=ask, name="database-probe", daemon=True).start()
+    return answered.wait(PROBE_SECONDS)
 
 
 def disable() -> None:
@@ -179,6 +235,9 @@ def _until(gen: Generator[Any, Any, Any], deadline: float, timeout: float) -> Ge
         return stop.value
 
 
+_IN_TRANSACTION = (psycopg.pq.TransactionStatus.INTRANS, psycopg.pq.TransactionStatus.INERROR)
+
+
 class DeadlineConnection(psycopg.Connection[Any]):
     """A psycopg connection whose waits, connecting included, follow ``current()``'s policy."""
 
@@ -189,6 +248,8 @@ class DeadlineConnection(psycopg.Connection[Any]):
             return super().connect(conninfo, **kwargs)
         # libpq's connect_timeout bounds connecting; here it counts as a wait, and is refused when the
         # other threads already wait on a database that does not answer.
+        global _probe_target
+        _probe_target = (conninfo, {k: v for k, v in kwargs.items() if isinstance(v, str | int | float)})
         with policy.gate.entered():
             return super().connect(conninfo, **kwargs)
 
@@ -196,7 +257,7 @@ class DeadlineConnection(psycopg.Connection[Any]):
         policy = _policy
         if policy is None:
             return super().wait(gen, interval)
-        with policy.gate.entered():
+        with policy.gate.entered(self.info.transaction_status in _IN_TRANSACTION):
             try:
                 return super().wait(_until(gen, time.monotonic() + policy.timeout, policy.timeout), interval)
             except QueryDeadline:
