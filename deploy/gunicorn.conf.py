@@ -29,12 +29,16 @@ def on_starting(server):
     if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="lb-web-metrics-")
         server._metrics_dir_ours = True  # removed in on_exit
+    # Imported here, once the folder is set (the module picks its mode at import) and before any worker
+    # exists: child_exit runs inside gunicorn's SIGCHLD handler, where an import can be interrupted by
+    # the next worker's SIGCHLD and the nested import fails on the half-loaded module.
+    from prometheus_client import multiprocess
+
+    server._metrics_multiprocess = multiprocess
 
 
 def child_exit(server, worker):
-    from prometheus_client import multiprocess
-
-    multiprocess.mark_process_dead(worker.pid)
+    server._metrics_multiprocess.mark_process_dead(worker.pid)
 
 
 def on_exit(server):

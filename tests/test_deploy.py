@@ -31,6 +31,38 @@ def test_gunicorn_binds_loopback_by_default(env, bind):
     assert gunicorn_bind(**env) == bind
 
 
+# Run in a fresh interpreter as gunicorn's arbiter runs its hooks: on_starting, then (on a signal) child_exit.
+ARBITER_HOOKS = r"""
+import os, runpy, sys
+os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)
+conf = runpy.run_path("deploy/gunicorn.conf.py")
+class Server: pass
+class Worker: pid = 4242
+server = Server()
+conf["on_starting"](server)
+loaded = sorted(m for m in sys.modules if m.startswith("prometheus_client"))
+from prometheus_client import values
+mode = values.ValueClass.__name__
+before = set(sys.modules)
+conf["child_exit"](server, Worker())
+print(repr((bool(loaded), mode, sorted(set(sys.modules) - before))))
+conf["on_exit"](server)
+"""
+
+
+def test_the_arbiter_loads_the_metrics_module_before_a_worker_can_exit():
+    """gunicorn calls child_exit inside its SIGCHLD handler. Importing prometheus_client there let a second
+    SIGCHLD arrive halfway through the import (two workers stopping at once) and the nested handler raised
+    "cannot import name 'Gauge' from partially initialized module": a traceback in the log of every stop.
+    The import belongs in on_starting, after PROMETHEUS_MULTIPROC_DIR is set and before any worker exists."""
+    out = subprocess.run([sys.executable, "-c", ARBITER_HOOKS], cwd=ROOT, capture_output=True, text=True,
+                         timeout=60, check=True).stdout
+    loaded, mode, imported_by_child_exit = eval(out)  # noqa: S307 - our own repr
+    assert loaded, "on_starting left prometheus_client to be imported in the signal handler"
+    assert mode == "MmapedValue", mode  # imported after the folder was set (else MutexValue): workers count into it
+    assert imported_by_child_exit == []
+
+
 def compose_client() -> list[str] | None:
     import shutil
 
