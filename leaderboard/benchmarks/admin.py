@@ -1,8 +1,28 @@
+from datetime import datetime
+
+from django import forms
 from django.contrib import admin
 
+from leaderboard.benchmarks.challenge_plans import archived_refusal
 from leaderboard.benchmarks.models import Benchmark, LabelSet, Split
 from leaderboard.benchmarks.services import do_note_active_labels
 from leaderboard.moderation.admin_audit import AuditedAdmin
+
+
+class SplitForm(forms.ModelForm):
+    """A split's form: an archived challenge's phases do not move (as with a bundle or the desk), and a
+    date left as it was keeps its exact value (the widget shows whole seconds)."""
+
+    def clean(self) -> dict:
+        cleaned = super().clean()
+        if not self.instance.pk:
+            return cleaned
+        if refusal := archived_refusal(self.instance, set(self.changed_data)):
+            raise forms.ValidationError(refusal[0].upper() + refusal[1:] + ".")
+        for name, value in cleaned.items():
+            if name not in self.changed_data and isinstance(value, datetime):
+                cleaned[name] = getattr(self.instance, name)
+        return cleaned
 
 
 class SplitInline(admin.StackedInline):
@@ -10,6 +30,7 @@ class SplitInline(admin.StackedInline):
     labels (``manage.py load_labels --partition``)."""
 
     model = Split
+    form = SplitForm
     extra = 0
     fields = (("name", "is_default", "accepting_submissions"), "description",
               ("results_visible_after", "labels_public"),

@@ -34,7 +34,7 @@ from leaderboard.benchmarks.bundles import (
     bundled_paths,
     read_bundle,
 )
-from leaderboard.benchmarks.challenge_plans import archived_refusal, plan_challenges
+from leaderboard.benchmarks.challenge_plans import PHASE_FIELDS, archived_refusal, plan_challenges
 from leaderboard.benchmarks.models import Benchmark, Split
 from leaderboard.benchmarks.permissions import maintainer_group
 from leaderboard.benchmarks.services import discard_labels, do_load_labels, labels_checksum
@@ -48,7 +48,6 @@ from leaderboard.submissions.new_labels import do_new_labels
 
 SPLIT_FIELDS = ("description", "is_default", "accepting_submissions", "results_visible_after", "labels_public",
                 "starts_at", "freeze_at", "deadline", "reveal_at_deadline", "board_hidden", "max_published_per_team")
-PHASE_FIELDS = {"starts_at", "freeze_at", "deadline", "reveal_at_deadline", "board_hidden"}
 LOADED_BY = "manage.py load_benchmark"
 
 

@@ -79,8 +79,16 @@ def _archived(challenges: list[Challenge]) -> set[int]:
     return set(ChallengeArchive.objects.filter(challenge__in=challenges).values_list("challenge_id", flat=True))
 
 
+# A split's fields that make its phase: none of them changes once its challenge's board is archived.
+PHASE_FIELDS = frozenset({"starts_at", "freeze_at", "deadline", "reveal_at_deadline", "board_hidden"})
+
+
 def archived_refusal(split: Split, changed: set[str]) -> str | None:
-    """Why the dates of ``split`` may not change (the board of its challenge was archived), or None."""
+    """Why the dates of ``split`` may not change (the board of its challenge was archived), or None.
+
+    Asked by every way of changing them: a bundle (``bundle_apply``), the desk's schedule
+    (``moderation.services.check_set_phases``) and the admin's split form (``benchmarks.admin``)."""
+    changed = set(changed) & PHASE_FIELDS
     phase = challenge_of(split) if changed else None
     if phase is None or phase.challenge_id not in _archived([phase.challenge]):
         return None

@@ -12,6 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from leaderboard.benchmarks import phases
+from leaderboard.benchmarks.challenge_plans import archived_refusal
 from leaderboard.benchmarks.models import Benchmark, Split
 from leaderboard.benchmarks.permissions import is_maintainer
 from leaderboard.lib.pagecache import bump
@@ -159,9 +160,18 @@ def check_set_phases(user: Any, split: Split, *, starts_at: datetime | None, fre
                      deadline: datetime | None, reveal_at_deadline: bool, reason: str = "") -> None:
     """Set a split's challenge schedule and rebuild its board for it.
 
-    A deadline moved into the future un-reveals the split (the challenge goes on).
+    A deadline moved into the future un-reveals the split (the challenge goes on). Refused once the
+    board of the split's challenge is archived: the archive was taken of these phases.
     """
     check_maintainer(user, split.benchmark)
+    # The desk's fields hold minutes: a moment given as the minute it already is keeps its exact value.
+    minute = lambda m: m.replace(second=0, microsecond=0) if m else None  # noqa: E731
+    starts_at, freeze_at, deadline = (old if minute(old) == minute(new) else new for old, new in (
+        (split.starts_at, starts_at), (split.freeze_at, freeze_at), (split.deadline, deadline)))
+    asked = {"starts_at": starts_at, "freeze_at": freeze_at, "deadline": deadline,
+             "reveal_at_deadline": reveal_at_deadline}
+    if refusal := archived_refusal(split, {k for k, v in asked.items() if getattr(split, k) != v}):
+        raise ModerationError(f"The schedule of {split} was not changed: {refusal}.")
     moments = [(n, m) for n, m in (("start", starts_at), ("freeze", freeze_at), ("deadline", deadline)) if m]
     for (a, first), (b, second) in zip(moments, moments[1:]):
         if second < first:
@@ -171,8 +181,7 @@ def check_set_phases(user: Any, split: Split, *, starts_at: datetime | None, fre
     with transaction.atomic():
         _audit(user, Action.SET_PHASES, split=split, target=str(split), reason=reason, starts_at=iso(starts_at),
                freeze_at=iso(freeze_at), deadline=iso(deadline), reveal_at_deadline=reveal_at_deadline)
-        fields: dict[str, Any] = {"starts_at": starts_at, "freeze_at": freeze_at, "deadline": deadline,
-                                  "reveal_at_deadline": reveal_at_deadline}
+        fields: dict[str, Any] = dict(asked)
         if deadline and deadline > timezone.now():
             fields["revealed_at"] = None
         Split.objects.filter(pk=split.pk).update(**fields)

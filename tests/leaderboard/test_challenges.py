@@ -9,7 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from django.core.management import call_command
@@ -19,6 +19,7 @@ from leaderboard.accounts.services import do_create_token
 from leaderboard.benchmarks.bundle_apply import load_bundle
 from leaderboard.benchmarks.bundles import BundleError, read_bundle
 from leaderboard.benchmarks.models import Challenge, Split
+from leaderboard.moderation.models import AuditEntry
 from leaderboard.rankings.archive import do_archive_due
 from leaderboard.rankings.models import ChallengeArchive
 from leaderboard.submissions import lifecycle, services
@@ -177,6 +178,63 @@ def test_a_challenge_runs_through_its_phases_to_an_archive_that_later_changes_le
                                           "archived"):
         load_bundle(write(tmp_path / "bundle", dev_start=-4 * HOUR, dev_end=-2 * HOUR, test_start=-2 * HOUR,
                           test_end=HOUR), allow_rescore=True)
+
+
+def admin_form_data(page, changes: dict[tuple[int, str], datetime]) -> dict[str, object]:
+    """The benchmark admin's change form as the page fills it, with ``changes`` ((split id, field): new value)."""
+    def put(data, name, value):
+        if isinstance(value, datetime):  # the admin's split date and time widget
+            value = timezone.localtime(value).replace(microsecond=0)
+            data[f"{name}_0"], data[f"{name}_1"] = value.date().isoformat(), value.strftime("%H:%M:%S")
+        elif value is not None:
+            data[name] = json.dumps(value) if isinstance(value, (dict, list)) else value
+
+    data: dict[str, object] = {}
+    for name, value in page.context["adminform"].form.initial.items():
+        put(data, name, value)
+    for inline in page.context["inline_admin_formsets"]:
+        formset = inline.formset
+        data.update({formset.management_form.add_prefix(k): v for k, v in formset.management_form.initial.items()})
+        for form in formset.forms:
+            for name, value in form.initial.items():
+                put(data, form.add_prefix(name), changes.get((form.instance.pk, name), value))
+            data[form.add_prefix("id")], data[form.add_prefix("benchmark")] = form.instance.pk, form.instance.benchmark_id
+    return data
+
+
+def test_an_archived_challenges_phases_move_neither_on_the_desk_nor_in_the_admin(
+        client, challenge, maintainer, django_user_model, django_capture_on_commit_callbacks):
+    """The archive is what a workshop report cites: the phases it was taken of stay as they were, whichever
+    way a maintainer tries to change them (a bundle is refused in the test above)."""
+    schedule("dev", starts_at=-4 * HOUR, deadline=-2 * HOUR)
+    ended = schedule("test", starts_at=-2 * HOUR, deadline=-timedelta(seconds=1))
+    with django_capture_on_commit_callbacks(execute=True):
+        assert do_archive_due() == 1
+    later = timezone.now() + 3 * HOUR
+
+    client.force_login(maintainer)
+    page = client.post("/moderation/tracks/example-error/", {
+        "action": "phases", "split": "test", "starts_at": f"{ended.starts_at:%Y-%m-%dT%H:%M}",
+        "deadline": f"{later:%Y-%m-%dT%H:%M}", "reveal_at_deadline": "1", "reason": "one more week"},
+        follow=True).content.decode()
+    assert ("The schedule of example-error/test was not changed: split example-error/test is a phase of "
+            "&#x27;loc-2026&#x27;, whose board was archived; its deadline cannot change (declare a new challenge for a new round).") in page
+    assert Split.objects.get(pk=ended.pk).deadline == ended.deadline
+    assert not AuditEntry.objects.filter(action="set_phases").exists()
+
+    root = django_user_model.objects.create_superuser("root", "root@example.org", "pw")
+    client.force_login(root)
+    url = f"/admin/benchmarks/benchmark/{ended.benchmark_id}/change/"
+    response = client.post(url, admin_form_data(client.get(url), {(ended.pk, "deadline"): later}))
+    assert response.status_code == 200  # the form again, with the refusal
+    assert "whose board was archived; its deadline cannot change" in response.content.decode()
+    assert Split.objects.get(pk=ended.pk).deadline == ended.deadline
+    # The other fields of an archived phase's split still change.
+    response = client.post(url, {**admin_form_data(client.get(url), {}),
+                                 **{f"splits-{i}-description": "the hidden test split" for i in range(2)}})
+    assert response.status_code == 302, response.content.decode()[-3000:]
+    assert Split.objects.get(pk=ended.pk).description == "the hidden test split"
+    assert Split.objects.get(pk=ended.pk).deadline == ended.deadline
 
 
 def test_phases_are_checked_and_a_splits_phases_are_a_one_phase_challenge(error_track, tmp_path, db):
