@@ -11,7 +11,9 @@ nothing is drawn). ``references`` (human performance, oracles: rows that are not
 contestants) are dashed grey lines, never bars, and never a series' best.
 
 Axes have titles (the metric in % or in its unit, the groups' name) and round ticks
-(``nice_ticks``). The drawings are 480 units wide with 15-unit type: a phone
+(``nice_ticks``). They start at 0, or below the lowest value where a value metric (unbounded
+unless its spec says) goes below zero: bars then hang from the zero line, and a radar's
+centre is the lowest tick. The drawings are 480 units wide with 15-unit type: a phone
 draws them about 320 px wide, so text stays at 10 px or more; ``.chart-box``
 caps them at 600 px on a desktop.
 """
@@ -19,7 +21,7 @@ caps them at 600 px on a desktop.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from django.utils.html import escape
@@ -43,29 +45,38 @@ def _text(value: float | None, spec: MetricSpec = FRACTION) -> str:
     return escape(number(value, spec))
 
 
-def nice_ticks(top: float, count: int = 5, spec: MetricSpec = FRACTION) -> list[float]:
+def nice_ticks(top: float, count: int = 5, spec: MetricSpec = FRACTION, bottom: float = 0.0) -> list[float]:
     """Round ticks from 0 to at least ``top`` (in the metric's own values: a fraction, or a value in
     its unit), about ``count`` steps of 1, 2 or 5 times a power of ten as pages show them: 0.70 of
-    a fraction gives 0, 20, 40, 60, 80 (%), never 18/35/52/70; a fraction's axis ends at 100 %."""
-    span = scaled(min(max(top, 0.0), 1.0) if spec.is_fraction else max(top, 0.0), spec)
+    a fraction gives 0, 20, 40, 60, 80 (%), never 18/35/52/70; a fraction's axis ends at 100 %.
+    A value below zero (``bottom``; a value metric may be unbounded) takes the axis down past it:
+    -1.3 to 3.2 gives -2 to 4; a fraction's axis starts at 0."""
+    high = scaled(min(max(top, 0.0), 1.0) if spec.is_fraction else max(top, 0.0), spec)
+    low = 0.0 if spec.is_fraction else scaled(min(bottom, 0.0), spec)
     unit = 100 if spec.is_fraction else 1
-    if span <= 0:
+    if high - low <= 0:
         return [0.0, 0.1 if spec.is_fraction else 1.0]
-    raw = span / count
+    raw = (high - low) / count
     power = 10.0 ** math.floor(math.log10(raw))
     step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw - 1e-9)
-    steps = math.ceil(span / step - 1e-9)
-    return [round(i * step, 9) / unit for i in range(steps + 1)]
+    first, last = math.floor(low / step + 1e-9), math.ceil(high / step - 1e-9)
+    return [round(i * step, 9) / unit + 0.0 for i in range(first, last + 1)]
 
 
 def _tick_label(tick: float, spec: MetricSpec = FRACTION) -> str:
     return f"{round(scaled(tick, spec), 9):.10g}"
 
 
-def _top(values: Sequence[float | None], errors: Errors | None = None, spec: MetricSpec = FRACTION) -> list[float]:
-    top = max((v for v in values if v is not None), default=0.0)
-    top = max([top] + [float(e[1]) for e in errors or () if e])
-    return nice_ticks(top, spec=spec)
+def _ticks(values: Sequence[float | None], errors: Errors | None = None, spec: MetricSpec = FRACTION) -> list[float]:
+    """The axis's ticks for ``values`` and the intervals ``errors``: from 0 (or below the lowest) up."""
+    drawn = [v for v in values if v is not None] + [float(b) for e in errors or () if e for b in e]
+    return nice_ticks(max(drawn, default=0.0), spec=spec, bottom=min(drawn, default=0.0))
+
+
+def _share(ticks: Sequence[float]) -> Callable[[float], float]:
+    """Where a value lies on the axis of ``ticks``: 0 at the first tick, 1 at the last."""
+    low, span = ticks[0], ticks[-1] - ticks[0]
+    return lambda value: (value - low) / span
 
 
 def _values(series: Sequence[Series], references: Sequence[Reference]) -> list[float | None]:
@@ -111,8 +122,8 @@ def radar(axes: Sequence[str], series: Sequence[Series], title: str = "", errors
     (references dashed grey); rings at round ticks; the first series' intervals as segments
     along the spokes."""
     cx, cy, radius = WIDTH / 2, 230, 135
-    ticks = _top(_values(series, references), errors, spec)
-    top = ticks[-1]
+    ticks = _ticks(_values(series, references), errors, spec)
+    share = _share(ticks)  # the centre is the lowest tick (0, or below the lowest value)
     n = len(axes)
     angle = [(-math.pi / 2 + 2 * math.pi * i / n) for i in range(n)]
     legend_y = cy + radius + 52
@@ -122,7 +133,7 @@ def radar(axes: Sequence[str], series: Sequence[Series], title: str = "", errors
         out.append(f'<text class="axis-title" x="8" y="22" font-size="{TEXT}" fill="#344054">'
                    f'{escape(titled(metric, spec))}{better}</text>')
     for tick in ticks[1:]:
-        ring = tick / top
+        ring = share(tick)
         pts = " ".join(f"{cx + radius * ring * math.cos(a):.1f},{cy + radius * ring * math.sin(a):.1f}"
                        for a in angle)
         out.append(f'<polygon points="{pts}" fill="none" stroke="#d0d5dd"/>'
@@ -138,8 +149,8 @@ def radar(axes: Sequence[str], series: Sequence[Series], title: str = "", errors
                    f'{escape(label)}</text>')
 
     def points(values: Sequence[float | None]) -> str:
-        return " ".join(f"{cx + radius * (v or 0) / top * math.cos(a):.1f},"
-                        f"{cy + radius * (v or 0) / top * math.sin(a):.1f}" for a, v in zip(angle, values))
+        return " ".join(f"{cx + radius * share(v or 0) * math.cos(a):.1f},"
+                        f"{cy + radius * share(v or 0) * math.sin(a):.1f}" for a, v in zip(angle, values))
 
     def described(label: str, values: Sequence[float | None]) -> str:
         return escape(f"{label}: " + ", ".join(f"{ax} {number(v, spec)}" for ax, v in zip(axes, values)))
@@ -158,7 +169,7 @@ def radar(axes: Sequence[str], series: Sequence[Series], title: str = "", errors
     for a, label, bounds in zip(angle, axes, errors or ()):
         if not bounds:
             continue
-        (x1, y1), (x2, y2) = ((cx + radius * float(v) / top * math.cos(a), cy + radius * float(v) / top * math.sin(a))
+        (x1, y1), (x2, y2) = ((cx + radius * share(float(v)) * math.cos(a), cy + radius * share(float(v)) * math.sin(a))
                               for v in bounds)
         dx, dy = -4 * math.sin(a), 4 * math.cos(a)  # the caps, across the spoke
         out.append(f'<g class="error-bar" stroke="#101828" stroke-width="1.5"><title>'
@@ -177,34 +188,39 @@ def bars(groups: Sequence[str], series: Sequence[Series], title: str = "", error
     """Grouped bars: one group per question type or category, one bar per series; each
     reference a dashed line across each group; the first series' intervals as error bars."""
     left, right, top_pad, plot_h = 60, 8, 12, 200
-    ticks = _top(_values(series, references), errors, spec)
-    top = ticks[-1]
+    ticks = _ticks(_values(series, references), errors, spec)
+    share = _share(ticks)
     plot_w = WIDTH - left - right
     base = top_pad + plot_h
+
+    def at(value: float) -> float:
+        return base - plot_h * share(value)
+
+    zero = at(0.0)  # bars stand on it, and hang from it below zero
     group_w = plot_w / max(1, len(groups))
     bar_w = group_w * 0.8 / max(1, len(series))
     legend_y = base + (66 if group_label else 46)
     out = [_svg("bars", title, legend_y + 22 * (len(series) + len(references)) - 4)]
     for tick in ticks:
-        y = base - plot_h * tick / top
+        y = at(tick)
         out.append(f'<line x1="{left}" y1="{y:.1f}" x2="{WIDTH - right}" y2="{y:.1f}" stroke="#eaecf0"/>'
                    f'<text class="tick" x="{left - 6}" y="{y + 5:.1f}" font-size="{TEXT}" text-anchor="end" '
                    f'fill="#667085">{_tick_label(tick, spec)}</text>')
-    out.append(f'<line x1="{left}" y1="{base}" x2="{WIDTH - right}" y2="{base}" stroke="#98a2b3"/>')
+    out.append(f'<line x1="{left}" y1="{zero:.1f}" x2="{WIDTH - right}" y2="{zero:.1f}" stroke="#98a2b3"/>')
     if metric:
         out.append(_y_title(metric, 16, top_pad + plot_h / 2, spec))
     for g, group in enumerate(groups):
         x0 = left + g * group_w + group_w * 0.1
         for i, (label, values) in enumerate(series):
             value = values[g]
-            h = plot_h * (value or 0) / top
-            out.append(f'<rect x="{x0 + i * bar_w:.1f}" y="{base - h:.1f}" width="{max(bar_w - 2, 1):.1f}" '
-                       f'height="{h:.1f}" fill="{PALETTE[i % len(PALETTE)]}"><title>{escape(label)}, '
+            y = at(value or 0.0)
+            out.append(f'<rect x="{x0 + i * bar_w:.1f}" y="{min(y, zero):.1f}" width="{max(bar_w - 2, 1):.1f}" '
+                       f'height="{abs(zero - y):.1f}" fill="{PALETTE[i % len(PALETTE)]}"><title>{escape(label)}, '
                        f'{escape(group)}: {_text(value, spec)}</title></rect>')
             bounds = errors[g] if errors and i == 0 and g < len(errors) else None
             if bounds:
                 xm = x0 + i * bar_w + (bar_w - 2) / 2
-                y_lo, y_hi = (base - plot_h * float(v) / top for v in bounds)
+                y_lo, y_hi = (at(float(v)) for v in bounds)
                 out.append(f'<g class="error-bar" stroke="#101828" stroke-width="1.5"><title>'
                            f'{_error_title(label, group, bounds, spec)}</title>'
                            f'<line x1="{xm:.1f}" y1="{y_lo:.1f}" x2="{xm:.1f}" y2="{y_hi:.1f}"/>'
@@ -217,7 +233,7 @@ def bars(groups: Sequence[str], series: Sequence[Series], title: str = "", error
         for g, (group, value) in enumerate(zip(groups, values)):
             if value is None:
                 continue
-            y = base - plot_h * value / top
+            y = at(value)
             lines.append(f'<line x1="{left + g * group_w + 2:.1f}" y1="{y:.1f}" x2="{left + (g + 1) * group_w - 2:.1f}" '
                          f'y2="{y:.1f}"><title>{escape(label)} (reference), {escape(group)}: {_text(value, spec)}</title>'
                          f'</line>')
@@ -242,8 +258,8 @@ def progress(points: Sequence[tuple[datetime, float, str]], title: str = "", *, 
     height, left, right, bottom, top_pad = 262, 60, 16, 62, 34
     if not points:
         return mark_safe("")
-    ticks = _top([p[1] for p in points] + [v for _, v in references], spec=spec)
-    top = ticks[-1]
+    ticks = _ticks([p[1] for p in points] + [v for _, v in references], spec=spec)
+    share = _share(ticks)
     t0, t1 = points[0][0].timestamp(), points[-1][0].timestamp()
     single = len(points) == 1 or t1 <= t0
     span = max(t1 - t0, 1.0)
@@ -251,18 +267,18 @@ def progress(points: Sequence[tuple[datetime, float, str]], title: str = "", *, 
 
     def xy(t: datetime, v: float) -> tuple[float, float]:
         x = left + plot_w / 2 if single else left + plot_w * (t.timestamp() - t0) / span
-        return x, top_pad + plot_h * (1 - v / top)
+        return x, top_pad + plot_h * (1 - share(v))
 
     out = [_svg("progress", title, height)]
     for tick in ticks:
-        y = top_pad + plot_h * (1 - tick / top)
+        y = top_pad + plot_h * (1 - share(tick))
         out.append(f'<line x1="{left}" y1="{y:.1f}" x2="{WIDTH - right}" y2="{y:.1f}" stroke="#eaecf0"/>'
                    f'<text class="tick" x="{left - 6}" y="{y + 5:.1f}" font-size="{TEXT}" text-anchor="end" '
                    f'fill="#667085">{_tick_label(tick, spec)}</text>')
     if metric:
         out.append(_y_title(metric, 16, top_pad + plot_h / 2, spec))
     for j, (name, value) in enumerate(references):
-        y = top_pad + plot_h * (1 - value / top)
+        y = top_pad + plot_h * (1 - share(value))
         out.append(f'<g class="reference"><line x1="{left}" y1="{y:.1f}" x2="{WIDTH - right}" y2="{y:.1f}" '
                    f'stroke="{REFERENCE}" stroke-width="2" stroke-dasharray="{DASHES[j % len(DASHES)]}"/>'
                    f'<text x="{WIDTH - right}" y="{y - 6:.1f}" font-size="{TEXT}" text-anchor="end" '
